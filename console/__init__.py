@@ -1,0 +1,1 @@
+"""reclaim's operator faces: the `reclaim` CLI and the Textual console."""

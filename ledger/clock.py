@@ -1,0 +1,79 @@
+"""Clocks: the system clock, and a manual one tests and subprocesses can move without sleeping."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Protocol
+from zoneinfo import ZoneInfo
+
+
+class Clock(Protocol):
+    """Anything with `now()` returning seconds since the epoch."""
+
+    def now(self) -> float: ...
+
+
+class SystemClock:
+    """The wall clock, optionally shifted by a fixed offset in seconds."""
+
+    def __init__(self, offset: float = 0.0) -> None:
+        self.offset = offset
+
+    def now(self) -> float:
+        """Return the current time in epoch seconds (plus the offset)."""
+        return time.time() + self.offset
+
+
+@dataclass
+class ManualClock:
+    """A clock that only moves when told to."""
+
+    t: float
+
+    def now(self) -> float:
+        """Return the clock's current value."""
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock by `seconds` (negative steps back)."""
+        self.t += seconds
+
+    def set(self, t: float) -> None:
+        """Jump to an absolute time."""
+        self.t = t
+
+
+def parse_time(value: str) -> float:
+    """Parse epoch seconds or an ISO-8601 timestamp (naive means UTC) into epoch seconds."""
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def clock_from_env() -> Clock:
+    """The clock for a process: RECLAIM_NOW freezes it, RECLAIM_CLOCK_OFFSET shifts it (seconds)."""
+    fixed = os.environ.get("RECLAIM_NOW")
+    if fixed:
+        return ManualClock(parse_time(fixed))
+    offset = os.environ.get("RECLAIM_CLOCK_OFFSET")
+    return SystemClock(float(offset) if offset else 0.0)
+
+
+def day_of(ts: float, tz: str) -> str:
+    """The calendar day (YYYY-MM-DD) of `ts` in time zone `tz`: the quota day."""
+    return datetime.fromtimestamp(ts, ZoneInfo(tz)).strftime("%Y-%m-%d")
+
+
+def iso(ts: float | None) -> str:
+    """Format epoch seconds as a UTC ISO timestamp, or '' for None."""
+    if ts is None:
+        return ""
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

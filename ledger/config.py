@@ -1,0 +1,265 @@
+"""The TOML configuration: operators and roles, remotes, operations and policy, validated by key."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from ledger.errors import ConfigError
+
+ROLES = frozenset({"viewer", "triage", "approver"})
+REMOTE_KINDS = frozenset({"gemini", "http"})
+NOTIFY_EVENTS = frozenset({"held", "resolved", "consumed"})
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Rules operator actions and workers obey."""
+
+    four_eyes: bool = True
+    release_requires_finding: bool = True
+    stale_reserving_seconds: float = 120.0
+    lease_seconds: float = 60.0
+    retry_backoff_seconds: float = 30.0
+    poll_concurrency: int = 8
+
+
+@dataclass(frozen=True)
+class RemoteConfig:
+    """One remote service: how to reach it and what it can answer."""
+
+    name: str
+    kind: str
+    timeout_seconds: float = 30.0
+    model: str = "gemini-flash-latest"
+    api_key_env: str = "GEMINI_API_KEY"
+    base_url: str | None = None
+    url: str | None = None
+    lookup_url: str | None = None
+    dedupes_by_key: bool = False
+    header_env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OperationConfig:
+    """One allowed operation: its remote, daily quota and result sink."""
+
+    name: str
+    remote: str
+    daily_quota: int
+    sink: str = "results"
+    blocks_on_hold: bool = True
+
+
+@dataclass(frozen=True)
+class NotifyConfig:
+    """One notification channel and the events it reports."""
+
+    name: str
+    kind: str
+    url: str
+    events: frozenset[str]
+    operations: frozenset[str] | None = None
+    timeout_seconds: float = 10.0
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole validated configuration."""
+
+    timezone: str = "UTC"
+    policy: Policy = field(default_factory=Policy)
+    operators: dict[str, frozenset[str]] = field(default_factory=dict)
+    remotes: dict[str, RemoteConfig] = field(default_factory=dict)
+    operations: dict[str, OperationConfig] = field(default_factory=dict)
+    notify: dict[str, NotifyConfig] = field(default_factory=dict)
+    base_dir: Path = field(default_factory=Path.cwd)
+
+    def roles_of(self, operator: str) -> frozenset[str]:
+        """The operator's roles; unknown names are viewers."""
+        return self.operators.get(operator, frozenset({"viewer"}))
+
+    def sink_dir(self, operation: str) -> Path:
+        """The folder an operation's results are delivered to (relative to the config file)."""
+        sink = Path(self.operations[operation].sink)
+        return sink if sink.is_absolute() else self.base_dir / sink
+
+
+def _key(*parts: str) -> str:
+    return ".".join(f'"{p}"' if "." in p else p for p in parts)
+
+
+def _table(raw: dict[str, Any], *parts: str) -> dict[str, Any]:
+    value = raw
+    for p in parts:
+        value = value.get(p, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"config key {_key(*parts)}: must be a table")
+    return value
+
+
+def _typed(table: dict[str, Any], name: str, kinds: tuple[type, ...], path: tuple[str, ...], default: Any) -> Any:
+    if name not in table:
+        return default
+    value = table[name]
+    if isinstance(value, bool) and bool not in kinds:
+        raise ConfigError(f"config key {_key(*path, name)}: expected {kinds[0].__name__}, got {value!r}")
+    if not isinstance(value, kinds):
+        raise ConfigError(f"config key {_key(*path, name)}: expected {kinds[0].__name__}, got {value!r}")
+    return value
+
+
+def _positive(value: float, path: str, allow_zero: bool = False) -> float:
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"config key {path}: must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    return value
+
+
+def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
+    """Validate a parsed TOML document; raise ConfigError naming the first bad key."""
+    known_top = {"timezone", "policy", "operators", "remotes", "operations", "notify", "keys"}
+    for k in raw:
+        if k not in known_top:
+            raise ConfigError(f"config key {k}: unknown key (expected one of {', '.join(sorted(known_top))})")
+    tz = _typed(raw, "timezone", (str,), (), "UTC")
+    try:
+        ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"config key timezone: unknown time zone {tz!r} (use an IANA name such as 'UTC')") from None
+
+    p = _table(raw, "policy")
+    pp = ("policy",)
+    policy = Policy(
+        four_eyes=_typed(p, "four_eyes", (bool,), pp, True),
+        release_requires_finding=_typed(p, "release_requires_finding", (bool,), pp, True),
+        stale_reserving_seconds=_positive(
+            float(_typed(p, "stale_reserving_seconds", (int, float), pp, 120)), "policy.stale_reserving_seconds", True
+        ),
+        lease_seconds=_positive(float(_typed(p, "lease_seconds", (int, float), pp, 60)), "policy.lease_seconds"),
+        retry_backoff_seconds=_positive(
+            float(_typed(p, "retry_backoff_seconds", (int, float), pp, 30)), "policy.retry_backoff_seconds", True
+        ),
+        poll_concurrency=int(_positive(_typed(p, "poll_concurrency", (int,), pp, 8), "policy.poll_concurrency")),
+    )
+
+    operators: dict[str, frozenset[str]] = {}
+    for name, roles in _table(raw, "operators").items():
+        if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
+            raise ConfigError(f"config key operators.{name}: expected a list of roles, got {roles!r}")
+        bad = [r for r in roles if r not in ROLES]
+        if bad:
+            raise ConfigError(
+                f"config key operators.{name}: unknown role {bad[0]!r} (roles are {', '.join(sorted(ROLES))})"
+            )
+        operators[name] = frozenset(roles) | {"viewer"}
+
+    remotes: dict[str, RemoteConfig] = {}
+    for name, r in _table(raw, "remotes").items():
+        path = ("remotes", name)
+        if not isinstance(r, dict):
+            raise ConfigError(f"config key {_key(*path)}: must be a table")
+        kind = _typed(r, "kind", (str,), path, None)
+        if kind not in REMOTE_KINDS:
+            raise ConfigError(f"config key {_key(*path, 'kind')}: must be one of {', '.join(sorted(REMOTE_KINDS))}")
+        headers = _typed(r, "header_env", (dict,), path, {})
+        for h, env in headers.items():
+            if not isinstance(env, str):
+                raise ConfigError(f"config key {_key(*path, 'header_env', h)}: must name an environment variable")
+        url = _typed(r, "url", (str,), path, None)
+        if kind == "http" and not url:
+            raise ConfigError(f"config key {_key(*path, 'url')}: required for an http remote")
+        remotes[name] = RemoteConfig(
+            name=name,
+            kind=kind,
+            timeout_seconds=_positive(
+                float(_typed(r, "timeout_seconds", (int, float), path, 30)), _key(*path, "timeout_seconds")
+            ),
+            model=_typed(r, "model", (str,), path, "gemini-flash-latest"),
+            api_key_env=_typed(r, "api_key_env", (str,), path, "GEMINI_API_KEY"),
+            base_url=_typed(r, "base_url", (str,), path, None) or None,
+            url=url,
+            lookup_url=_typed(r, "lookup_url", (str,), path, None),
+            dedupes_by_key=_typed(r, "dedupes_by_key", (bool,), path, False),
+            header_env=dict(headers),
+        )
+
+    operations: dict[str, OperationConfig] = {}
+    for name, o in _table(raw, "operations").items():
+        path = ("operations", name)
+        if not isinstance(o, dict):
+            raise ConfigError(f"config key {_key(*path)}: must be a table")
+        remote = _typed(o, "remote", (str,), path, None)
+        if remote is None:
+            raise ConfigError(f"config key {_key(*path, 'remote')}: required (name a table under [remotes])")
+        if remote not in remotes:
+            raise ConfigError(f"config key {_key(*path, 'remote')}: no remote named {remote!r} under [remotes]")
+        quota = _typed(o, "daily_quota", (int,), path, None)
+        if quota is None or quota < 0:
+            raise ConfigError(f"config key {_key(*path, 'daily_quota')}: required, an integer >= 0")
+        operations[name] = OperationConfig(
+            name=name,
+            remote=remote,
+            daily_quota=quota,
+            sink=_typed(o, "sink", (str,), path, "results"),
+            blocks_on_hold=_typed(o, "blocks_on_hold", (bool,), path, True),
+        )
+
+    notify: dict[str, NotifyConfig] = {}
+    for name, n in _table(raw, "notify").items():
+        path = ("notify", name)
+        if not isinstance(n, dict):
+            raise ConfigError(f"config key {_key(*path)}: must be a table")
+        kind = _typed(n, "kind", (str,), path, None)
+        if kind != "webhook":
+            raise ConfigError(f"config key {_key(*path, 'kind')}: must be 'webhook'")
+        url = _typed(n, "url", (str,), path, None)
+        if not url:
+            raise ConfigError(f"config key {_key(*path, 'url')}: required")
+        events = _typed(n, "events", (list,), path, ["held", "resolved"])
+        bad = [e for e in events if e not in NOTIFY_EVENTS]
+        if bad:
+            raise ConfigError(
+                f"config key {_key(*path, 'events')}: unknown event {bad[0]!r} "
+                f"(events are {', '.join(sorted(NOTIFY_EVENTS))})"
+            )
+        ops = _typed(n, "operations", (list,), path, None)
+        notify[name] = NotifyConfig(
+            name=name,
+            kind=kind,
+            url=url,
+            events=frozenset(events),
+            operations=frozenset(ops) if ops is not None else None,
+            timeout_seconds=float(_typed(n, "timeout_seconds", (int, float), path, 10)),
+        )
+
+    return Config(
+        timezone=tz,
+        policy=policy,
+        operators=operators,
+        remotes=remotes,
+        operations=operations,
+        notify=notify,
+        base_dir=base_dir or Path.cwd(),
+    )
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a TOML config file; raise ConfigError with the file and key on any problem."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file {p}: not found (create it, or pass --config / RECLAIM_CONFIG)") from None
+    except OSError as e:
+        raise ConfigError(f"config file {p}: cannot be read ({e.strerror})") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config file {p}: not valid TOML ({e})") from None
+    try:
+        return parse_config(raw, base_dir=p.resolve().parent)
+    except ConfigError as e:
+        raise ConfigError(f"config file {p}: {e}") from None

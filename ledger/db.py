@@ -1,0 +1,258 @@
+"""Opening a ledger file: pragmas, schema versions, forward migrations, and write transactions."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ledger.errors import LedgerLocked, LedgerUnusable
+
+APPLICATION_ID = 0x52434C4D  # "RCLM": marks a SQLite file as a reclaim ledger
+BUSY_TIMEOUT_MS = 5000
+
+_V1 = """
+CREATE TABLE jobs (
+    job_id          TEXT NOT NULL,
+    operation       TEXT NOT NULL,
+    idem_key        TEXT NOT NULL UNIQUE,
+    target          TEXT,
+    payload         TEXT NOT NULL,
+    state           TEXT NOT NULL,
+    attempt         INTEGER NOT NULL DEFAULT 1,
+    epoch           INTEGER NOT NULL DEFAULT 0,
+    lease_owner     TEXT,
+    lease_until     REAL,
+    handle          TEXT,
+    quota_day       TEXT NOT NULL,
+    created_at      REAL NOT NULL,
+    updated_at      REAL NOT NULL,
+    next_try_at     REAL,
+    send_started_at REAL,
+    tries           INTEGER NOT NULL DEFAULT 0,
+    last_error      TEXT,
+    held_reason     TEXT,
+    held_at         REAL,
+    owner           TEXT,
+    due_at          REAL,
+    result          TEXT,
+    result_at       REAL,
+    PRIMARY KEY (job_id, operation)
+);
+CREATE INDEX jobs_state_updated ON jobs (state, updated_at);
+CREATE INDEX jobs_state_created ON jobs (state, created_at);
+CREATE INDEX jobs_target_state ON jobs (target, state);
+
+CREATE TABLE quota_usage (
+    operation TEXT NOT NULL,
+    day       TEXT NOT NULL,
+    used      INTEGER NOT NULL,
+    PRIMARY KEY (operation, day)
+);
+
+CREATE TABLE events (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    at         REAL NOT NULL,
+    job_id     TEXT NOT NULL,
+    operation  TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    actor      TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    from_state TEXT,
+    to_state   TEXT,
+    epoch      INTEGER,
+    detail     TEXT NOT NULL DEFAULT '{}',
+    UNIQUE (job_id, operation, seq)
+);
+CREATE INDEX events_job_kind ON events (job_id, operation, kind, id);
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+
+CREATE TABLE fenced_writes (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    at        REAL NOT NULL,
+    job_id    TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    actor     TEXT NOT NULL,
+    event     TEXT NOT NULL,
+    epoch     INTEGER,
+    detail    TEXT NOT NULL DEFAULT '{}'
+);
+"""
+
+_V2 = """
+CREATE TABLE outbox (
+    event_id    TEXT PRIMARY KEY,
+    channel     TEXT NOT NULL,
+    job_id      TEXT NOT NULL,
+    operation   TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    body        TEXT NOT NULL,
+    state       TEXT NOT NULL,
+    created_at  REAL NOT NULL,
+    updated_at  REAL NOT NULL,
+    next_try_at REAL,
+    tries       INTEGER NOT NULL DEFAULT 0,
+    last_error  TEXT
+);
+CREATE INDEX outbox_state ON outbox (state, created_at);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _pragmas(conn: sqlite3.Connection, synchronous: str) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+
+
+def _raise_locked_or(e: sqlite3.Error, path: Path) -> None:
+    msg = str(e)
+    if "locked" in msg or "busy" in msg:
+        raise LedgerLocked(
+            f"ledger {path}: locked by another process for more than {BUSY_TIMEOUT_MS // 1000} s; retry later"
+        ) from None
+    if "not a database" in msg or "file is encrypted" in msg:
+        raise LedgerUnusable(f"ledger {path}: not a SQLite database; point --ledger at a reclaim ledger") from None
+    if "readonly" in msg or "read-only" in msg:
+        raise LedgerUnusable(f"ledger {path}: the file is read-only; fix its permissions or open it as a viewer") from None
+    if "unable to open" in msg:
+        raise LedgerUnusable(f"ledger {path}: cannot be opened ({msg}); check the path and permissions") from None
+    raise LedgerUnusable(f"ledger {path}: {msg}") from None
+
+
+def _check_identity(conn: sqlite3.Connection, path: Path) -> int:
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if app_id != APPLICATION_ID:
+        raise LedgerUnusable(
+            f"ledger {path}: a SQLite file that is not a reclaim ledger; choose another path or run 'reclaim init'"
+        )
+    if version > SCHEMA_VERSION:
+        raise LedgerUnusable(
+            f"ledger {path}: schema version {version} is newer than this reclaim understands "
+            f"({SCHEMA_VERSION}); upgrade reclaim"
+        )
+    return int(version)
+
+
+def _migrate(conn: sqlite3.Connection, path: Path, from_version: int) -> None:
+    if from_version >= SCHEMA_VERSION:
+        return
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        for i in range(version, SCHEMA_VERSION):
+            for stmt in MIGRATIONS[i].split(";\n"):
+                if stmt.strip():
+                    conn.execute(stmt)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except sqlite3.Error as e:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        _raise_locked_or(e, path)
+
+
+def create_ledger(path: str | Path) -> bool:
+    """Create a ledger at `path` (or migrate one forward); return True when a new file was made.
+
+    Refuses, writing nothing: a missing parent folder, a file that is not SQLite, a SQLite file that is
+    not a ledger, a ledger of a newer version.
+    """
+    p = Path(path)
+    if not p.parent.is_dir():
+        raise LedgerUnusable(f"ledger {p}: folder {p.parent} does not exist; create it first")
+    existed = p.exists()
+    if existed:
+        conn = connect(p)
+        conn.close()
+        return False
+    try:
+        conn = sqlite3.connect(p, isolation_level=None)
+        conn.execute("PRAGMA journal_mode = WAL")
+        _pragmas(conn, "FULL")
+        _migrate(conn, p, 0)
+        conn.close()
+    except sqlite3.Error as e:
+        _raise_locked_or(e, p)
+    return True
+
+
+def connect(
+    path: str | Path,
+    *,
+    readonly: bool = False,
+    synchronous: str = "FULL",
+    check_same_thread: bool = True,
+) -> sqlite3.Connection:
+    """Open an existing ledger: WAL, synchronous=FULL, a 5 s busy timeout, autocommit mode.
+
+    Migrates an older ledger forward (not when read-only). Raises LedgerUnusable with one line when the
+    file is missing, not SQLite, not a ledger or too new; nothing is created or written in that case.
+    """
+    p = Path(path)
+    if not p.exists():
+        if not p.parent.is_dir():
+            raise LedgerUnusable(f"ledger {p}: folder {p.parent} does not exist; create it, then run 'reclaim init'")
+        raise LedgerUnusable(f"ledger {p}: not found; run 'reclaim init' or pass --ledger / RECLAIM_LEDGER")
+    uri = f"file:{p.resolve()}?mode={'ro' if readonly else 'rw'}"
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=check_same_thread)
+    except sqlite3.Error as e:
+        _raise_locked_or(e, p)
+        raise
+    conn.row_factory = sqlite3.Row
+    try:
+        _pragmas(conn, synchronous)
+        version = _check_identity(conn, p)
+        if not readonly:
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            _migrate(conn, p, version)
+        elif version < SCHEMA_VERSION:
+            conn.close()
+            raise LedgerUnusable(
+                f"ledger {p}: schema version {version} is older than {SCHEMA_VERSION}; "
+                "open it once read-write (e.g. 'reclaim status') to migrate it"
+            )
+    except sqlite3.Error as e:
+        conn.close()
+        _raise_locked_or(e, p)
+    return conn
+
+
+@contextmanager
+def write_tx(conn: sqlite3.Connection, path: str | Path = "ledger") -> Iterator[sqlite3.Connection]:
+    """Run the block in one BEGIN IMMEDIATE transaction; commit on success, roll back on any error."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as e:
+        _raise_locked_or(e, Path(str(path)))
+    try:
+        yield conn
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    else:
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.OperationalError as e:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            _raise_locked_or(e, Path(str(path)))
+
+
+def ledger_path(conn: sqlite3.Connection) -> str:
+    """The file a connection is attached to."""
+    row = conn.execute("PRAGMA database_list").fetchone()
+    return str(row[2])

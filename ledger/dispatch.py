@@ -1,0 +1,140 @@
+"""The notification dispatcher: mark `sending` and commit before the POST; a lost reply is `uncertain`.
+
+Outbox states: pending -> sending -> sent | pending (refused before delivery, retried later) |
+uncertain (the reply was lost: never re-sent automatically; a person confirms or re-sends by another
+route). A notification never changes its job's state.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import urllib.error
+import urllib.request
+from typing import Literal
+
+from ledger.clock import Clock
+from ledger.config import Config, NotifyConfig
+from ledger.crashpoints import crashpoint
+from ledger.db import write_tx
+from ledger.errors import BadInput, Refused
+from ledger.remotes.base import is_not_delivered
+from ledger.transitions import append_event
+
+Delivery = Literal["sent", "not_delivered", "uncertain"]
+EVENT_ID_HEADER = "X-Reclaim-Event-Id"
+
+
+def post_webhook(channel: NotifyConfig, event_id: str, body: str) -> tuple[Delivery, str | None]:
+    """POST one notification once; classify the result like a send."""
+    req = urllib.request.Request(
+        channel.url,
+        data=body.encode("utf-8"),
+        method="POST",
+        headers={"Content-Type": "application/json", EVENT_ID_HEADER: event_id},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=channel.timeout_seconds) as resp:
+            resp.read()
+            return "sent", None
+    except urllib.error.HTTPError as e:
+        if e.code in (401, 403, 404, 429):
+            return "not_delivered", f"HTTP {e.code}"
+        return "uncertain", f"HTTP {e.code}"
+    except urllib.error.URLError as e:
+        if isinstance(e.reason, (ConnectionRefusedError, socket.gaierror)) or is_not_delivered(e):
+            return "not_delivered", str(e.reason)
+        return "uncertain", str(e.reason)
+    except (TimeoutError, ConnectionError, OSError) as e:
+        return "uncertain", f"{type(e).__name__}: {e}"
+
+
+def dispatch_outbox(conn: sqlite3.Connection, config: Config, *, clock: Clock, limit: int = 100) -> dict[str, int]:
+    """Send due notifications once each; return counts by outcome. Leftover `sending` rows become uncertain."""
+    counts = {"sent": 0, "not_delivered": 0, "uncertain": 0}
+    with write_tx(conn):
+        # A row left `sending` by a process that died mid-POST: nobody knows if it arrived.
+        counts["uncertain"] += conn.execute(
+            "UPDATE outbox SET state = 'uncertain', updated_at = ?, last_error = 'process died while sending' "
+            "WHERE state = 'sending'",
+            (clock.now(),),
+        ).rowcount
+    rows = conn.execute(
+        "SELECT event_id, channel, body FROM outbox WHERE state = 'pending' AND next_try_at <= ? "
+        "ORDER BY created_at LIMIT ?",
+        (clock.now(), limit),
+    ).fetchall()
+    for event_id, channel_name, body in rows:
+        channel = config.notify.get(channel_name)
+        if channel is None:
+            continue
+        with write_tx(conn):
+            claimed = conn.execute(
+                "UPDATE outbox SET state = 'sending', tries = tries + 1, updated_at = ? "
+                "WHERE event_id = ? AND state = 'pending'",
+                (clock.now(), event_id),
+            ).rowcount
+        if not claimed:
+            continue
+        crashpoint("after_outbox_claim")
+        result, error = post_webhook(channel, event_id, body)
+        now = clock.now()
+        with write_tx(conn):
+            if result == "sent":
+                conn.execute("UPDATE outbox SET state = 'sent', updated_at = ?, last_error = NULL WHERE event_id = ?",
+                             (now, event_id))
+            elif result == "not_delivered":
+                conn.execute(
+                    "UPDATE outbox SET state = 'pending', updated_at = ?, last_error = ?, "
+                    "next_try_at = ? + MIN(3600, ? * (1 << MIN(tries, 10))) WHERE event_id = ?",
+                    (now, error, now, config.policy.retry_backoff_seconds, event_id),
+                )
+            else:
+                conn.execute("UPDATE outbox SET state = 'uncertain', updated_at = ?, last_error = ? WHERE event_id = ?",
+                             (now, error, event_id))
+        counts[result] += 1
+    return counts
+
+
+def list_outbox(conn: sqlite3.Connection, limit: int = 100) -> list[dict[str, object]]:
+    """Notifications, uncertain ones first, then newest."""
+    rows = conn.execute(
+        "SELECT * FROM outbox ORDER BY CASE state WHEN 'uncertain' THEN 0 WHEN 'sending' THEN 1 "
+        "WHEN 'pending' THEN 2 ELSE 3 END, created_at DESC LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [{**dict(r), "body": json.loads(r["body"])} for r in rows]
+
+
+def resolve_uncertain(
+    conn: sqlite3.Connection, config: Config, event_id: str, decision: str, *, actor: str, clock: Clock, note: str = ""
+) -> None:
+    """A person settles an uncertain notification: 'confirmed' (triage) or 'resend' by another route (approver).
+
+    Recorded as an event on the notification's job; the job's state does not change.
+    """
+    need = {"confirmed": "triage", "resend": "approver"}.get(decision)
+    if need is None:
+        raise BadInput(f"decision {decision!r}: use 'confirmed' or 'resend'")
+    if need not in config.roles_of(actor):
+        raise Refused(f"notification {event_id}: {actor} lacks the {need} role to mark it {decision}")
+    with write_tx(conn):
+        row = conn.execute("SELECT * FROM outbox WHERE event_id = ?", (event_id,)).fetchone()
+        if row is None:
+            raise BadInput(f"notification {event_id!r}: not in the outbox (see 'reclaim notifications')")
+        if row["state"] != "uncertain":
+            raise Refused(f"notification {event_id}: it is {row['state']}, only uncertain ones are settled by hand")
+        new_state = "confirmed" if decision == "confirmed" else "resent_other_route"
+        now = clock.now()
+        conn.execute("UPDATE outbox SET state = ?, updated_at = ? WHERE event_id = ?", (new_state, now, event_id))
+        job = conn.execute(
+            "SELECT state, epoch FROM jobs WHERE job_id = ? AND operation = ?", (row["job_id"], row["operation"])
+        ).fetchone()
+        from ledger.model import JobKey
+
+        append_event(
+            conn, JobKey(row["job_id"], row["operation"]), at=now, actor=actor, kind=f"notification_{decision}",
+            from_state=job["state"] if job else None, to_state=job["state"] if job else None,
+            epoch=job["epoch"] if job else None, detail={"event_id": event_id, "note": note},
+        )

@@ -1,0 +1,66 @@
+"""Errors the ledger raises for bad input or an unusable ledger.
+
+Expected outcomes (duplicate, quota exceeded, blocked by a hold) are typed results, not exceptions.
+Each error carries the process exit code the CLI uses, so every refusal has a distinct, documented code.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+EXIT_QUOTA_EXCEEDED = 3
+EXIT_HELD = 4
+EXIT_BLOCKED_BY_HOLD = 5
+EXIT_REFUSED = 6
+EXIT_LEDGER_UNUSABLE = 7
+EXIT_LEDGER_LOCKED = 8
+
+
+class LedgerError(Exception):
+    """Base class: a one-line message naming the thing and what to do."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class BadInput(LedgerError):
+    """An argument, payload or operator name that cannot be accepted."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class ConfigError(BadInput):
+    """The configuration file is missing, unreadable or invalid; the message names the key."""
+
+
+class UnknownOperation(BadInput):
+    """The operation is not declared in the configuration."""
+
+
+class PayloadError(BadInput):
+    """The payload is not valid JSON or not the shape the operation's remote expects."""
+
+
+class JobNotFound(BadInput):
+    """No job with that (job_id, operation) exists in the ledger."""
+
+
+class LedgerUnusable(LedgerError):
+    """The ledger file cannot be used: missing, not SQLite, not a ledger, too new, read-only."""
+
+    exit_code = EXIT_LEDGER_UNUSABLE
+
+
+class LedgerLocked(LedgerError):
+    """Another process held the write lock longer than the busy timeout."""
+
+    exit_code = EXIT_LEDGER_LOCKED
+
+
+class Refused(LedgerError):
+    """An operator action refused by role, policy or the job's state; nothing was written."""
+
+    exit_code = EXIT_REFUSED
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -1,0 +1,122 @@
+"""Job identity and the Job record as read from the ledger."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+STATES = ("reserving", "submitted", "done", "consumed", "failed", "held", "rejected", "remediated")
+TERMINAL = frozenset({"consumed", "rejected", "remediated"})
+
+# The console's groups: each state belongs to exactly one.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "held": ("held",),
+    "reserving": ("reserving",),
+    "submitted": ("submitted",),
+    "done": ("done",),
+    "consumed": ("consumed",),
+    "failed": ("failed",),
+    "resolved": ("rejected", "remediated"),
+}
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no insignificant whitespace, UTF-8 text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def default_job_id(operation: str, payload: Any, target: str | None) -> str:
+    """The job id when the caller gives none: sha256 of the canonical job spec, first 32 hex."""
+    spec = {"operation": operation, "payload": payload, "target": target}
+    return hashlib.sha256(canonical_json(spec).encode("utf-8")).hexdigest()[:32]
+
+
+def idem_key(job_id: str, operation: str) -> str:
+    """The stable idempotency key of (job_id, operation), the same on every attempt and release."""
+    return hashlib.sha256(canonical_json([job_id, operation]).encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class JobKey:
+    """The primary key of a job."""
+
+    job_id: str
+    operation: str
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row of the jobs table."""
+
+    job_id: str
+    operation: str
+    idem_key: str
+    target: str | None
+    payload: Any
+    state: str
+    attempt: int
+    epoch: int
+    lease_owner: str | None
+    lease_until: float | None
+    handle: str | None
+    quota_day: str
+    created_at: float
+    updated_at: float
+    next_try_at: float | None
+    send_started_at: float | None
+    tries: int
+    last_error: str | None
+    held_reason: str | None
+    held_at: float | None
+    owner: str | None
+    due_at: float | None
+    result: Any
+    result_at: float | None
+
+    @property
+    def key(self) -> JobKey:
+        """This job's (job_id, operation)."""
+        return JobKey(self.job_id, self.operation)
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Job:
+        """Build a Job from a `SELECT * FROM jobs` row."""
+        d = dict(row)
+        d["payload"] = json.loads(d["payload"])
+        d["result"] = json.loads(d["result"]) if d["result"] is not None else None
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Event:
+    """One row of the append-only events table."""
+
+    id: int
+    at: float
+    job_id: str
+    operation: str
+    seq: int
+    actor: str
+    kind: str
+    from_state: str | None
+    to_state: str | None
+    epoch: int | None
+    detail: dict[str, Any]
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Event:
+        """Build an Event from a `SELECT * FROM events` row."""
+        d = dict(row)
+        d["detail"] = json.loads(d["detail"])
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -1,0 +1,217 @@
+"""Read-only questions the CLI and console ask: counts, pages of jobs, events by cursor, quota history.
+
+Every query here is served by an index; none loads a whole table.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from ledger.config import Config
+from ledger.model import GROUPS, STATES, Event, Job, JobKey
+
+
+def data_version(conn: sqlite3.Connection) -> int:
+    """SQLite's data_version: changes whenever another connection commits to the file."""
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+
+def state_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    """Jobs per state (every state present, zero when empty)."""
+    counts = dict.fromkeys(STATES, 0)
+    for state in STATES:
+        counts[state] = conn.execute("SELECT COUNT(*) FROM jobs WHERE state = ?", (state,)).fetchone()[0]
+    return counts
+
+
+def group_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    """Jobs per console group (held, reserving, submitted, done, consumed, failed, resolved)."""
+    counts = state_counts(conn)
+    return {g: sum(counts[s] for s in states) for g, states in GROUPS.items()}
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """A typed filter: free text on job id / operation / target, plus owner:, op:, target: terms."""
+
+    text: str = ""
+    owner: str | None = None
+    operation: str | None = None
+    target: str | None = None
+
+    @classmethod
+    def parse(cls, query: str, me: str | None = None) -> JobFilter:
+        """Parse "owner:me op:article.* bucket" into a filter (`*` is a wildcard; `me` is the operator)."""
+        words, owner, op, target = [], None, None, None
+        for tok in query.split():
+            if tok.startswith("owner:"):
+                owner = tok[6:]
+                if owner == "me" and me:
+                    owner = me
+            elif tok.startswith("op:"):
+                op = tok[3:]
+            elif tok.startswith("target:"):
+                target = tok[7:]
+            else:
+                words.append(tok)
+        return cls(text=" ".join(words), owner=owner, operation=op, target=target)
+
+
+def _like(value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped.replace("*", "%")
+
+
+def list_jobs(
+    conn: sqlite3.Connection,
+    group: str,
+    *,
+    limit: int = 100,
+    offset: int = 0,
+    oldest_first: bool = True,
+    flt: JobFilter | None = None,
+) -> list[Job]:
+    """One page of a group's jobs, by age; filtered by `flt`. Never reads more than `limit` rows out."""
+    states = GROUPS[group]
+    where = [f"state IN ({','.join('?' * len(states))})"]
+    params: list[Any] = list(states)
+    if flt is not None:
+        if flt.text:
+            where.append("(job_id LIKE ? ESCAPE '\\' OR operation LIKE ? ESCAPE '\\' OR target LIKE ? ESCAPE '\\')")
+            pat = f"%{_like(flt.text)}%"
+            params += [pat, pat, pat]
+        if flt.owner:
+            where.append("owner = ?")
+            params.append(flt.owner)
+        if flt.operation:
+            where.append("operation LIKE ? ESCAPE '\\'")
+            params.append(_like(flt.operation))
+        if flt.target:
+            where.append("target LIKE ? ESCAPE '\\'")
+            params.append(_like(flt.target))
+    order = "ASC" if oldest_first else "DESC"
+    sql = f"SELECT * FROM jobs WHERE {' AND '.join(where)} ORDER BY created_at {order} LIMIT ? OFFSET ?"
+    return [Job.from_row(r) for r in conn.execute(sql, (*params, limit, offset))]
+
+
+def held_jobs(conn: sqlite3.Connection, limit: int = 50) -> list[Job]:
+    """Held jobs, oldest hold first."""
+    rows = conn.execute("SELECT * FROM jobs WHERE state = 'held' ORDER BY held_at ASC, created_at ASC LIMIT ?", (limit,))
+    return [Job.from_row(r) for r in rows]
+
+
+def find_job(conn: sqlite3.Connection, key: JobKey) -> Job | None:
+    """The job, or None."""
+    row = conn.execute("SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)).fetchone()
+    return Job.from_row(row) if row else None
+
+
+def job_events(conn: sqlite3.Connection, key: JobKey) -> list[Event]:
+    """A job's whole history, in order."""
+    rows = conn.execute(
+        "SELECT * FROM events WHERE job_id = ? AND operation = ? ORDER BY seq", (key.job_id, key.operation)
+    )
+    return [Event.from_row(r) for r in rows]
+
+
+def events_after(conn: sqlite3.Connection, after_id: int, limit: int = 200) -> list[Event]:
+    """Events with id > after_id, oldest first: the follow cursor."""
+    rows = conn.execute("SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?", (after_id, limit))
+    return [Event.from_row(r) for r in rows]
+
+
+def latest_events(conn: sqlite3.Connection, limit: int = 20) -> list[Event]:
+    """The newest events, newest first."""
+    rows = conn.execute("SELECT * FROM events ORDER BY id DESC LIMIT ?", (limit,))
+    return [Event.from_row(r) for r in rows]
+
+
+def last_event_id(conn: sqlite3.Connection) -> int:
+    """The id of the newest event, or 0."""
+    row = conn.execute("SELECT MAX(id) FROM events").fetchone()
+    return int(row[0] or 0)
+
+
+def fenced_write_count(conn: sqlite3.Connection) -> int:
+    """How many stale writes were refused by the epoch check."""
+    return int(conn.execute("SELECT COUNT(*) FROM fenced_writes").fetchone()[0])
+
+
+def fenced_writes_for(conn: sqlite3.Connection, key: JobKey) -> list[dict[str, Any]]:
+    """What stale workers tried to write to this job (kept as clues for a person)."""
+    rows = conn.execute(
+        "SELECT * FROM fenced_writes WHERE job_id = ? AND operation = ? ORDER BY id", (key.job_id, key.operation)
+    )
+    return [{**dict(r), "detail": json.loads(r["detail"])} for r in rows]
+
+
+@dataclass(frozen=True)
+class QuotaDay:
+    """One operation's use on one day."""
+
+    operation: str
+    day: str
+    used: int
+    limit: int
+
+    @property
+    def remaining(self) -> int:
+        """How many more may be reserved that day."""
+        return max(self.limit - self.used, 0)
+
+
+def _days_back(today: str, days: int) -> list[str]:
+    d = datetime.strptime(today, "%Y-%m-%d")
+    return [(d - timedelta(days=i)).strftime("%Y-%m-%d") for i in range(days - 1, -1, -1)]
+
+
+def quota_history(conn: sqlite3.Connection, config: Config, now: float, days: int = 14) -> dict[str, list[QuotaDay]]:
+    """Per declared operation, its use for each of the last `days` days (oldest first, today last)."""
+    today = datetime.fromtimestamp(now, ZoneInfo(config.timezone)).strftime("%Y-%m-%d")
+    span = _days_back(today, days)
+    out: dict[str, list[QuotaDay]] = {}
+    for name, op in sorted(config.operations.items()):
+        rows = dict(
+            conn.execute(
+                "SELECT day, used FROM quota_usage WHERE operation = ? AND day >= ? AND day <= ?",
+                (name, span[0], span[-1]),
+            ).fetchall()
+        )
+        out[name] = [QuotaDay(name, d, int(rows.get(d, 0)), op.daily_quota) for d in span]
+    return out
+
+
+def quota_today(conn: sqlite3.Connection, config: Config, now: float) -> list[QuotaDay]:
+    """Today's use per declared operation."""
+    return [days[-1] for days in quota_history(conn, config, now, days=1).values()]
+
+
+def held_by_operation(conn: sqlite3.Connection) -> dict[str, int]:
+    """Held jobs per operation."""
+    return dict(conn.execute("SELECT operation, COUNT(*) FROM jobs WHERE state = 'held' GROUP BY operation").fetchall())
+
+
+def operation_counts(conn: sqlite3.Connection) -> dict[str, dict[str, int]]:
+    """Jobs per operation and state."""
+    out: dict[str, dict[str, int]] = {}
+    for op, state, n in conn.execute("SELECT operation, state, COUNT(*) FROM jobs GROUP BY operation, state"):
+        out.setdefault(op, {})[state] = n
+    return out
+
+
+def job_fingerprint(conn: sqlite3.Connection) -> str:
+    """A digest of every row in every table: tests compare it before and after a refused command."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for table in ("jobs", "events", "quota_usage", "fenced_writes", "outbox"):
+        for row in conn.execute(f"SELECT * FROM {table} ORDER BY rowid"):
+            h.update(repr(tuple(row)).encode())
+    return h.hexdigest()
+
+

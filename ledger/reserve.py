@@ -1,0 +1,146 @@
+"""Reserving a job: the one transaction that must commit before anything is sent."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ledger.clock import Clock, day_of
+from ledger.config import Config
+from ledger.db import write_tx
+from ledger.errors import BadInput, PayloadError, UnknownOperation
+from ledger.model import Job, JobKey, canonical_json, default_job_id, idem_key
+from ledger.transitions import append_event
+
+Outcome = Literal["reserved", "duplicate", "quota_exceeded", "blocked_by_hold"]
+
+_GEMINI_KEYS = {"input", "system_instruction", "generation_config"}
+
+
+@dataclass(frozen=True)
+class ReserveResult:
+    """What reserve() decided. `job` is the new or existing job; `blocking` the held job in the way."""
+
+    outcome: Outcome
+    key: JobKey
+    job: Job | None = None
+    blocking: JobKey | None = None
+    used: int = 0
+    limit: int = 0
+
+
+def check_operation(config: Config, operation: str) -> None:
+    """Raise UnknownOperation unless `operation` is declared in the config."""
+    if operation not in config.operations:
+        known = ", ".join(sorted(config.operations)) or "none"
+        raise UnknownOperation(f"operation {operation!r}: not declared in the config (declared: {known})")
+
+
+def parse_payload(config: Config, operation: str, payload: str | dict[str, Any]) -> dict[str, Any]:
+    """Parse and validate a payload for `operation`; raise PayloadError saying what is wrong."""
+    check_operation(config, operation)
+    if isinstance(payload, str):
+        try:
+            value = json.loads(payload)
+        except json.JSONDecodeError as e:
+            raise PayloadError(f"payload: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    else:
+        value = payload
+    if not isinstance(value, dict):
+        raise PayloadError(f"payload: must be a JSON object, got {type(value).__name__}")
+    kind = config.remotes[config.operations[operation].remote].kind
+    if kind == "gemini":
+        extra = set(value) - _GEMINI_KEYS
+        if extra:
+            raise PayloadError(
+                f"payload: unknown key {sorted(extra)[0]!r} for a gemini operation "
+                "(allowed: input, system_instruction, generation_config)"
+            )
+        if not isinstance(value.get("input"), (str, list)) or not value.get("input"):
+            raise PayloadError('payload: a gemini operation needs a non-empty "input" (a string or a list)')
+        if "system_instruction" in value and not isinstance(value["system_instruction"], str):
+            raise PayloadError('payload: "system_instruction" must be a string')
+        if "generation_config" in value and not isinstance(value["generation_config"], dict):
+            raise PayloadError('payload: "generation_config" must be an object')
+    return value
+
+
+def reserve(
+    conn: sqlite3.Connection,
+    config: Config,
+    operation: str,
+    payload: str | dict[str, Any],
+    *,
+    clock: Clock,
+    job_id: str | None = None,
+    target: str | None = None,
+    actor: str = "reclaim",
+) -> ReserveResult:
+    """Reserve (job_id, operation) in one BEGIN IMMEDIATE transaction, before any send.
+
+    Returns `duplicate` if the job exists (nothing written, no quota used), `quota_exceeded` if today's
+    quota is used up, `blocked_by_hold` if an unresolved held job exists on the same target, else
+    `reserved` with the committed job. Raises BadInput for an unknown operation, bad payload or job id.
+    """
+    value = parse_payload(config, operation, payload)
+    if job_id is not None and (not job_id.strip() or len(job_id) > 512):
+        raise BadInput("job id: must be 1 to 512 characters and not blank")
+    if target is not None and len(target) > 512:
+        raise BadInput("target: must be at most 512 characters")
+    jid = job_id if job_id is not None else default_job_id(operation, value, target)
+    key = JobKey(jid, operation)
+    op = config.operations[operation]
+    with write_tx(conn):
+        now = clock.now()
+        day = day_of(now, config.timezone)
+        existing = conn.execute("SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (jid, operation)).fetchone()
+        if existing is not None:
+            return ReserveResult("duplicate", key, job=Job.from_row(existing))
+        row = conn.execute("SELECT used FROM quota_usage WHERE operation = ? AND day = ?", (operation, day)).fetchone()
+        used = row[0] if row else 0
+        if used >= op.daily_quota:
+            return ReserveResult("quota_exceeded", key, used=used, limit=op.daily_quota)
+        if target is not None and op.blocks_on_hold:
+            held = conn.execute(
+                "SELECT job_id, operation FROM jobs WHERE target = ? AND state = 'held' ORDER BY held_at LIMIT 1",
+                (target,),
+            ).fetchone()
+            if held is not None:
+                return ReserveResult("blocked_by_hold", key, blocking=JobKey(held[0], held[1]))
+        ikey = idem_key(jid, operation)
+        conn.execute(
+            "INSERT INTO jobs (job_id, operation, idem_key, target, payload, state, quota_day, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, 'reserving', ?, ?, ?)",
+            (jid, operation, ikey, target, canonical_json(value), day, now, now),
+        )
+        count_quota(conn, operation, day)
+        append_event(
+            conn,
+            key,
+            at=now,
+            actor=actor,
+            kind="reserve",
+            from_state=None,
+            to_state="reserving",
+            epoch=0,
+            detail={"idem_key": ikey, "quota_day": day, "quota_used": used + 1, "quota_limit": op.daily_quota},
+        )
+        job = Job.from_row(conn.execute("SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (jid, operation)).fetchone())
+    return ReserveResult("reserved", key, job=job, used=used + 1, limit=op.daily_quota)
+
+
+def count_quota(conn: sqlite3.Connection, operation: str, day: str) -> None:
+    """Count one operation against `day`'s quota (inside the caller's transaction)."""
+    conn.execute(
+        "INSERT INTO quota_usage (operation, day, used) VALUES (?, ?, 1) "
+        "ON CONFLICT (operation, day) DO UPDATE SET used = used + 1",
+        (operation, day),
+    )
+
+
+def quota_used(conn: sqlite3.Connection, operation: str, day: str) -> int:
+    """How many operations were counted against `day`'s quota."""
+    row = conn.execute("SELECT used FROM quota_usage WHERE operation = ? AND day = ?", (operation, day)).fetchone()
+    return int(row[0]) if row else 0

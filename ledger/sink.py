@@ -1,0 +1,41 @@
+"""Delivering a result to its sink: one file per idem key, written atomically, so redelivery is harmless."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from ledger.model import Job
+
+
+def deliver_to_folder(folder: Path, job: Job) -> Path:
+    """Write the job's result to `folder/<idem_key>.json` atomically (fsync, rename); return the path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    dest = folder / f"{job.idem_key}.json"
+    body = {
+        "job_id": job.job_id,
+        "operation": job.operation,
+        "idem_key": job.idem_key,
+        "target": job.target,
+        "attempt": job.attempt,
+        "handle": job.handle,
+        "result": job.result,
+    }
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".deliver-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(body, f, ensure_ascii=False, sort_keys=True, indent=2)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return dest

@@ -1,0 +1,201 @@
+"""The state machine: one table of allowed transitions and the one function that applies them.
+
+Every state change in the ledger goes through `apply()`: it checks the expected state (and epoch, for a
+worker's write), updates the job, appends the event with the next per-job sequence number, and queues
+any notification, all inside the caller's BEGIN IMMEDIATE transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.config import NotifyConfig
+from ledger.model import STATES, Job, JobKey
+from ledger.outbox import enqueue_for_transition
+
+# (from state, event) -> to state. Events that record facts without moving the job map a state to itself.
+TRANSITIONS: dict[tuple[str | None, str], str] = {
+    (None, "reserve"): "reserving",
+    ("reserving", "send_started"): "reserving",
+    ("reserving", "accepted"): "submitted",
+    ("reserving", "not_delivered"): "reserving",
+    ("reserving", "invalid"): "failed",
+    ("reserving", "send_unknown"): "held",
+    ("reserving", "orphan_found"): "submitted",
+    ("reserving", "orphan_held"): "held",
+    ("submitted", "completed"): "done",
+    ("submitted", "remote_failed"): "failed",
+    ("submitted", "handle_unknown"): "held",
+    ("done", "delivered"): "consumed",
+    ("held", "release"): "reserving",
+    ("failed", "release"): "reserving",
+    ("held", "reconcile"): "submitted",
+    ("held", "reject"): "rejected",
+    ("held", "remediate"): "remediated",
+    ("held", "finding"): "held",
+    ("failed", "finding"): "failed",
+    ("held", "assign"): "held",
+    ("failed", "assign"): "failed",
+    **{(s, "remote_query"): s for s in STATES},
+}
+
+# Events a worker writes: they must name the epoch they hold.
+WORKER_EVENTS = frozenset(
+    {
+        "send_started",
+        "accepted",
+        "not_delivered",
+        "invalid",
+        "send_unknown",
+        "orphan_found",
+        "orphan_held",
+        "completed",
+        "remote_failed",
+        "handle_unknown",
+        "delivered",
+    }
+)
+
+_SETTABLE = frozenset(Job.__dataclass_fields__) - {"job_id", "operation", "idem_key", "state", "created_at"}
+
+
+@dataclass(frozen=True)
+class Applied:
+    """The outcome of `apply()`: `ok`, or `refusal` is 'fenced' (epoch moved on) or 'state' (state moved on)."""
+
+    ok: bool
+    job: Job | None
+    event_id: int | None = None
+    refusal: str | None = None
+
+
+def next_state(state: str | None, event: str) -> str | None:
+    """The state `event` leads to from `state`, or None when the transition is not allowed."""
+    return TRANSITIONS.get((state, event))
+
+
+def append_event(
+    conn: sqlite3.Connection,
+    key: JobKey,
+    *,
+    at: float,
+    actor: str,
+    kind: str,
+    from_state: str | None,
+    to_state: str | None,
+    epoch: int | None,
+    detail: dict[str, Any] | None = None,
+) -> int:
+    """Append one event with the job's next sequence number; return its id."""
+    cur = conn.execute(
+        "INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail) "
+        "VALUES (?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ? AND operation = ?), "
+        "?, ?, ?, ?, ?, ?)",
+        (
+            at,
+            key.job_id,
+            key.operation,
+            key.job_id,
+            key.operation,
+            actor,
+            kind,
+            from_state,
+            to_state,
+            epoch,
+            json.dumps(detail or {}, sort_keys=True, ensure_ascii=False),
+        ),
+    )
+    assert cur.lastrowid is not None
+    return cur.lastrowid
+
+
+def _encode(column: str, value: Any) -> Any:
+    if column in ("payload", "result") and value is not None:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return value
+
+
+def record_fenced(
+    conn: sqlite3.Connection, key: JobKey, *, at: float, actor: str, event: str, epoch: int | None, detail: dict[str, Any]
+) -> None:
+    """Count a write refused because its epoch was stale, keeping what it tried to say."""
+    conn.execute(
+        "INSERT INTO fenced_writes (at, job_id, operation, actor, event, epoch, detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (at, key.job_id, key.operation, actor, event, epoch, json.dumps(detail, sort_keys=True, ensure_ascii=False)),
+    )
+
+
+def apply(
+    conn: sqlite3.Connection,
+    key: JobKey,
+    event: str,
+    *,
+    actor: str,
+    now: float,
+    expected_state: str,
+    expected_epoch: int | None = None,
+    detail: dict[str, Any] | None = None,
+    fields: dict[str, Any] | None = None,
+    bump_epoch: bool = False,
+    notify: Mapping[str, NotifyConfig] | None = None,
+) -> Applied:
+    """Apply `event` to a job in `expected_state` (and `expected_epoch`), inside the caller's transaction.
+
+    Returns Applied(ok=True) with the updated job and event id, or Applied(ok=False) with nothing
+    changed but a fenced write recorded when the epoch moved on. Notifications for `notify` channels are
+    queued in the same transaction, only when the change was allowed. Raises ValueError for a transition the
+    table does not allow, or a worker event written without an epoch.
+    """
+    to_state = next_state(expected_state, event)
+    if to_state is None:
+        raise ValueError(f"transition not allowed: {expected_state} --{event}-->")
+    if event in WORKER_EVENTS and expected_epoch is None:
+        raise ValueError(f"worker event {event!r} must name the epoch it holds")
+    fields = dict(fields or {})
+    bad = set(fields) - _SETTABLE
+    if bad:
+        raise ValueError(f"cannot set job columns {sorted(bad)}")
+    sets = ["state = ?", "updated_at = ?"]
+    params: list[Any] = [to_state, now]
+    for column, value in fields.items():
+        sets.append(f"{column} = ?")
+        params.append(_encode(column, value))
+    if bump_epoch:
+        sets.append("epoch = epoch + 1")
+    where = "job_id = ? AND operation = ? AND state = ?"
+    params += [key.job_id, key.operation, expected_state]
+    if expected_epoch is not None:
+        where += " AND epoch = ?"
+        params.append(expected_epoch)
+    row = conn.execute(f"UPDATE jobs SET {', '.join(sets)} WHERE {where} RETURNING *", params).fetchone()
+    if row is None:
+        current = conn.execute(
+            "SELECT state, epoch FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)
+        ).fetchone()
+        if current is not None and expected_epoch is not None and current["epoch"] != expected_epoch:
+            record_fenced(
+                conn, key, at=now, actor=actor, event=event, epoch=expected_epoch, detail={**(detail or {}), **{
+                    k: v for k, v in fields.items() if k in ("handle", "last_error", "held_reason")
+                }}
+            )
+            return Applied(ok=False, job=None, refusal="fenced")
+        return Applied(ok=False, job=None, refusal="state")
+    job = Job.from_row(row)
+    event_id = append_event(
+        conn,
+        key,
+        at=now,
+        actor=actor,
+        kind=event,
+        from_state=expected_state,
+        to_state=to_state,
+        epoch=job.epoch,
+        detail=detail,
+    )
+    if notify:
+        enqueue_for_transition(conn, notify, job, event, event_id, now)
+    return Applied(ok=True, job=job, event_id=event_id)

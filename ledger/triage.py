@@ -1,0 +1,302 @@
+"""Operator actions on a held (or failed) job: query, finding, assign, release, reconcile, reject, remediate.
+
+Each action checks roles and policy and the job's state inside its own BEGIN IMMEDIATE transaction,
+and either writes its event (with who, when and why) or raises Refused with the reason, writing nothing.
+`refusal()` answers the same question without writing, so the console can show a disabled action and why.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.clock import Clock, day_of
+from ledger.config import Config
+from ledger.db import write_tx
+from ledger.errors import BadInput, JobNotFound, Refused
+from ledger.model import Event, Job, JobKey
+from ledger.remotes.base import Remote, RemoteStatus
+from ledger.reserve import count_quota, quota_used
+from ledger.transitions import Applied, append_event, apply
+
+FINDING_CATEGORIES = ("not_received", "in_progress", "completed_reply_lost", "cannot_determine", "changed_by_other")
+ACTIONS = ("query", "finding", "assign", "release", "reconcile", "reject", "remediate")
+_ROLE_FOR = {
+    "query": "triage",
+    "finding": "triage",
+    "assign": "triage",
+    "release": "approver",
+    "reconcile": "approver",
+    "reject": "approver",
+    "remediate": "approver",
+}
+_STATES_FOR = {
+    "finding": ("held", "failed"),
+    "assign": ("held", "failed"),
+    "release": ("held", "failed"),
+    "reconcile": ("held",),
+    "reject": ("held",),
+    "remediate": ("held",),
+}
+
+
+def get_job(conn: sqlite3.Connection, key: JobKey) -> Job:
+    """The job with this key; raise JobNotFound naming it."""
+    row = conn.execute("SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)).fetchone()
+    if row is None:
+        raise JobNotFound(f"job {key.job_id!r} / {key.operation!r}: not in the ledger (see 'reclaim status')")
+    return Job.from_row(row)
+
+
+def _latest(conn: sqlite3.Connection, key: JobKey, kind: str, since_id: int = 0) -> Event | None:
+    row = conn.execute(
+        "SELECT * FROM events WHERE job_id = ? AND operation = ? AND kind = ? AND id > ? ORDER BY id DESC LIMIT 1",
+        (key.job_id, key.operation, kind, since_id),
+    ).fetchone()
+    return Event.from_row(row) if row else None
+
+
+def current_attempt_start(conn: sqlite3.Connection, key: JobKey) -> int:
+    """The event id where the current attempt began (its last release, or 0): older findings are history."""
+    last = _latest(conn, key, "release")
+    return last.id if last else 0
+
+
+def latest_finding(conn: sqlite3.Connection, key: JobKey) -> Event | None:
+    """The newest finding recorded for the job's current attempt."""
+    return _latest(conn, key, "finding", current_attempt_start(conn, key))
+
+
+def latest_query(conn: sqlite3.Connection, key: JobKey) -> Event | None:
+    """The newest remote query recorded for the job's current attempt."""
+    return _latest(conn, key, "remote_query", current_attempt_start(conn, key))
+
+
+def refusal(conn: sqlite3.Connection, config: Config, job: Job, action: str, actor: str, now: float) -> str | None:
+    """Why `actor` may not take `action` on `job` now, or None when it is allowed. Writes nothing."""
+    if action not in ACTIONS:
+        raise BadInput(f"action {action!r}: unknown (actions: {', '.join(ACTIONS)})")
+    role = _ROLE_FOR[action]
+    if role not in config.roles_of(actor):
+        return f"{actor} lacks the {role} role needed to {action} (roles come from [operators] in the config)"
+    states = _STATES_FOR.get(action)
+    if states is not None and job.state not in states:
+        return f"the job is {job.state}; {action} applies to {' or '.join(states)} jobs"
+    if action == "release":
+        return _release_refusal(conn, config, job, actor, now)
+    return None
+
+
+def _release_refusal(conn: sqlite3.Connection, config: Config, job: Job, actor: str, now: float) -> str | None:
+    finding = latest_finding(conn, job.key)
+    if config.policy.release_requires_finding and finding is None:
+        return "a release needs a finding first: query the remote and record what was found"
+    if finding is not None:
+        if config.policy.four_eyes and finding.actor == actor:
+            return f"four-eyes: {actor} wrote the finding this release rests on; another approver must release"
+        if finding.detail.get("category") in ("in_progress", "completed_reply_lost"):
+            return f"the finding says {finding.detail['category']}: the remote ran it; reconcile instead"
+    query = latest_query(conn, job.key)
+    if query is not None and query.detail.get("remote_state") in ("completed", "running"):
+        return f"the last query says the remote {query.detail['remote_state'] == 'running' and 'is still running' or 'completed'} it; reconcile instead"
+    op = config.operations.get(job.operation)
+    if op is None:
+        return f"operation {job.operation!r} is no longer declared in the config"
+    used = quota_used(conn, job.operation, day_of(now, config.timezone))
+    if used >= op.daily_quota:
+        return f"{job.operation} quota today is used up ({used}/{op.daily_quota}); release tomorrow or raise daily_quota"
+    return None
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What an action would do, and whether it is allowed for this operator now."""
+
+    action: str
+    allowed: bool
+    reason: str | None
+    summary: str
+
+
+def preview(conn: sqlite3.Connection, config: Config, key: JobKey, action: str, actor: str, clock: Clock) -> Preview:
+    """Say what `action` will do ("sends 1 new request to gemini; quota 12/200 -> 13/200") and if it may."""
+    job = get_job(conn, key)
+    now = clock.now()
+    why = refusal(conn, config, job, action, actor, now)
+    op = config.operations.get(job.operation)
+    if action == "release" and op is not None:
+        used = quota_used(conn, job.operation, day_of(now, config.timezone))
+        summary = (
+            f"sends 1 new request to {op.remote} (attempt {job.attempt + 1}, same idem key); "
+            f"{job.operation} quota today {used}/{op.daily_quota} -> {used + 1}/{op.daily_quota}"
+        )
+    else:
+        summary = {
+            "query": "asks the remote about this job (a read; nothing is sent) and records the reply",
+            "finding": "records what you found; nothing is sent",
+            "assign": "sets the owner and due time; nothing is sent",
+            "reconcile": "attaches the handle and marks the job submitted; nothing is sent",
+            "reject": "closes the job as rejected; nothing is sent",
+            "remediate": "closes the job as remediated by other means; nothing is sent",
+            "release": "sends 1 new request",
+        }[action]
+    return Preview(action=action, allowed=why is None, reason=why, summary=summary)
+
+
+def _act(
+    conn: sqlite3.Connection,
+    config: Config,
+    key: JobKey,
+    action: str,
+    event: str,
+    *,
+    actor: str,
+    clock: Clock,
+    detail: dict[str, Any],
+    fields: dict[str, Any] | None = None,
+    count_today: bool = False,
+) -> Applied:
+    with write_tx(conn):
+        now = clock.now()
+        job = get_job(conn, key)
+        why = refusal(conn, config, job, action, actor, now)
+        if why is not None:
+            raise Refused(f"{action} refused for {key.job_id} / {key.operation}: {why}")
+        if count_today:
+            count_quota(conn, key.operation, day_of(now, config.timezone))
+        applied = apply(
+            conn, key, event, actor=actor, now=now, expected_state=job.state, detail=detail,
+            fields=fields, notify=config.notify,
+        )
+        if not applied.ok:
+            raise Refused(f"{action} refused for {key.job_id} / {key.operation}: the job changed meanwhile; look again")
+        return applied
+
+
+def query_remote(config: Config, job: Job, remote: Remote) -> RemoteStatus:
+    """Ask the remote about a job by handle, or by key when it can be searched. No ledger access."""
+    if job.handle:
+        return remote.lookup(job.handle)
+    if remote.capabilities.search_by_key:
+        return remote.search(job.idem_key)
+    return RemoteStatus(
+        "error",
+        error=f"no handle recorded; {remote.kind} cannot be searched by idem key, so the remote cannot answer",
+        snapshot={"asked": False},
+    )
+
+
+def record_query(
+    conn: sqlite3.Connection, config: Config, key: JobKey, status: RemoteStatus, *, actor: str, clock: Clock
+) -> Applied:
+    """Record a remote query's reply (and its raw snapshot) as an event on the job."""
+    detail = {
+        "remote_state": status.state,
+        "handle": status.handle,
+        "error": status.error,
+        "snapshot": status.snapshot,
+    }
+    return _act(conn, config, key, "query", "remote_query", actor=actor, clock=clock, detail=detail)
+
+
+def query_job(
+    conn: sqlite3.Connection, config: Config, key: JobKey, remote: Remote, *, actor: str, clock: Clock
+) -> RemoteStatus:
+    """Check the role, ask the remote (no transaction open), record the reply; return it."""
+    job = get_job(conn, key)
+    why = refusal(conn, config, job, "query", actor, clock.now())
+    if why is not None:
+        raise Refused(f"query refused for {key.job_id} / {key.operation}: {why}")
+    status = query_remote(config, job, remote)
+    record_query(conn, config, key, status, actor=actor, clock=clock)
+    return status
+
+
+def record_finding(
+    conn: sqlite3.Connection, config: Config, key: JobKey, category: str, note: str, *, actor: str, clock: Clock
+) -> Applied:
+    """Record what a person learned (category + note), resting on the latest query's snapshot."""
+    if category not in FINDING_CATEGORIES:
+        raise BadInput(f"finding category {category!r}: unknown (use one of {', '.join(FINDING_CATEGORIES)})")
+    if not note.strip():
+        raise BadInput("finding note: required; say what you saw and where")
+    query = latest_query(conn, key)
+    detail = {
+        "category": category,
+        "note": note,
+        "query_event_id": query.id if query else None,
+        "snapshot": query.detail.get("snapshot") if query else None,
+    }
+    return _act(conn, config, key, "finding", "finding", actor=actor, clock=clock, detail=detail)
+
+
+def assign(
+    conn: sqlite3.Connection, config: Config, key: JobKey, owner: str, due_at: float, *, actor: str, clock: Clock,
+    reason: str = "",
+) -> Applied:
+    """Give the job an owner and a due time."""
+    if not owner.strip():
+        raise BadInput("owner: required; name the person who will see this through")
+    return _act(
+        conn, config, key, "assign", "assign", actor=actor, clock=clock,
+        detail={"owner": owner, "due_at": due_at, "reason": reason}, fields={"owner": owner, "due_at": due_at},
+    )
+
+
+def release(
+    conn: sqlite3.Connection, config: Config, key: JobKey, *, actor: str, clock: Clock, reason: str = ""
+) -> Applied:
+    """Re-submit: back to reserving, attempt + 1, same idem key, counted against today's quota."""
+    job = get_job(conn, key)
+    finding = latest_finding(conn, key)
+    return _act(
+        conn, config, key, "release", "release", actor=actor, clock=clock, count_today=True,
+        detail={"reason": reason, "attempt": job.attempt + 1, "finding_event_id": finding.id if finding else None},
+        fields={
+            "attempt": job.attempt + 1,
+            "handle": None,
+            "send_started_at": None,
+            "next_try_at": None,
+            "lease_owner": None,
+            "lease_until": None,
+            "held_reason": None,
+            "last_error": None,
+        },
+    )
+
+
+def reconcile(
+    conn: sqlite3.Connection, config: Config, key: JobKey, handle: str, *, actor: str, clock: Clock, reason: str = ""
+) -> Applied:
+    """The remote did run it: attach the handle and move to submitted; nothing is sent."""
+    if not handle.strip():
+        raise BadInput("handle: required; the remote's id for this job (from 'reclaim query' or the remote's console)")
+    return _act(
+        conn, config, key, "reconcile", "reconcile", actor=actor, clock=clock,
+        detail={"handle": handle, "reason": reason}, fields={"handle": handle},
+    )
+
+
+def reject(conn: sqlite3.Connection, config: Config, key: JobKey, *, actor: str, clock: Clock, reason: str) -> Applied:
+    """Close a held job without re-sending; a reason is required."""
+    if not reason.strip():
+        raise BadInput("reason: required; say why the job is closed without re-sending")
+    return _act(conn, config, key, "reject", "reject", actor=actor, clock=clock, detail={"reason": reason})
+
+
+def remediate(conn: sqlite3.Connection, config: Config, key: JobKey, note: str, *, actor: str, clock: Clock) -> Applied:
+    """Close a held job as done by another allowed means; a note is required."""
+    if not note.strip():
+        raise BadInput("note: required; say what was done instead and where it is recorded")
+    return _act(conn, config, key, "remediate", "remediate", actor=actor, clock=clock, detail={"note": note})
+
+
+def record_note(conn: sqlite3.Connection, key: JobKey, text: str, *, actor: str, clock: Clock) -> int:
+    """Append a free note to a job's history (no state change)."""
+    with write_tx(conn):
+        job = get_job(conn, key)
+        return append_event(
+            conn, key, at=clock.now(), actor=actor, kind="note", from_state=job.state, to_state=job.state,
+            epoch=job.epoch, detail={"note": text},
+        )

@@ -1,0 +1,424 @@
+"""The worker's pass: recover stale sends, send due jobs, poll submitted ones, deliver results.
+
+No network call happens inside a transaction: each step claims or reads in one short transaction,
+talks to the remote with none open, then records the outcome in another, naming the epoch it holds.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from ledger.clock import Clock
+from ledger.config import Config
+from ledger.crashpoints import crashpoint
+from ledger.db import write_tx
+from ledger.leases import Claim, claim_for_send, claim_stale
+from ledger.model import Job, JobKey
+from ledger.remotes import remote_for
+from ledger.remotes.base import Remote, RemoteStatus, SendOutcome
+from ledger.sink import deliver_to_folder
+from ledger.transitions import Applied, apply
+
+Progress = Callable[[str, int, int], None]
+
+
+def worker_id() -> str:
+    """A name for this worker process: host, pid and a random suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass
+class TickReport:
+    """What one pass did, by step."""
+
+    sent: int = 0
+    accepted: int = 0
+    not_delivered: int = 0
+    invalid: int = 0
+    held: int = 0
+    polled: int = 0
+    completed: int = 0
+    failed: int = 0
+    delivered: int = 0
+    orphans_found: int = 0
+    orphans_held: int = 0
+    fenced: int = 0
+    notifications: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, object]:
+        """A JSON-ready dict of the counters."""
+        return dict(self.__dict__)
+
+
+class RemoteCache:
+    """One adapter per operation, built on first use."""
+
+    def __init__(self, config: Config, factory: Callable[[Config, str], Remote] = remote_for) -> None:
+        self.config = config
+        self.factory = factory
+        self._by_remote: dict[str, Remote] = {}
+        self._lock = threading.Lock()
+
+    def for_operation(self, operation: str) -> Remote:
+        """The adapter for `operation`'s remote."""
+        name = self.config.operations[operation].remote
+        with self._lock:
+            if name not in self._by_remote:
+                self._by_remote[name] = self.factory(self.config, operation)
+            return self._by_remote[name]
+
+
+def _backoff(config: Config, tries: int) -> float:
+    return float(min(config.policy.retry_backoff_seconds * (2 ** max(tries - 1, 0)), 3600.0))
+
+
+def record_send_outcome(
+    conn: sqlite3.Connection, config: Config, claim: Claim, outcome: SendOutcome, *, now: float
+) -> Applied:
+    """Record how a send ended, as the claim's epoch; a fenced write changes nothing and is counted."""
+    job = claim.job
+    common = {"lease_owner": None, "lease_until": None}
+    detail: dict[str, object] = {"attempt": job.attempt, "try": job.tries}
+    if outcome.kind == "accepted":
+        event, fields = "accepted", {**common, "handle": outcome.handle, "last_error": None}
+        detail["handle"] = outcome.handle
+    elif outcome.kind == "not_delivered":
+        nxt = now + _backoff(config, job.tries)
+        event = "not_delivered"
+        fields = {**common, "send_started_at": None, "next_try_at": nxt, "last_error": outcome.error}
+        detail.update(error=outcome.error, next_try_at=nxt)
+    elif outcome.kind == "invalid":
+        event, fields = "invalid", {**common, "last_error": outcome.error}
+        detail["error"] = outcome.error
+    else:
+        reason = f"send outcome unknown ({outcome.reason or 'error'})"
+        event = "send_unknown"
+        fields = {**common, "last_error": outcome.error, "held_reason": reason, "held_at": now}
+        detail.update(error=outcome.error, cause=outcome.reason, held_reason=reason)
+    with write_tx(conn):
+        return apply(
+            conn,
+            job.key,
+            event,
+            actor=claim.owner,
+            now=now,
+            expected_state="reserving",
+            expected_epoch=claim.epoch,
+            detail=detail,
+            fields=fields,
+            notify=config.notify,
+        )
+
+
+def send_one(
+    conn: sqlite3.Connection, config: Config, key: JobKey, remote: Remote, *, clock: Clock, owner: str
+) -> tuple[SendOutcome | None, Applied | None]:
+    """Claim a due reserving job, send it once, record the outcome. (None, None) if it was not due."""
+    claim = claim_for_send(conn, config, key, owner=owner, now=clock.now())
+    if claim is None:
+        return None, None
+    crashpoint("after_send_claim")
+    outcome = remote.send(claim.job.payload, claim.job.idem_key, claim.job.attempt)
+    if outcome.kind == "accepted":
+        crashpoint("after_remote_accept")
+    applied = record_send_outcome(conn, config, claim, outcome, now=clock.now())
+    return outcome, applied
+
+
+def recover_stale(
+    conn: sqlite3.Connection, config: Config, remotes: RemoteCache, *, clock: Clock, owner: str, report: TickReport
+) -> None:
+    """Stale sends (begun, lease out, no outcome): attach a handle found by key, or hold the job."""
+    now = clock.now()
+    cutoff = now - config.policy.stale_reserving_seconds
+    rows = conn.execute(
+        "SELECT job_id, operation FROM jobs WHERE state = 'reserving' AND send_started_at IS NOT NULL "
+        "AND send_started_at <= ? AND (lease_until IS NULL OR lease_until <= ?) ORDER BY created_at",
+        (cutoff, now),
+    ).fetchall()
+    for job_id, operation in rows:
+        if operation not in config.operations:
+            continue
+        claim = claim_stale(conn, config, JobKey(job_id, operation), owner=owner, now=clock.now())
+        if claim is None:
+            continue
+        remote = remotes.for_operation(operation)
+        found: RemoteStatus | None = None
+        if remote.capabilities.search_by_key:
+            status = remote.search(claim.job.idem_key)
+            if status.state in ("running", "completed", "failed") and status.handle:
+                found = status
+        with write_tx(conn):
+            if found is not None:
+                applied = apply(
+                    conn,
+                    claim.job.key,
+                    "orphan_found",
+                    actor=owner,
+                    now=clock.now(),
+                    expected_state="reserving",
+                    expected_epoch=claim.epoch,
+                    detail={"handle": found.handle, "remote_state": found.state, "snapshot": found.snapshot},
+                    fields={"handle": found.handle, "lease_owner": None, "lease_until": None},
+                    notify=config.notify,
+                )
+                report.orphans_found += applied.ok
+            else:
+                if remote.capabilities.search_by_key:
+                    reason = "send begun, no outcome recorded, and a search by key found nothing"
+                else:
+                    reason = "no handle recorded and the remote cannot be searched"
+                applied = apply(
+                    conn,
+                    claim.job.key,
+                    "orphan_held",
+                    actor=owner,
+                    now=clock.now(),
+                    expected_state="reserving",
+                    expected_epoch=claim.epoch,
+                    detail={"cause": "worker died mid-send", "held_reason": reason},
+                    fields={"held_reason": reason, "held_at": clock.now(), "lease_owner": None, "lease_until": None},
+                    notify=config.notify,
+                )
+                report.orphans_held += applied.ok
+            report.fenced += not applied.ok and applied.refusal == "fenced"
+
+
+def send_due(
+    conn: sqlite3.Connection,
+    config: Config,
+    remotes: RemoteCache,
+    *,
+    clock: Clock,
+    owner: str,
+    report: TickReport,
+    stop: threading.Event | None = None,
+    progress: Progress | None = None,
+    limit: int = 1000,
+) -> None:
+    """Send every due reserving job once (stops early, between jobs, when `stop` is set)."""
+    rows = conn.execute(
+        "SELECT job_id, operation FROM jobs WHERE state = 'reserving' AND send_started_at IS NULL "
+        "AND (next_try_at IS NULL OR next_try_at <= ?) ORDER BY created_at LIMIT ?",
+        (clock.now(), limit),
+    ).fetchall()
+    for i, (job_id, operation) in enumerate(rows):
+        if stop is not None and stop.is_set():
+            break
+        if operation not in config.operations:
+            continue
+        outcome, applied = send_one(
+            conn, config, JobKey(job_id, operation), remotes.for_operation(operation), clock=clock, owner=owner
+        )
+        if progress:
+            progress("send", i + 1, len(rows))
+        if outcome is None or applied is None:
+            continue
+        report.sent += 1
+        if not applied.ok:
+            report.fenced += applied.refusal == "fenced"
+            continue
+        if outcome.kind == "accepted":
+            report.accepted += 1
+        elif outcome.kind == "not_delivered":
+            report.not_delivered += 1
+        elif outcome.kind == "invalid":
+            report.invalid += 1
+        else:
+            report.held += 1
+
+
+def record_poll(conn: sqlite3.Connection, config: Config, job: Job, status: RemoteStatus, *, actor: str, now: float) -> Applied | None:
+    """Record a poll's answer for a submitted job (inside the caller's transaction); None if nothing to write."""
+    if status.state == "completed":
+        return apply(
+            conn, job.key, "completed", actor=actor, now=now, expected_state="submitted", expected_epoch=job.epoch,
+            detail={"handle": job.handle}, fields={"result": status.result, "result_at": now}, notify=config.notify,
+        )
+    if status.state == "failed":
+        return apply(
+            conn, job.key, "remote_failed", actor=actor, now=now, expected_state="submitted",
+            expected_epoch=job.epoch, detail={"handle": job.handle, "error": status.error, "snapshot": status.snapshot},
+            fields={"last_error": status.error}, notify=config.notify,
+        )
+    if status.state == "not_found":
+        reason = "the remote does not know the recorded handle"
+        return apply(
+            conn, job.key, "handle_unknown", actor=actor, now=now, expected_state="submitted",
+            expected_epoch=job.epoch, detail={"handle": job.handle, "held_reason": reason},
+            fields={"held_reason": reason, "held_at": now}, notify=config.notify,
+        )
+    return None
+
+
+def poll_submitted(
+    conn: sqlite3.Connection,
+    config: Config,
+    remotes: RemoteCache,
+    *,
+    clock: Clock,
+    owner: str,
+    report: TickReport,
+    stop: threading.Event | None = None,
+    progress: Progress | None = None,
+    batch: int = 200,
+) -> None:
+    """Look up every submitted job (bounded concurrency) and record completions and failures."""
+    total = conn.execute("SELECT COUNT(*) FROM jobs WHERE state = 'submitted'").fetchone()[0]
+    done_count = 0
+    last_key: tuple[float, str, str] = (float("-inf"), "", "")
+    with ThreadPoolExecutor(max_workers=config.policy.poll_concurrency) as pool:
+        while not (stop is not None and stop.is_set()):
+            rows = conn.execute(
+                "SELECT * FROM jobs WHERE state = 'submitted' AND handle IS NOT NULL "
+                "AND (created_at, job_id, operation) > (?, ?, ?) ORDER BY created_at, job_id, operation LIMIT ?",
+                (*last_key, batch),
+            ).fetchall()
+            if not rows:
+                break
+            jobs = [Job.from_row(r) for r in rows if r["operation"] in config.operations]
+            last_key = (rows[-1]["created_at"], rows[-1]["job_id"], rows[-1]["operation"])
+            statuses = list(
+                pool.map(lambda j: remotes.for_operation(j.operation).lookup(j.handle or ""), jobs)
+            )
+            report.polled += len(jobs)
+            with write_tx(conn):
+                for job, status in zip(jobs, statuses, strict=True):
+                    applied = record_poll(conn, config, job, status, actor=owner, now=clock.now())
+                    if applied is None:
+                        continue
+                    if not applied.ok:
+                        report.fenced += applied.refusal == "fenced"
+                    elif status.state == "completed":
+                        report.completed += 1
+                    elif status.state == "failed":
+                        report.failed += 1
+                    else:
+                        report.held += 1
+            crashpoint("after_done")
+            done_count += len(rows)
+            if progress:
+                progress("poll", done_count, total)
+
+
+def deliver_done(
+    conn: sqlite3.Connection,
+    config: Config,
+    *,
+    clock: Clock,
+    owner: str,
+    report: TickReport,
+    stop: threading.Event | None = None,
+) -> None:
+    """Deliver every done job to its sink, then mark it consumed (redelivery after a crash is harmless)."""
+    rows = conn.execute("SELECT * FROM jobs WHERE state = 'done' ORDER BY updated_at").fetchall()
+    for row in rows:
+        if stop is not None and stop.is_set():
+            break
+        job = Job.from_row(row)
+        if job.operation not in config.operations:
+            continue
+        path = deliver_to_folder(config.sink_dir(job.operation), job)
+        crashpoint("after_deliver")
+        with write_tx(conn):
+            applied = apply(
+                conn, job.key, "delivered", actor=owner, now=clock.now(), expected_state="done",
+                expected_epoch=job.epoch, detail={"sink": str(path)}, notify=config.notify,
+            )
+        report.delivered += applied.ok
+        report.fenced += not applied.ok and applied.refusal == "fenced"
+
+
+def tick(
+    conn: sqlite3.Connection,
+    config: Config,
+    *,
+    clock: Clock,
+    remotes: RemoteCache | None = None,
+    owner: str | None = None,
+    stop: threading.Event | None = None,
+    progress: Progress | None = None,
+) -> TickReport:
+    """One pass: recover stale sends, send due jobs, poll submitted ones, deliver done ones, notify."""
+    from ledger.dispatch import dispatch_outbox
+
+    remotes = remotes or RemoteCache(config)
+    owner = owner or worker_id()
+    report = TickReport()
+    recover_stale(conn, config, remotes, clock=clock, owner=owner, report=report)
+    send_due(conn, config, remotes, clock=clock, owner=owner, report=report, stop=stop, progress=progress)
+    poll_submitted(conn, config, remotes, clock=clock, owner=owner, report=report, stop=stop, progress=progress)
+    deliver_done(conn, config, clock=clock, owner=owner, report=report, stop=stop)
+    if config.notify:
+        report.notifications = dispatch_outbox(conn, config, clock=clock)
+    return report
+
+
+def run_worker(
+    conn: sqlite3.Connection,
+    config: Config,
+    *,
+    clock: Clock,
+    stop: threading.Event,
+    interval: float = 1.0,
+    on_pass: Callable[[TickReport], None] | None = None,
+) -> int:
+    """Run passes until `stop` is set; the pass under way finishes its current job first. Returns passes run."""
+    remotes = RemoteCache(config)
+    owner = worker_id()
+    passes = 0
+    while not stop.is_set():
+        report = tick(conn, config, clock=clock, remotes=remotes, owner=owner, stop=stop)
+        passes += 1
+        if on_pass:
+            on_pass(report)
+        stop.wait(interval)
+    return passes
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """What `submit_now` did: the reservation outcome and, when it sent, the job's state after the send."""
+
+    outcome: str
+    key: JobKey
+    state: str | None
+    send: SendOutcome | None = None
+    blocking: JobKey | None = None
+    used: int = 0
+    limit: int = 0
+
+
+def submit_now(
+    conn: sqlite3.Connection,
+    config: Config,
+    operation: str,
+    payload: str | dict[str, object],
+    *,
+    clock: Clock,
+    job_id: str | None = None,
+    target: str | None = None,
+    actor: str = "reclaim",
+    remotes: RemoteCache | None = None,
+) -> SubmitResult:
+    """Reserve the job (committed), then send it once at once; a duplicate or refusal sends nothing."""
+    from ledger.reserve import reserve
+
+    res = reserve(conn, config, operation, payload, clock=clock, job_id=job_id, target=target, actor=actor)
+    if res.outcome != "reserved":
+        state = res.job.state if res.job else None
+        return SubmitResult(res.outcome, res.key, state, blocking=res.blocking, used=res.used, limit=res.limit)
+    crashpoint("after_reserve_commit")
+    remotes = remotes or RemoteCache(config)
+    outcome, _ = send_one(conn, config, res.key, remotes.for_operation(operation), clock=clock, owner=worker_id())
+    row = conn.execute(
+        "SELECT state FROM jobs WHERE job_id = ? AND operation = ?", (res.key.job_id, res.key.operation)
+    ).fetchone()
+    return SubmitResult("reserved", res.key, row[0], send=outcome, used=res.used, limit=res.limit)
