@@ -1,0 +1,35 @@
+# reclaim: `make demo` and `make test` are the only commands a newcomer needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: test demo bench lint screenshots venv clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider
+
+lint: $(STAMP)
+	$(BIN)/ruff check ledger console tests scripts
+	$(BIN)/lint-imports
+
+demo: $(STAMP)
+	$(BIN)/reclaim demo
+
+bench: $(STAMP)
+	$(BIN)/python scripts/bench.py
+
+screenshots: $(STAMP)
+	$(BIN)/python scripts/export_screenshots.py
+
+clean:
+	rm -rf $(VENV) demo .pytest_cache

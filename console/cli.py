@@ -1,0 +1,603 @@
+"""The `reclaim` command line. Every command calls ledger functions; none holds SQL of its own."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import signal
+import sqlite3
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from console import output
+from ledger import queries, triage
+from ledger.clock import Clock, clock_from_env, day_of, iso, parse_time
+from ledger.config import Config, load_config
+from ledger.db import connect, create_ledger
+from ledger.errors import (
+    EXIT_BLOCKED_BY_HOLD,
+    EXIT_HELD,
+    EXIT_QUOTA_EXCEEDED,
+    BadInput,
+    LedgerError,
+)
+from ledger.model import Event, Job, JobKey
+from ledger.worker import RemoteCache, TickReport, run_worker, submit_now, tick
+
+app = typer.Typer(
+    name="reclaim",
+    help="A reservation ledger for operations that must never be sent twice, and its operator console.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+LedgerOpt = Annotated[
+    Path, typer.Option("--ledger", envvar="RECLAIM_LEDGER", help="Ledger file.", show_default=True)
+]
+ConfigOpt = Annotated[
+    Path, typer.Option("--config", envvar="RECLAIM_CONFIG", help="Config file (TOML).", show_default=True)
+]
+OperatorOpt = Annotated[
+    str | None, typer.Option("--operator", envvar="RECLAIM_OPERATOR", help="Who you are (default: OS user).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+OperationOpt = Annotated[
+    str | None, typer.Option("--operation", "-o", help="The job's operation (needed when the id is ambiguous).")
+]
+ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (recorded with the action).")]
+
+DEFAULT_LEDGER = Path("reclaim.db")
+DEFAULT_CONFIG = Path("reclaim.toml")
+
+
+def _operator(name: str | None) -> str:
+    if name:
+        return name
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def _fail(e: LedgerError, as_json: bool) -> typer.Exit:
+    output.error(str(e), as_json=as_json, code=e.exit_code)
+    return typer.Exit(e.exit_code)
+
+
+@contextmanager
+def _guard(as_json: bool) -> Iterator[None]:
+    """Turn ledger errors into one line and their exit code; sqlite errors into 'ledger unusable'."""
+    try:
+        yield
+    except LedgerError as e:
+        raise _fail(e, as_json) from None
+    except sqlite3.OperationalError as e:
+        from ledger.errors import LedgerLocked, LedgerUnusable
+
+        err: LedgerError = LedgerLocked(f"ledger: {e}") if "locked" in str(e) else LedgerUnusable(f"ledger: {e}")
+        raise _fail(err, as_json) from None
+
+
+def _open(ledger: Path, config: Path, *, readonly: bool = False) -> tuple[sqlite3.Connection, Config, Clock]:
+    cfg = load_config(config)
+    conn = connect(ledger, readonly=readonly)
+    return conn, cfg, clock_from_env()
+
+
+def _resolve(conn: sqlite3.Connection, job_id: str, operation: str | None) -> JobKey:
+    if operation:
+        return JobKey(job_id, operation)
+    matches = [j for g in ("held", "reserving", "submitted", "done", "consumed", "failed", "resolved")
+               for j in queries.list_jobs(conn, g, limit=2, flt=queries.JobFilter(text=job_id))
+               if j.job_id == job_id]
+    ops = sorted({j.operation for j in matches})
+    if len(ops) == 1:
+        return JobKey(job_id, ops[0])
+    if not ops:
+        raise BadInput(f"job {job_id!r}: not in the ledger (check the id, or pass --operation)")
+    raise BadInput(f"job {job_id!r}: exists for several operations ({', '.join(ops)}); pass --operation")
+
+
+def _job_row(job: Job, now: float) -> list[Any]:
+    age = _age(now - job.created_at)
+    return [job.job_id, job.operation, job.state, job.target or "", job.attempt, age, job.owner or "",
+            job.held_reason or job.last_error or ""]
+
+
+def _age(seconds: float) -> str:
+    s = max(int(seconds), 0)
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m"
+    if s < 172800:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
+
+
+@app.command()
+def init(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, as_json: JsonOpt = False) -> None:
+    """Create the ledger file (or migrate an older one forward). The config is checked if present."""
+    with _guard(as_json):
+        if config.exists():
+            load_config(config)
+        created = create_ledger(ledger)
+    if as_json:
+        output.emit_json({"ledger": str(ledger), "created": created})
+    else:
+        output.line(f"{'created' if created else 'already a ledger (migrated if needed)'}: {ledger}")
+
+
+@app.command()
+def submit(
+    operation: Annotated[str, typer.Argument(help="A declared operation, e.g. article.generate.")],
+    payload: Annotated[str, typer.Option("--payload", help="The job's JSON payload.")],
+    job_id: Annotated[str | None, typer.Option("--job-id", help="Your business key (default: hash of the spec).")] = None,
+    target: Annotated[str | None, typer.Option("--target", help="What the job acts on (for hold blocking).")] = None,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Reserve a job (committed first), then send it once. A duplicate sends nothing.
+
+    Exit codes: 0 sent or duplicate, 3 quota exceeded, 4 held, 5 blocked by a held job on the target.
+    """
+    with _guard(as_json):
+        conn, cfg, clock = _open(ledger, config)
+        res = submit_now(conn, cfg, operation, payload, clock=clock, job_id=job_id, target=target,
+                         actor=_operator(operator))
+    doc: dict[str, Any] = {"outcome": res.outcome, "state": res.state, "job_id": res.key.job_id,
+                           "operation": res.key.operation}
+    if res.blocking:
+        doc["blocking"] = {"job_id": res.blocking.job_id, "operation": res.blocking.operation}
+    if res.outcome == "quota_exceeded":
+        doc["quota"] = {"used": res.used, "limit": res.limit}
+    if as_json:
+        output.emit_json(doc)
+    else:
+        msg = f"{res.outcome}: {res.key.job_id} / {res.key.operation}"
+        if res.state:
+            msg += f" -> {res.state}"
+        if res.send and res.send.error:
+            msg += f" ({res.send.error})"
+        if res.blocking:
+            msg += f"; held job {res.blocking.job_id} / {res.blocking.operation} on this target must be resolved first"
+        if res.outcome == "quota_exceeded":
+            msg += f"; today's quota {res.used}/{res.limit} is used up"
+        output.line(msg)
+    code = {"quota_exceeded": EXIT_QUOTA_EXCEEDED, "blocked_by_hold": EXIT_BLOCKED_BY_HOLD}.get(res.outcome, 0)
+    if res.outcome == "reserved" and res.state == "held":
+        code = EXIT_HELD
+    raise typer.Exit(code)
+
+
+def _progress_for(as_json: bool) -> tuple[Callable[[str, int, int], None] | None, Callable[[], None]]:
+    if as_json:
+        return None, lambda: None
+    if sys.stdout.isatty():
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                       console=output.stdout, transient=True)
+        tasks: dict[str, Any] = {}
+        bar.start()
+
+        def update(step: str, done: int, total: int) -> None:
+            if step not in tasks:
+                tasks[step] = bar.add_task(step, total=total)
+            bar.update(tasks[step], completed=done, total=total)
+
+        return update, bar.stop
+    last: dict[str, float] = {}
+
+    def plain(step: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done == total or now - last.get(step, 0.0) >= 1.0:
+            last[step] = now
+            output.line(f"{step}: {done}/{total}")
+
+    return plain, lambda: None
+
+
+def _print_report(report: TickReport, as_json: bool) -> None:
+    if as_json:
+        output.emit_json(report.as_dict())
+        return
+    parts = [f"{k}={v}" for k, v in report.as_dict().items() if v]
+    output.line("tick: " + (", ".join(parts) if parts else "nothing to do"))
+
+
+@app.command(name="tick")
+def tick_cmd(
+    ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, as_json: JsonOpt = False
+) -> None:
+    """Run one worker pass and exit: recover stale sends, send due jobs, poll, deliver, notify."""
+    progress, finish = _progress_for(as_json)
+    try:
+        with _guard(as_json):
+            conn, cfg, clock = _open(ledger, config)
+            report = tick(conn, cfg, clock=clock, progress=progress)
+    finally:
+        finish()
+    _print_report(report, as_json)
+    raise typer.Exit(EXIT_HELD if report.held or report.orphans_held else 0)
+
+
+@app.command()
+def worker(
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between passes.")] = 1.0,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run passes until SIGINT/SIGTERM; the job under way is finished and recorded first."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        if stop.is_set():
+            # Second signal: leave at once; what was not written is found by the next recovery pass.
+            os._exit(128 + signum)
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    with _guard(as_json):
+        conn, cfg, clock = _open(ledger, config)
+        passes = run_worker(conn, cfg, clock=clock, stop=stop, interval=interval,
+                            on_pass=(lambda r: _print_report(r, as_json)) if as_json else None)
+    if not as_json:
+        output.line(f"worker stopped after {passes} passes")
+
+
+@app.command()
+def status(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, as_json: JsonOpt = False) -> None:
+    """Jobs per state and per operation, and today's quota."""
+    with _guard(as_json):
+        conn, cfg, clock = _open(ledger, config, readonly=True)
+        states = queries.state_counts(conn)
+        ops = queries.operation_counts(conn)
+        today = queries.quota_today(conn, cfg, clock.now())
+        fenced = queries.fenced_write_count(conn)
+    if as_json:
+        output.emit_json({
+            "states": states,
+            "operations": {
+                name: {"states": ops.get(name, {}), "quota_today": {"used": q.used, "limit": q.limit}}
+                for name, q in ((q.operation, q) for q in today)
+            },
+            "fenced_writes": fenced,
+        })
+        return
+    output.table("jobs by state", ["state", "jobs"], [[s, n] for s, n in states.items()])
+    output.table("today by operation", ["operation", "used", "limit", "remaining", "held"],
+                 [[q.operation, q.used, q.limit, q.remaining, ops.get(q.operation, {}).get("held", 0)] for q in today])
+    if fenced:
+        output.line(f"fenced writes refused so far: {fenced}")
+
+
+@app.command()
+def show(
+    job_id: Annotated[str, typer.Argument(help="The job id.")],
+    operation: OperationOpt = None,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    as_json: JsonOpt = False,
+) -> None:
+    """Every field of one job and its event history."""
+    with _guard(as_json):
+        conn = connect(ledger, readonly=True)
+        key = _resolve(conn, job_id, operation)
+        job = triage.get_job(conn, key)
+        events = queries.job_events(conn, key)
+    if as_json:
+        output.emit_json({"job": job.to_dict(), "events": [e.to_dict() for e in events]})
+        return
+    output.table(f"job {job.job_id} / {job.operation}", ["field", "value"],
+                 [[k, iso(v) if k.endswith("_at") or k.endswith("_until") else v]
+                  for k, v in job.to_dict().items() if k not in ("payload", "result")] +
+                 [["payload", job.payload], ["result", job.result]])
+    _print_events(events)
+
+
+def _print_events(events: list[Event]) -> None:
+    output.table("events", ["id", "at", "job", "seq", "actor", "kind", "from", "to", "epoch", "detail"],
+                 [[e.id, iso(e.at), f"{e.job_id} / {e.operation}", e.seq, e.actor, e.kind, e.from_state,
+                   e.to_state, e.epoch, e.detail] for e in events])
+
+
+@app.command()
+def quota(
+    days: Annotated[int, typer.Option("--days", help="How many days back.")] = 1,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    as_json: JsonOpt = False,
+) -> None:
+    """Daily operation quotas: used, limit, remaining."""
+    if days < 1 or days > 366:
+        output.error("--days: must be between 1 and 366", as_json=as_json)
+        raise typer.Exit(2)
+    with _guard(as_json):
+        conn, cfg, clock = _open(ledger, config, readonly=True)
+        hist = queries.quota_history(conn, cfg, clock.now(), days=days)
+    if as_json:
+        output.emit_json({op: [{"day": d.day, "used": d.used, "limit": d.limit, "remaining": d.remaining}
+                               for d in ds] for op, ds in hist.items()})
+        return
+    output.table("quota", ["operation", "day", "used", "limit", "remaining"],
+                 [[d.operation, d.day, d.used, d.limit, d.remaining] for ds in hist.values() for d in ds])
+
+
+def _triage_cmd(as_json: bool, ledger: Path, config: Path, job_id: str, operation: str | None,
+                action: Callable[[sqlite3.Connection, Config, JobKey, Clock], Any]) -> None:
+    with _guard(as_json):
+        conn, cfg, clock = _open(ledger, config)
+        key = _resolve(conn, job_id, operation)
+        result = action(conn, cfg, key, clock)
+        job = triage.get_job(conn, key)
+    doc = {"job_id": key.job_id, "operation": key.operation, "state": job.state, "attempt": job.attempt}
+    if isinstance(result, dict):
+        doc.update(result)
+    if as_json:
+        output.emit_json(doc)
+    else:
+        output.line(" ".join(f"{k}={v}" for k, v in doc.items()))
+
+
+@app.command()
+def query(
+    job_id: Annotated[str, typer.Argument()],
+    operation: OperationOpt = None,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Ask the remote side about a job (a read) and record its reply as an event."""
+    def act(conn: sqlite3.Connection, cfg: Config, key: JobKey, clock: Clock) -> dict[str, Any]:
+        remote = RemoteCache(cfg).for_operation(key.operation)
+        st = triage.query_job(conn, cfg, key, remote, actor=_operator(operator), clock=clock)
+        return {"remote_state": st.state, "handle": st.handle, "error": st.error,
+                "can_answer": remote.capabilities.explain()}
+
+    _triage_cmd(as_json, ledger, config, job_id, operation, act)
+
+
+@app.command()
+def finding(
+    job_id: Annotated[str, typer.Argument()],
+    category: Annotated[str, typer.Option("--category", help=", ".join(triage.FINDING_CATEGORIES))],
+    note: Annotated[str, typer.Option("--note", help="What you saw, and where.")],
+    operation: OperationOpt = None,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Record what you found about a held job (triage role)."""
+    _triage_cmd(as_json, ledger, config, job_id, operation,
+                lambda c, cfg, k, clk: triage.record_finding(c, cfg, k, category, note, actor=_operator(operator),
+                                                             clock=clk) and None)
+
+
+@app.command()
+def assign(
+    job_id: Annotated[str, typer.Argument()],
+    owner: Annotated[str, typer.Option("--owner", help="Who sees it through.")],
+    due: Annotated[str, typer.Option("--due", help="ISO time, e.g. 2026-12-03T09:00Z.")],
+    operation: OperationOpt = None,
+    reason: ReasonOpt = "",
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Give a held job an owner and a due time (triage role)."""
+    try:
+        due_at = parse_time(due)
+    except ValueError:
+        output.error(f"--due {due!r}: not an ISO time; use e.g. 2026-12-03T09:00Z", as_json=as_json)
+        raise typer.Exit(2) from None
+    _triage_cmd(as_json, ledger, config, job_id, operation,
+                lambda c, cfg, k, clk: triage.assign(c, cfg, k, owner, due_at, actor=_operator(operator), clock=clk,
+                                                     reason=reason) and None)
+
+
+@app.command()
+def release(
+    job_id: Annotated[str, typer.Argument()],
+    operation: OperationOpt = None,
+    reason: ReasonOpt = "",
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Re-submit a held job: a new attempt with the same idem key, sent by the next pass (approver)."""
+    _triage_cmd(as_json, ledger, config, job_id, operation,
+                lambda c, cfg, k, clk: triage.release(c, cfg, k, actor=_operator(operator), clock=clk,
+                                                      reason=reason) and None)
+
+
+@app.command()
+def reconcile(
+    job_id: Annotated[str, typer.Argument()],
+    handle: Annotated[str, typer.Option("--handle", help="The remote's id for this job.")],
+    operation: OperationOpt = None,
+    reason: ReasonOpt = "",
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The remote did run it: attach its handle, move to submitted; nothing is sent (approver)."""
+    _triage_cmd(as_json, ledger, config, job_id, operation,
+                lambda c, cfg, k, clk: triage.reconcile(c, cfg, k, handle, actor=_operator(operator), clock=clk,
+                                                        reason=reason) and None)
+
+
+@app.command()
+def reject(
+    job_id: Annotated[str, typer.Argument()],
+    reason: Annotated[str, typer.Option("--reason", help="Why it is closed without re-sending.")],
+    operation: OperationOpt = None,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Close a held job without re-sending (approver)."""
+    _triage_cmd(as_json, ledger, config, job_id, operation,
+                lambda c, cfg, k, clk: triage.reject(c, cfg, k, actor=_operator(operator), clock=clk,
+                                                     reason=reason) and None)
+
+
+@app.command()
+def remediate(
+    job_id: Annotated[str, typer.Argument()],
+    note: Annotated[str, typer.Option("--note", help="What was done instead, and where it is recorded.")],
+    operation: OperationOpt = None,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Close a held job as done by another allowed means (approver)."""
+    _triage_cmd(as_json, ledger, config, job_id, operation,
+                lambda c, cfg, k, clk: triage.remediate(c, cfg, k, note, actor=_operator(operator),
+                                                        clock=clk) and None)
+
+
+@app.command()
+def events(
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new events until Ctrl-C.")] = False,
+    after: Annotated[int, typer.Option("--after", help="Start after this event id.")] = -1,
+    limit: Annotated[int, typer.Option("--limit", help="How many recent events without --after.")] = 20,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the event log (newest `limit`, or after an id), and follow it with --follow."""
+    with _guard(as_json):
+        conn = connect(ledger, readonly=True)
+        cursor = after if after >= 0 else max(queries.last_event_id(conn) - limit, 0)
+        batch = queries.events_after(conn, cursor, limit=10_000 if after >= 0 else limit)
+
+    def show_batch(evs: list[Event]) -> None:
+        for e in evs:
+            if as_json:
+                output.emit_json(e.to_dict())
+            else:
+                output.line(f"{e.id} {iso(e.at)} {e.job_id} / {e.operation} #{e.seq} {e.actor} {e.kind} "
+                            f"{e.from_state or '-'} -> {e.to_state or '-'} epoch={e.epoch} {e.detail}")
+
+    show_batch(batch)
+    if batch:
+        cursor = batch[-1].id
+    if not follow:
+        return
+    try:
+        version = queries.data_version(conn)
+        while True:
+            time.sleep(0.2)
+            with _guard(as_json):
+                v = queries.data_version(conn)
+                if v == version:
+                    continue
+                version = v
+                batch = queries.events_after(conn, cursor)
+            show_batch(batch)
+            if batch:
+                cursor = batch[-1].id
+    except KeyboardInterrupt:
+        return
+
+
+@app.command()
+def notifications(
+    ledger: LedgerOpt = DEFAULT_LEDGER, as_json: JsonOpt = False
+) -> None:
+    """The notification outbox, uncertain ones first."""
+    from ledger.dispatch import list_outbox
+
+    with _guard(as_json):
+        conn = connect(ledger, readonly=True)
+        rows = list_outbox(conn)
+    if as_json:
+        output.emit_json(rows)
+        return
+    output.table("notifications", ["event id", "channel", "job", "kind", "state", "tries", "last error"],
+                 [[r["event_id"], r["channel"], f"{r['job_id']} / {r['operation']}", r["kind"], r["state"],
+                   r["tries"], r["last_error"]] for r in rows])
+
+
+@app.command(name="notification")
+def notification_cmd(
+    event_id: Annotated[str, typer.Argument(help="The notification's event id.")],
+    decision: Annotated[str, typer.Option("--mark", help="confirmed (triage) or resend (approver).")],
+    note: Annotated[str, typer.Option("--note")] = "",
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Settle an uncertain notification: confirmed received, or sent again by another route."""
+    from ledger.dispatch import resolve_uncertain
+
+    with _guard(as_json):
+        conn, cfg, clock = _open(ledger, config)
+        resolve_uncertain(conn, cfg, event_id, decision, actor=_operator(operator), clock=clock, note=note)
+    if as_json:
+        output.emit_json({"event_id": event_id, "decision": decision})
+    else:
+        output.line(f"{event_id}: {decision}")
+
+
+@app.command()
+def simulator(
+    port: Annotated[int, typer.Option("--port", help="Port (0 picks a free one).")] = 8765,
+    host: Annotated[str, typer.Option("--host", help="Loopback address only.")] = "127.0.0.1",
+    complete_after: Annotated[float, typer.Option("--complete-after", help="Seconds until a job completes.")] = 2.0,
+    fault_rate: Annotated[list[str] | None, typer.Option("--fault-rate", help="kind=rate, repeatable.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed")] = None,
+) -> None:
+    """Serve the loopback simulator of the Gemini Interactions API (and a clean-up API) until Ctrl-C."""
+    from ledger import simulator as sim
+
+    argv = ["--host", host, "--port", str(port), "--complete-after", str(complete_after)]
+    for fr in fault_rate or []:
+        argv += ["--fault-rate", fr]
+    if seed is not None:
+        argv += ["--seed", str(seed)]
+    raise typer.Exit(sim.main(argv))
+
+
+@app.command()
+def console(
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+    read_only: Annotated[bool, typer.Option("--read-only", help="Open the ledger read-only; no actions.")] = False,
+) -> None:
+    """Open the operator console (Textual) over a live ledger."""
+    from console.app import run_console
+
+    with _guard(False):
+        cfg = load_config(config)
+        connect(ledger, readonly=True).close()
+        run_console(ledger, cfg, _operator(operator), read_only)
+
+
+def main() -> None:
+    """Entry point of the `reclaim` script."""
+    app()
+
+
+__all__ = ["app", "main", "day_of"]
