@@ -18,7 +18,7 @@ import typer
 
 from console import output
 from ledger import queries, triage
-from ledger.clock import Clock, clock_from_env, day_of, iso, parse_time
+from ledger.clock import Clock, clock_from_env, iso, parse_time
 from ledger.config import Config, load_config
 from ledger.db import connect, create_ledger
 from ledger.errors import (
@@ -600,4 +600,22 @@ def main() -> None:
     app()
 
 
-__all__ = ["app", "main", "day_of"]
+
+@app.command()
+def demo(
+    folder: Annotated[Path, typer.Option("--dir", help="Where the demo writes its config, ledger and results.")] = Path(
+        "demo"
+    ),
+    no_ui: Annotated[bool, typer.Option("--no-ui", help="Run headless for --seconds, then stop.")] = False,
+    seconds: Annotated[float, typer.Option("--seconds", help="How long --no-ui runs.")] = 10.0,
+    operator: Annotated[str, typer.Option("--operator", help="The console's seat: alice (triage) or bob.")] = "alice",
+    rate: Annotated[float, typer.Option("--rate", help="New jobs per second.")] = 2.0,
+) -> None:
+    """Start a simulator and a worker with a job generator, open the console; stop them on quit."""
+    from console.demo import run_demo
+
+    for old in ("reclaim.db", "reclaim.db-wal", "reclaim.db-shm"):
+        if (folder / old).exists():
+            (folder / old).unlink()
+            output.line(f"demo: removed the previous demo ledger {folder / old}; starting fresh")
+    raise typer.Exit(run_demo(folder, ui=not no_ui, seconds=seconds, operator=operator, rate=rate))

@@ -1027,8 +1027,8 @@ def serve(
         pass
     finally:
         sim.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return 0
 
 

@@ -99,7 +99,8 @@ def _release_refusal(conn: sqlite3.Connection, config: Config, job: Job, actor: 
             return f"the finding says {finding.detail['category']}: the remote ran it; reconcile instead"
     query = latest_query(conn, job.key)
     if query is not None and query.detail.get("remote_state") in ("completed", "running"):
-        return f"the last query says the remote {query.detail['remote_state'] == 'running' and 'is still running' or 'completed'} it; reconcile instead"
+        said = "is still running" if query.detail["remote_state"] == "running" else "completed"
+        return f"the last query says the remote {said} it; reconcile instead"
     op = config.operations.get(job.operation)
     if op is None:
         return f"operation {job.operation!r} is no longer declared in the config"

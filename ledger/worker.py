@@ -84,8 +84,9 @@ def record_send_outcome(
 ) -> Applied:
     """Record how a send ended, as the claim's epoch; a fenced write changes nothing and is counted."""
     job = claim.job
-    common = {"lease_owner": None, "lease_until": None}
+    common: dict[str, object] = {"lease_owner": None, "lease_until": None}
     detail: dict[str, object] = {"attempt": job.attempt, "try": job.tries}
+    fields: dict[str, object]
     if outcome.kind == "accepted":
         event, fields = "accepted", {**common, "handle": outcome.handle, "last_error": None}
         detail["handle"] = outcome.handle

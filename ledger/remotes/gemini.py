@@ -69,7 +69,7 @@ class GeminiRemote:
             kwargs["generation_config"] = payload["generation_config"]
         try:
             interaction = self._create_client.interactions.create(**kwargs)
-        except Exception as exc:  # noqa: BLE001 - every failure is classified, none escapes
+        except Exception as exc:
             return classify(exc)
         handle = getattr(interaction, "id", None)
         if not handle:
@@ -80,7 +80,7 @@ class GeminiRemote:
         """GET the interaction; map its status to running / completed / failed / not_found / error."""
         try:
             interaction = self._read_client.interactions.get(id=handle)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             status = getattr(exc, "status_code", None)
             if status == 404:
                 return RemoteStatus("not_found", snapshot={"status_code": 404}, error=_message(exc), handle=handle)
@@ -102,7 +102,7 @@ class GeminiRemote:
         """Ask the remote to cancel a running interaction."""
         try:
             interaction = self._read_client.interactions.cancel(id=handle)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return RemoteStatus("error", error=_message(exc), handle=handle)
         return RemoteStatus("running", snapshot=interaction.model_dump(mode="json", exclude_none=True), handle=handle)
 

@@ -1,0 +1,146 @@
+"""`reclaim demo`: a simulator, a worker with a job generator, and the console, over a fresh ledger.
+
+Everything runs on loopback; nothing needs a key or a network. On quit, the processes the demo
+started are stopped; the ledger stays for `reclaim status` and `reclaim show`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ledger.config import load_config
+from ledger.db import create_ledger
+
+DEMO_OPERATORS = {"alice": ["triage"], "bob": ["triage", "approver"]}
+
+CONFIG_TEMPLATE = """\
+# Written by `reclaim demo`. Two seats: alice (triage) and bob (triage, approver), so the four-eyes
+# rule can be seen: alice records the finding, bob releases.
+timezone = "UTC"
+
+[policy]
+four_eyes = true
+release_requires_finding = true
+stale_reserving_seconds = 10
+lease_seconds = 5
+retry_backoff_seconds = 5
+
+[operators]
+alice = ["triage"]
+bob = ["triage", "approver"]
+
+[remotes.gemini]
+kind = "gemini"
+model = "gemini-flash-latest"
+api_key_env = "GEMINI_API_KEY"
+base_url = "{url}"
+timeout_seconds = 1.5
+
+[remotes.storage]
+kind = "http"
+url = "{url}/cleanup"
+lookup_url = "{url}/cleanup/{{handle}}"
+dedupes_by_key = false
+timeout_seconds = 1.5
+
+[operations."article.generate"]
+remote = "gemini"
+daily_quota = 500
+sink = "results"
+
+[operations."storage.cleanup"]
+remote = "storage"
+daily_quota = 50
+sink = "results"
+"""
+
+
+@dataclass
+class DemoProcesses:
+    """The processes a demo started, stopped together."""
+
+    simulator: subprocess.Popen[str]
+    feeder: subprocess.Popen[str] | None = None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM each process, wait (bounded), then SIGKILL what is left."""
+        procs = [p for p in (self.feeder, self.simulator) if p is not None]
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for p in procs:
+            try:
+                p.wait(max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+
+
+def start_simulator(log: Path, fault_rates: dict[str, float], seed: int = 7) -> tuple[subprocess.Popen[str], str]:
+    """Start the simulator on a free loopback port; return the process and its URL (read from its first line)."""
+    cmd = [sys.executable, "-m", "ledger.simulator", "--port", "0", "--complete-after", "3", "--seed", str(seed)]
+    for kind, rate in fault_rates.items():
+        cmd += ["--fault-rate", f"{kind}={rate}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log.open("a"), text=True, start_new_session=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "listening on" not in line:
+        proc.kill()
+        raise RuntimeError(f"the simulator did not start (see {log})")
+    return proc, line.strip().rsplit(" ", 1)[-1]
+
+
+def prepare(folder: Path, url: str) -> tuple[Path, Path]:
+    """Write the demo config (pointing at `url`) and create the ledger in `folder`; return both paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    config = folder / "reclaim.toml"
+    config.write_text(CONFIG_TEMPLATE.format(url=url), encoding="utf-8")
+    ledger = folder / "reclaim.db"
+    load_config(config)
+    create_ledger(ledger)
+    return ledger, config
+
+
+def start_feeder(ledger: Path, config: Path, log: Path, rate: float) -> subprocess.Popen[str]:
+    """Start the worker with its job generator in its own process."""
+    cmd = [sys.executable, "-m", "console.demo_feed", "--ledger", str(ledger), "--config", str(config),
+           "--rate", str(rate)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(cmd, stdout=log.open("a"), stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+
+
+def run_demo(folder: Path, *, ui: bool, seconds: float, operator: str, rate: float) -> int:
+    """Run the demo; with ui=False, run headless for `seconds` and print where things ended."""
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "demo.log"
+    sim, url = start_simulator(
+        log, {"accept_then_hang": 0.06, "complete_lose_reply": 0.04, "status": 0.04, "drop_before_accept": 0.02}
+    )
+    procs = DemoProcesses(simulator=sim)
+    try:
+        ledger, config = prepare(folder, url)
+        procs.feeder = start_feeder(ledger, config, log, rate)
+        print(f"demo: simulator at {url}; ledger {ledger}; config {config}; logs {log}", flush=True)
+        if ui:
+            from console.app import run_console
+
+            run_console(ledger, load_config(config), operator, False)
+        else:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                if procs.feeder.poll() is not None:
+                    print("demo: the worker exited early; see the log", file=sys.stderr)
+                    return 1
+                time.sleep(0.2)
+    finally:
+        procs.stop()
+    print(f"demo stopped; the ledger stays: reclaim status --ledger {ledger} --config {config}", flush=True)
+    return 0

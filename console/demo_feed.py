@@ -1,0 +1,60 @@
+"""The demo's worker process: generates jobs at a steady rate and runs worker passes until SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+import time
+from pathlib import Path
+
+from ledger.clock import SystemClock, day_of
+from ledger.config import load_config
+from ledger.db import connect
+from ledger.reserve import reserve
+from ledger.worker import RemoteCache, tick, worker_id
+
+TOPICS = ["tides", "lighthouses", "glaciers", "bridges", "owls", "comets", "orchards", "ferries", "kilns", "dunes"]
+BUCKETS = ["bucket-a", "bucket-b", "bucket-c", "bucket-d"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Generate jobs and run passes until SIGTERM/SIGINT; the pass under way finishes its job first."""
+    parser = argparse.ArgumentParser(prog="python -m console.demo_feed")
+    parser.add_argument("--ledger", type=Path, required=True)
+    parser.add_argument("--config", type=Path, required=True)
+    parser.add_argument("--rate", type=float, default=2.0, help="new jobs per second")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    config = load_config(args.config)
+    conn = connect(args.ledger)
+    clock = SystemClock()
+    remotes = RemoteCache(config)
+    owner = worker_id()
+    n = 0
+    next_job = time.monotonic()
+    while not stop.is_set():
+        now = time.monotonic()
+        while now >= next_job and not stop.is_set():
+            n += 1
+            day = day_of(clock.now(), config.timezone)
+            if n % 10 == 0 and "storage.cleanup" in config.operations:
+                bucket = BUCKETS[(n // 10) % len(BUCKETS)]
+                reserve(conn, config, "storage.cleanup", {"bucket": bucket, "older_than_days": 30}, clock=clock,
+                        job_id=f"retention-check {day} {bucket} #{n}", target=bucket, actor="demo-feed")
+            else:
+                topic = TOPICS[n % len(TOPICS)]
+                reserve(conn, config, "article.generate", {"input": f"Write four lines about {topic}."},
+                        clock=clock, job_id=f"article {day} {topic} #{n}", target=f"topic:{topic}",
+                        actor="demo-feed")
+            next_job += 1.0 / max(args.rate, 0.01)
+        report = tick(conn, config, clock=clock, remotes=remotes, owner=owner, stop=stop)
+        print(f"pass: {report.as_dict()}", flush=True)
+        stop.wait(0.5)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
