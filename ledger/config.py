@@ -226,13 +226,20 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
                 f"(events are {', '.join(sorted(NOTIFY_EVENTS))})"
             )
         ops = _typed(n, "operations", (list,), path, None)
+        for op_name in ops or []:
+            if op_name not in operations:
+                raise ConfigError(
+                    f"config key {_key(*path, 'operations')}: no operation named {op_name!r} under [operations]"
+                )
         notify[name] = NotifyConfig(
             name=name,
             kind=kind,
             url=url,
             events=frozenset(events),
             operations=frozenset(ops) if ops is not None else None,
-            timeout_seconds=float(_typed(n, "timeout_seconds", (int, float), path, 10)),
+            timeout_seconds=_positive(
+                float(_typed(n, "timeout_seconds", (int, float), path, 10)), _key(*path, "timeout_seconds")
+            ),
         )
 
     return Config(

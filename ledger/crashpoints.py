@@ -5,7 +5,15 @@ from __future__ import annotations
 import os
 import signal
 
-POINTS = ("after_reserve_commit", "after_send_claim", "after_remote_accept", "after_done", "after_deliver")
+POINTS = (
+    "after_reserve_commit",
+    "after_send_claim",
+    "after_remote_accept",
+    "after_done",
+    "after_deliver",
+    "before_dispatch",
+    "after_outbox_claim",
+)
 
 
 def crashpoint(name: str) -> None:

@@ -8,10 +8,7 @@ route). A notification never changes its job's state.
 from __future__ import annotations
 
 import json
-import socket
 import sqlite3
-import urllib.error
-import urllib.request
 from typing import Literal
 
 from ledger.clock import Clock
@@ -19,7 +16,8 @@ from ledger.config import Config, NotifyConfig
 from ledger.crashpoints import crashpoint
 from ledger.db import write_tx
 from ledger.errors import BadInput, Refused
-from ledger.remotes.base import is_not_delivered
+from ledger.model import JobKey
+from ledger.remotes.http import exchange
 from ledger.transitions import append_event
 
 Delivery = Literal["sent", "not_delivered", "uncertain"]
@@ -27,39 +25,60 @@ EVENT_ID_HEADER = "X-Reclaim-Event-Id"
 
 
 def post_webhook(channel: NotifyConfig, event_id: str, body: str) -> tuple[Delivery, str | None]:
-    """POST one notification once; classify the result like a send."""
-    req = urllib.request.Request(
+    """POST one notification once (stdlib http.client: no redirects, no proxy); classify it like a send.
+
+    2xx: sent. Could not connect (refused, DNS, connect timeout) or HTTP 401/403/404/429: not delivered.
+    Anything else (timeout or reset after the request was written, 5xx, other statuses): uncertain.
+    """
+    ex = exchange(
+        "POST",
         channel.url,
-        data=body.encode("utf-8"),
-        method="POST",
+        body=body.encode("utf-8"),
         headers={"Content-Type": "application/json", EVENT_ID_HEADER: event_id},
+        timeout=channel.timeout_seconds,
     )
-    try:
-        with urllib.request.urlopen(req, timeout=channel.timeout_seconds) as resp:
-            resp.read()
-            return "sent", None
-    except urllib.error.HTTPError as e:
-        if e.code in (401, 403, 404, 429):
-            return "not_delivered", f"HTTP {e.code}"
-        return "uncertain", f"HTTP {e.code}"
-    except urllib.error.URLError as e:
-        if isinstance(e.reason, (ConnectionRefusedError, socket.gaierror)) or is_not_delivered(e):
-            return "not_delivered", str(e.reason)
-        return "uncertain", str(e.reason)
-    except (TimeoutError, ConnectionError, OSError) as e:
-        return "uncertain", f"{type(e).__name__}: {e}"
+    if ex.outcome == "not_delivered":
+        return "not_delivered", ex.error
+    if ex.outcome == "unknown":
+        return "uncertain", f"{ex.error} ({ex.reason})"
+    status = ex.status or 0
+    if 200 <= status < 300:
+        return "sent", None
+    if status in (401, 403, 404, 429):
+        return "not_delivered", f"HTTP {status}"
+    return "uncertain", f"HTTP {status}"
+
+
+def sending_stale_after(config: Config, channel: NotifyConfig | None) -> float:
+    """Seconds after its claim a `sending` row is taken as abandoned (its process died mid-POST)."""
+    timeout = channel.timeout_seconds if channel is not None else 0.0
+    return max(config.policy.lease_seconds, 3 * timeout)
+
+
+def _backoff(config: Config, tries: int) -> float:
+    return float(min(config.policy.retry_backoff_seconds * (2 ** max(tries - 1, 0)), 3600.0))
 
 
 def dispatch_outbox(conn: sqlite3.Connection, config: Config, *, clock: Clock, limit: int = 100) -> dict[str, int]:
-    """Send due notifications once each; return counts by outcome. Leftover `sending` rows become uncertain."""
+    """Send due notifications once each; return counts by outcome.
+
+    A `sending` row older than its stale window was left by a process that died mid-POST: it becomes
+    uncertain. A younger one may be in flight in another process and is left alone.
+    """
+    crashpoint("before_dispatch")
     counts = {"sent": 0, "not_delivered": 0, "uncertain": 0}
+    now = clock.now()
     with write_tx(conn):
-        # A row left `sending` by a process that died mid-POST: nobody knows if it arrived.
-        counts["uncertain"] += conn.execute(
-            "UPDATE outbox SET state = 'uncertain', updated_at = ?, last_error = 'process died while sending' "
-            "WHERE state = 'sending'",
-            (clock.now(),),
-        ).rowcount
+        for event_id, channel_name, claimed_at in conn.execute(
+            "SELECT event_id, channel, updated_at FROM outbox WHERE state = 'sending'"
+        ).fetchall():
+            if claimed_at + sending_stale_after(config, config.notify.get(channel_name)) > now:
+                continue
+            counts["uncertain"] += conn.execute(
+                "UPDATE outbox SET state = 'uncertain', updated_at = ?, last_error = 'process died while sending' "
+                "WHERE event_id = ? AND state = 'sending'",
+                (now, event_id),
+            ).rowcount
     rows = conn.execute(
         "SELECT event_id, channel, body FROM outbox WHERE state = 'pending' AND next_try_at <= ? "
         "ORDER BY created_at LIMIT ?",
@@ -72,27 +91,37 @@ def dispatch_outbox(conn: sqlite3.Connection, config: Config, *, clock: Clock, l
         with write_tx(conn):
             claimed = conn.execute(
                 "UPDATE outbox SET state = 'sending', tries = tries + 1, updated_at = ? "
-                "WHERE event_id = ? AND state = 'pending'",
+                "WHERE event_id = ? AND state = 'pending' RETURNING tries",
                 (clock.now(), event_id),
-            ).rowcount
-        if not claimed:
+            ).fetchone()
+        if claimed is None:
             continue
         crashpoint("after_outbox_claim")
-        result, error = post_webhook(channel, event_id, body)
+        try:
+            result, error = post_webhook(channel, event_id, body)
+        except Exception as e:  # never leave a row `sending` from a live process
+            result, error = "uncertain", f"{type(e).__name__}: {e}"[:300]
         now = clock.now()
         with write_tx(conn):
             if result == "sent":
-                conn.execute("UPDATE outbox SET state = 'sent', updated_at = ?, last_error = NULL WHERE event_id = ?",
-                             (now, event_id))
+                # A delivery is a fact, even if a slow POST was meanwhile swept to uncertain.
+                conn.execute(
+                    "UPDATE outbox SET state = 'sent', updated_at = ?, last_error = NULL "
+                    "WHERE event_id = ? AND state IN ('sending', 'uncertain')",
+                    (now, event_id),
+                )
             elif result == "not_delivered":
                 conn.execute(
-                    "UPDATE outbox SET state = 'pending', updated_at = ?, last_error = ?, "
-                    "next_try_at = ? + MIN(3600, ? * (1 << MIN(tries, 10))) WHERE event_id = ?",
-                    (now, error, now, config.policy.retry_backoff_seconds, event_id),
+                    "UPDATE outbox SET state = 'pending', updated_at = ?, last_error = ?, next_try_at = ? "
+                    "WHERE event_id = ? AND state = 'sending'",
+                    (now, error, now + _backoff(config, int(claimed[0])), event_id),
                 )
             else:
-                conn.execute("UPDATE outbox SET state = 'uncertain', updated_at = ?, last_error = ? WHERE event_id = ?",
-                             (now, error, event_id))
+                conn.execute(
+                    "UPDATE outbox SET state = 'uncertain', updated_at = ?, last_error = ? "
+                    "WHERE event_id = ? AND state = 'sending'",
+                    (now, error, event_id),
+                )
         counts[result] += 1
     return counts
 
@@ -131,8 +160,6 @@ def resolve_uncertain(
         job = conn.execute(
             "SELECT state, epoch FROM jobs WHERE job_id = ? AND operation = ?", (row["job_id"], row["operation"])
         ).fetchone()
-        from ledger.model import JobKey
-
         append_event(
             conn, JobKey(row["job_id"], row["operation"]), at=now, actor=actor, kind=f"notification_{decision}",
             from_state=job["state"] if job else None, to_state=job["state"] if job else None,

@@ -152,8 +152,11 @@ def recover_stale(
             continue
         remote = remotes.for_operation(operation)
         found: RemoteStatus | None = None
-        if remote.capabilities.search_by_key:
+        attach = remote.capabilities.search_by_key and remote.capabilities.dedupes_by_key
+        if attach:
             status = remote.search(claim.job.idem_key)
+            if status.state == "error":
+                continue  # the search itself failed: the lease runs out and the next pass asks again
             if status.state in ("running", "completed", "failed") and status.handle:
                 found = status
         with write_tx(conn):
@@ -172,8 +175,10 @@ def recover_stale(
                 )
                 report.orphans_found += applied.ok
             else:
-                if remote.capabilities.search_by_key:
+                if attach:
                     reason = "send begun, no outcome recorded, and a search by key found nothing"
+                elif remote.capabilities.search_by_key:
+                    reason = "no handle recorded; the remote can be searched by key but does not dedupe by key"
                 else:
                     reason = "no handle recorded and the remote cannot be searched"
                 applied = apply(
@@ -410,15 +415,17 @@ def submit_now(
     remotes: RemoteCache | None = None,
 ) -> SubmitResult:
     """Reserve the job (committed), then send it once at once; a duplicate or refusal sends nothing."""
-    from ledger.reserve import reserve
+    from ledger.reserve import check_operation, reserve
 
+    check_operation(config, operation)
+    # Build the adapter first: a remote that cannot be built (a missing key) must not leave a reservation.
+    remote = (remotes or RemoteCache(config)).for_operation(operation)
     res = reserve(conn, config, operation, payload, clock=clock, job_id=job_id, target=target, actor=actor)
     if res.outcome != "reserved":
         state = res.job.state if res.job else None
         return SubmitResult(res.outcome, res.key, state, blocking=res.blocking, used=res.used, limit=res.limit)
     crashpoint("after_reserve_commit")
-    remotes = remotes or RemoteCache(config)
-    outcome, _ = send_one(conn, config, res.key, remotes.for_operation(operation), clock=clock, owner=worker_id())
+    outcome, _ = send_one(conn, config, res.key, remote, clock=clock, owner=worker_id())
     row = conn.execute(
         "SELECT state FROM jobs WHERE job_id = ? AND operation = ?", (res.key.job_id, res.key.operation)
     ).fetchone()
