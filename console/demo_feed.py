@@ -47,8 +47,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 topic = TOPICS[n % len(TOPICS)]
                 reserve(conn, config, "article.generate", {"input": f"Write four lines about {topic}."},
-                        clock=clock, job_id=f"article {day} {topic} #{n}", target=f"topic:{topic}",
-                        actor="demo-feed")
+                        clock=clock, job_id=f"article {day} {topic} #{n}", actor="demo-feed")
             next_job += 1.0 / max(args.rate, 0.01)
         report = tick(conn, config, clock=clock, remotes=remotes, owner=owner, stop=stop)
         print(f"pass: {report.as_dict()}", flush=True)

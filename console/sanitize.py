@@ -10,49 +10,36 @@ so nothing untrusted is clickable.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from rich.text import Text
 
 ELLIPSIS = "…"
-DEFAULT_LIMIT = 200
-_BIDI_AND_SEPARATORS = frozenset(
-    [0x2028, 0x2029, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069, 0xFEFF]
-)
+DEFAULT_LIMIT = 500
+# C0 (but newline and tab, handled below), DEL, C1, line/paragraph separators, bidi overrides, BOM.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
+_NEWLINE_TAB = re.compile("[\n\t]")
 
 
-def _escape_char(ch: str, keep_newlines: bool) -> str:
-    code = ord(ch)
-    if ch == "\n" and keep_newlines:
-        return ch
-    if ch == "\t":
-        return "    " if keep_newlines else " "
-    if code < 0x20 or 0x7F <= code <= 0x9F:
-        return f"\\x{code:02x}"
-    if code in _BIDI_AND_SEPARATORS:
-        return f"\\u{code:04x}"
-    return ch
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def clean(value: object, limit: int | None = DEFAULT_LIMIT, *, keep_newlines: bool = False) -> str:
-    """Return `value` as a printable one-line (or multi-line) str: controls escaped, capped at `limit` chars."""
+    """Return `value` as printable text: controls escaped (`\\x1b`), at most `limit` chars (… marks a cut)."""
     if value is None:
         return ""
     s = value if isinstance(value, str) else str(value)
-    if limit is not None and len(s) > limit * 4:
-        s = s[: limit * 4]  # escaping only grows the text; never scan a huge string in full
-    out: list[str] = []
-    size = 0
-    for ch in s:
-        piece = _escape_char(ch, keep_newlines) if (ch < " " or ch > "~") else ch
-        out.append(piece)
-        size += len(piece)
-        if limit is not None and size > limit:
-            break
-    text = "".join(out)
-    if limit is not None and (len(text) > limit or len(s) < len(value if isinstance(value, str) else s)):
-        text = text[: max(limit - 1, 0)] + ELLIPSIS
-    return text
+    cut = False
+    if limit is not None and len(s) > limit * 4 + 8:
+        s, cut = s[: limit * 4 + 8], True  # escaping only lengthens: never scan a huge string in full
+    s = _UNSAFE.sub(_escape, s)
+    s = s.replace("\t", "    ") if keep_newlines else _NEWLINE_TAB.sub(" ", s)
+    if limit is not None and (cut or len(s) > limit):
+        s = s[: max(limit - 1, 0)] + ELLIPSIS
+    return s
 
 
 def safe_text(value: object, limit: int | None = DEFAULT_LIMIT, *, style: str = "", keep_newlines: bool = False) -> Text:
