@@ -112,6 +112,12 @@ def _typed(table: dict[str, Any], name: str, kinds: tuple[type, ...], path: tupl
     return value
 
 
+def _known(table: dict[str, Any], allowed: set[str], path: tuple[str, ...]) -> None:
+    for k in table:
+        if k not in allowed:
+            raise ConfigError(f"config key {_key(*path, k)}: unknown key (expected one of {', '.join(sorted(allowed))})")
+
+
 def _positive(value: float, path: str, allow_zero: bool = False) -> float:
     if value < 0 or (value == 0 and not allow_zero):
         raise ConfigError(f"config key {path}: must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
@@ -132,6 +138,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
 
     p = _table(raw, "policy")
     pp = ("policy",)
+    _known(p, {f for f in Policy.__dataclass_fields__}, pp)
     policy = Policy(
         four_eyes=_typed(p, "four_eyes", (bool,), pp, True),
         release_requires_finding=_typed(p, "release_requires_finding", (bool,), pp, True),
@@ -161,6 +168,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         path = ("remotes", name)
         if not isinstance(r, dict):
             raise ConfigError(f"config key {_key(*path)}: must be a table")
+        _known(r, set(RemoteConfig.__dataclass_fields__) - {"name"}, path)
         kind = _typed(r, "kind", (str,), path, None)
         if kind not in REMOTE_KINDS:
             raise ConfigError(f"config key {_key(*path, 'kind')}: must be one of {', '.join(sorted(REMOTE_KINDS))}")
@@ -191,6 +199,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         path = ("operations", name)
         if not isinstance(o, dict):
             raise ConfigError(f"config key {_key(*path)}: must be a table")
+        _known(o, set(OperationConfig.__dataclass_fields__) - {"name"}, path)
         remote = _typed(o, "remote", (str,), path, None)
         if remote is None:
             raise ConfigError(f"config key {_key(*path, 'remote')}: required (name a table under [remotes])")
@@ -212,6 +221,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         path = ("notify", name)
         if not isinstance(n, dict):
             raise ConfigError(f"config key {_key(*path)}: must be a table")
+        _known(n, set(NotifyConfig.__dataclass_fields__) - {"name"}, path)
         kind = _typed(n, "kind", (str,), path, None)
         if kind != "webhook":
             raise ConfigError(f"config key {_key(*path, 'kind')}: must be 'webhook'")

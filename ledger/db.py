@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -203,6 +204,8 @@ def connect(
         if not p.parent.is_dir():
             raise LedgerUnusable(f"ledger {p}: folder {p.parent} does not exist; create it, then run 'reclaim init'")
         raise LedgerUnusable(f"ledger {p}: not found; run 'reclaim init' or pass --ledger / RECLAIM_LEDGER")
+    if not readonly and not os.access(p, os.W_OK):
+        raise LedgerUnusable(f"ledger {p}: the file is read-only; fix its permissions or open it as a viewer")
     uri = f"file:{p.resolve()}?mode={'ro' if readonly else 'rw'}"
     try:
         conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=check_same_thread)
@@ -231,14 +234,21 @@ def connect(
 
 
 @contextmanager
-def write_tx(conn: sqlite3.Connection, path: str | Path = "ledger") -> Iterator[sqlite3.Connection]:
-    """Run the block in one BEGIN IMMEDIATE transaction; commit on success, roll back on any error."""
+def write_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """Run the block in one BEGIN IMMEDIATE transaction; commit on success, roll back on any error.
+
+    A lock held past the busy timeout raises LedgerLocked; a read-only file raises LedgerUnusable.
+    """
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as e:
-        _raise_locked_or(e, Path(str(path)))
+        _raise_locked_or(e, Path(ledger_path(conn)))
     try:
         yield conn
+    except sqlite3.OperationalError as e:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        _raise_locked_or(e, Path(ledger_path(conn)))
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
@@ -249,7 +259,7 @@ def write_tx(conn: sqlite3.Connection, path: str | Path = "ledger") -> Iterator[
         except sqlite3.OperationalError as e:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            _raise_locked_or(e, Path(str(path)))
+            _raise_locked_or(e, Path(ledger_path(conn)))
 
 
 def ledger_path(conn: sqlite3.Connection) -> str:

@@ -1,0 +1,367 @@
+"""Shared fixtures for reclaim's tests: a live simulator, a real ledger file, a config, and the CLI.
+
+Everything here is real: the ledger is a SQLite file in `tmp_path`, the remote is `ledger.simulator`
+on a loopback port (the google-genai SDK talks to it over HTTP), and `run_cli` runs the installed
+`reclaim` command in a subprocess. Nothing here binds a fixed port, so `pytest -n 2` is safe.
+
+Fixtures (all function-scoped):
+
+- `sim`            a started `Simulator` (jobs complete at once); stopped after the test.
+- `clock`          a `ManualClock` at `T0` (2026-12-01T12:00:00Z); move it with `.advance()` / `.set()`.
+- `ledger_path`    `tmp_path / "reclaim.db"`, created with `create_ledger` (no connection left open).
+- `make_config`    `make_config(base_url=None, timeout_seconds=5.0, daily_quota=100, policy=None,
+                   operators=None) -> dict`: a config dict (TOML-shaped) with one gemini remote and the
+                   operation `article.generate` (`OP`); base_url defaults to the `sim` fixture's URL.
+- `config_dict`    `make_config()` with the defaults.
+- `cfg`            `parse_config(config_dict)`: the validated `Config`.
+- `write_config`   `write_config(dict, path=None) -> Path`: writes TOML (default `tmp_path/"reclaim.toml"`).
+- `config_path`    `write_config(config_dict)`: the TOML file the CLI reads.
+- `conn`           a connection to `ledger_path` for the test's own ledger calls; closed after.
+- `fingerprint`    `fingerprint(path) -> str`: `queries.job_fingerprint` of the ledger, read on a FRESH
+                   read-only connection (closed at once). Compare before/after a refused command.
+- `file_digest`    `file_digest(path) -> str`: sha256 of a file's bytes (or "missing"), for files that
+                   are not usable ledgers (not SQLite, too new, ...), where `fingerprint` cannot open them.
+- `read_job`       `read_job(path, job_id, operation=OP) -> Job | None` on a FRESH connection.
+- `run_cli`        `run_cli(*args, ledger=..., config=..., now=None, operator=None, env=None,
+                   timeout=60, prefix=None) -> CliResult(rc, stdout, stderr)`: runs `[*prefix, reclaim, *ARGS]` with env
+                   RECLAIM_LEDGER / RECLAIM_CONFIG (default: the `ledger_path` / `config_path` paths,
+                   whether or not they exist) and RECLAIM_NOW=`now` when given; cwd is `tmp_path`.
+
+- `start_cli`      `start_cli(*args, **same keywords as run_cli) -> Popen`: starts `reclaim ARGS` without
+                   waiting (stdout/stderr piped, text). `proc.communicate(timeout=...)` collects it;
+                   any still running at teardown are killed.
+- `free_port`      `free_port() -> int`: a loopback port that was free a moment ago.
+- `wait_for`       `wait_for(pred, timeout=10.0, what=...)`: poll until truthy, else fail the test.
+
+Do not `from conftest import ...` in test files: tests/console/ has its own conftest.py, and both are
+imported as the module `conftest`, so such an import can pick the wrong one. Use the fixtures; the
+constants are repeated where needed (T0 = 2026-12-01T12:00:00Z, operation "article.generate").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+from ledger import queries
+from ledger.clock import ManualClock, parse_time
+from ledger.config import Config, parse_config
+from ledger.db import connect, create_ledger
+from ledger.model import Job, JobKey
+from ledger.simulator import Simulator
+
+ROOT = Path(__file__).resolve().parents[1]
+T0 = parse_time("2026-12-01T12:00:00Z")
+OP = "article.generate"
+MODEL = "gemini-sim"
+
+
+def _reclaim_command() -> list[str]:
+    script = Path(sys.executable).with_name("reclaim")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "console"]
+
+
+RECLAIM = _reclaim_command()
+"""The argv prefix that runs the installed `reclaim` CLI with this interpreter's environment."""
+
+
+class CliResult(NamedTuple):
+    """What one `reclaim` run returned; unpacks as (rc, stdout, stderr)."""
+
+    rc: int
+    stdout: str
+    stderr: str
+
+
+def _free_port() -> int:
+    """A loopback port that was free a moment ago (bind to 0, read it, close)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for(pred: Callable[[], Any], timeout: float = 10.0, step: float = 0.01, what: str = "condition") -> Any:
+    """Poll `pred` until it returns something truthy; fail the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"{what} not met within {timeout}s")
+        time.sleep(step)
+
+
+# -- TOML --------------------------------------------------------------------------------------------
+def _toml_key(k: str) -> str:
+    bare = k and all(c.isalnum() or c in "-_" for c in k)
+    return k if bare else json.dumps(k)
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)  # a JSON string is a valid TOML basic string
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    raise TypeError(f"cannot write {type(v).__name__} as TOML")
+
+
+def to_toml(doc: dict[str, Any]) -> str:
+    """Serialise a config dict as TOML (scalars and lists inline, dicts as [tables])."""
+    lines: list[str] = []
+
+    def emit(table: dict[str, Any], prefix: tuple[str, ...]) -> None:
+        scalars = {k: v for k, v in table.items() if not isinstance(v, dict)}
+        tables = {k: v for k, v in table.items() if isinstance(v, dict)}
+        if prefix and (scalars or not tables):
+            lines.append("[" + ".".join(_toml_key(p) for p in prefix) + "]")
+        for k, v in scalars.items():
+            lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
+        for k, v in tables.items():
+            emit(v, (*prefix, k))
+
+    emit(doc, ())
+    return "\n".join(lines) + "\n"
+
+
+def build_config(
+    base_url: str,
+    sink: Path,
+    *,
+    timeout_seconds: float = 5.0,
+    daily_quota: int = 100,
+    policy: dict[str, Any] | None = None,
+    operators: dict[str, list[str]] | None = None,
+) -> dict[str, Any]:
+    """The tests' standard config: alice triage, bob triage+approver, carol approver; one gemini op."""
+    return {
+        "timezone": "UTC",
+        "policy": {
+            "lease_seconds": 60,
+            "stale_reserving_seconds": 120,
+            "retry_backoff_seconds": 30,
+            **(policy or {}),
+        },
+        "operators": operators
+        if operators is not None
+        else {"alice": ["triage"], "bob": ["triage", "approver"], "carol": ["approver"]},
+        "remotes": {
+            "gemini": {"kind": "gemini", "base_url": base_url, "model": MODEL, "timeout_seconds": timeout_seconds}
+        },
+        "operations": {OP: {"remote": "gemini", "daily_quota": daily_quota, "sink": str(sink)}},
+    }
+
+
+# -- fixtures ----------------------------------------------------------------------------------------
+@pytest.fixture
+def free_port() -> Callable[[], int]:
+    """`free_port()`: a loopback port that was free a moment ago (no fixed ports: -n 2 safe)."""
+    return _free_port
+
+
+@pytest.fixture
+def wait_for() -> Callable[..., Any]:
+    """`wait_for(pred, timeout=10.0, step=0.01, what='condition')`: poll until truthy or fail."""
+    return _wait_for
+
+
+@pytest.fixture
+def sim() -> Iterator[Simulator]:
+    """A started loopback simulator on a free port; interactions complete at once."""
+    s = Simulator(complete_after=0.0).start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """A manual clock at T0 (2026-12-01T12:00:00Z)."""
+    return ManualClock(T0)
+
+
+@pytest.fixture
+def ledger_path(tmp_path: Path) -> Path:
+    """A freshly created ledger file, tmp_path/'reclaim.db'."""
+    path = tmp_path / "reclaim.db"
+    create_ledger(path)
+    return path
+
+
+@pytest.fixture
+def make_config(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., dict[str, Any]]:
+    """Factory for config dicts; base_url defaults to the `sim` fixture's URL (started on demand)."""
+
+    def make(base_url: str | None = None, **kw: Any) -> dict[str, Any]:
+        url = base_url if base_url is not None else request.getfixturevalue("sim").url
+        return build_config(url, tmp_path / "results", **kw)
+
+    return make
+
+
+@pytest.fixture
+def config_dict(make_config: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+    """The standard config as a dict, pointing at `sim`."""
+    return make_config()
+
+
+@pytest.fixture
+def cfg(config_dict: dict[str, Any], tmp_path: Path) -> Config:
+    """The standard config, validated."""
+    return parse_config(config_dict, base_dir=tmp_path)
+
+
+@pytest.fixture
+def write_config(tmp_path: Path) -> Callable[..., Path]:
+    """Write a config dict as TOML; returns the path (default tmp_path/'reclaim.toml')."""
+
+    def write(doc: dict[str, Any], path: Path | None = None) -> Path:
+        p = path or tmp_path / "reclaim.toml"
+        p.write_text(to_toml(doc), encoding="utf-8")
+        return p
+
+    return write
+
+
+@pytest.fixture
+def config_path(write_config: Callable[..., Path], config_dict: dict[str, Any]) -> Path:
+    """The standard config written to tmp_path/'reclaim.toml'."""
+    return write_config(config_dict)
+
+
+@pytest.fixture
+def conn(ledger_path: Path) -> Iterator[sqlite3.Connection]:
+    """A read-write connection to `ledger_path` for the test's own ledger calls."""
+    c = connect(ledger_path)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def _fingerprint(path: Path) -> str:
+    c = connect(path, readonly=True)
+    try:
+        return queries.job_fingerprint(c)
+    finally:
+        c.close()
+
+
+def _file_digest(path: Path) -> str:
+    p = Path(path)
+    return hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else "missing"
+
+
+def _read_job(path: Path, job_id: str, operation: str = OP) -> Job | None:
+    c = connect(path, readonly=True)
+    try:
+        return queries.find_job(c, JobKey(job_id, operation))
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def fingerprint() -> Callable[[Path], str]:
+    """`fingerprint(path)`: digest of every ledger row, from a fresh read-only connection."""
+    return _fingerprint
+
+
+@pytest.fixture
+def file_digest() -> Callable[[Path], str]:
+    """`file_digest(path)`: sha256 of the file's bytes, or 'missing'."""
+    return _file_digest
+
+
+@pytest.fixture
+def read_job() -> Callable[..., Job | None]:
+    """`read_job(path, job_id, operation=OP)`: the job as a fresh connection sees it, or None."""
+    return _read_job
+
+
+def cli_env(ledger: Path, config: Path, now: float | str | None = None, operator: str | None = None,
+            extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a `reclaim` subprocess gets: no inherited RECLAIM_* except what is given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RECLAIM_")}
+    env.update(RECLAIM_LEDGER=str(ledger), RECLAIM_CONFIG=str(config), PYTHONDONTWRITEBYTECODE="1",
+               NO_COLOR="1", COLUMNS="200")
+    if now is not None:
+        env["RECLAIM_NOW"] = str(now)
+    if operator is not None:
+        env["RECLAIM_OPERATOR"] = operator
+    env.update(extra or {})
+    return env
+
+
+@pytest.fixture
+def run_cli(tmp_path: Path) -> Callable[..., CliResult]:
+    """Run `reclaim ARGS` in a subprocess; returns CliResult(rc, stdout, stderr)."""
+
+    def run(
+        *args: str,
+        ledger: Path | None = None,
+        config: Path | None = None,
+        now: float | str | None = None,
+        operator: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float = 60.0,
+        prefix: list[str] | None = None,
+    ) -> CliResult:
+        full_env = cli_env(ledger or tmp_path / "reclaim.db", config or tmp_path / "reclaim.toml", now, operator, env)
+        proc = subprocess.run(
+            [*(prefix or []), *RECLAIM, *args],
+            cwd=tmp_path,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+    return run
+
+
+@pytest.fixture
+def start_cli(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """Start `reclaim ARGS` in the background; returns the Popen. Leftovers are killed at teardown."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(
+        *args: str,
+        ledger: Path | None = None,
+        config: Path | None = None,
+        now: float | str | None = None,
+        operator: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.Popen[str]:
+        full_env = cli_env(ledger or tmp_path / "reclaim.db", config or tmp_path / "reclaim.toml", now, operator, env)
+        proc = subprocess.Popen(
+            [*RECLAIM, *args], cwd=tmp_path, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL, text=True,
+        )
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)

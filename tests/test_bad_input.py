@@ -1,0 +1,255 @@
+"""Bad input through the real `reclaim` CLI: a distinct exit code, one line on stderr naming the thing,
+and a ledger left exactly as it was (fingerprint from a fresh connection, or the file's bytes when
+the file is not a usable ledger; a missing ledger is not created).
+
+Exit codes (ledger/errors.py): 2 bad input, 6 refused, 7 ledger unusable, 8 ledger locked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger.db import SCHEMA_VERSION, create_ledger
+from ledger.simulator import Simulator
+from ledger.worker import RemoteCache, submit_now
+
+OP = "article.generate"
+GOOD_PAYLOAD = json.dumps({"input": "hello"})
+
+
+def assert_one_line_error(r: Any, rc: int, *needles: str) -> str:
+    """The run failed with `rc` and exactly one stderr line, 'reclaim: error: ...', containing each needle."""
+    assert r.rc == rc, f"exit {r.rc}, expected {rc}\nstdout: {r.stdout}\nstderr: {r.stderr}"
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got:\n{r.stderr}"
+    assert lines[0].startswith("reclaim: error: "), lines[0]
+    for needle in needles:
+        assert needle in lines[0], f"{needle!r} not named in: {lines[0]}"
+    return lines[0]
+
+
+def _sidecars(path: Path) -> list[Path]:
+    return [p for p in (path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal")) if p.exists()]
+
+
+# -- payload and operation ---------------------------------------------------------------------------
+@pytest.mark.parametrize(("operation", "payload", "needles"), [
+    ("nope.op", GOOD_PAYLOAD, ("operation 'nope.op'", "not declared", OP)),
+    (OP, '{"input": ', ("payload", "not valid JSON")),
+    (OP, "[1, 2]", ("payload", "must be a JSON object", "list")),
+    (OP, '"just text"', ("payload", "must be a JSON object", "str")),
+    (OP, "{}", ("payload", '"input"')),
+    (OP, '{"input": "x", "colour": "red"}', ("payload", "'colour'")),
+], ids=["unknown-operation", "malformed-json", "array", "string", "missing-input", "unknown-key"])
+def test_bad_submit_is_refused_and_writes_nothing(
+    operation: str, payload: str, needles: tuple[str, ...], sim: Simulator, ledger_path: Path, config_path: Path,
+    run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
+) -> None:
+    before = fingerprint(ledger_path)
+    r = run_cli("submit", operation, "--payload", payload, "--job-id", "j1")
+    assert_one_line_error(r, 2, *needles)
+    assert fingerprint(ledger_path) == before
+    assert sim.count(None) == 0
+
+
+# -- the ledger file ---------------------------------------------------------------------------------
+def test_missing_ledger_is_not_created(tmp_path: Path, sim: Simulator, config_path: Path,
+                                       run_cli: Callable[..., Any]) -> None:
+    missing = tmp_path / "missing.db"
+    for args in (["submit", OP, "--payload", GOOD_PAYLOAD], ["status"]):
+        r = run_cli(*args, ledger=missing)
+        assert_one_line_error(r, 7, str(missing), "not found", "reclaim init")
+    assert not missing.exists()
+    assert _sidecars(missing) == []
+    assert sim.count(None) == 0
+
+
+def test_ledger_in_a_missing_folder_is_not_created(tmp_path: Path, sim: Simulator, config_path: Path,
+                                                   run_cli: Callable[..., Any]) -> None:
+    path = tmp_path / "no-such-folder" / "reclaim.db"
+    r = run_cli("submit", OP, "--payload", GOOD_PAYLOAD, ledger=path)
+    assert_one_line_error(r, 7, "no-such-folder", "does not exist")
+    r = run_cli("init", ledger=path)
+    assert_one_line_error(r, 7, "no-such-folder", "does not exist")
+    assert not path.parent.exists()
+    assert sim.count(None) == 0
+
+
+def test_a_sqlite_file_that_is_not_a_ledger(tmp_path: Path, config_path: Path, run_cli: Callable[..., Any],
+                                            file_digest: Callable[[Path], str]) -> None:
+    other = tmp_path / "other.db"
+    c = sqlite3.connect(other)
+    c.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+    c.execute("INSERT INTO customers (name) VALUES ('keep me')")
+    c.commit()
+    c.close()
+    before = file_digest(other)
+    for args in (["submit", OP, "--payload", GOOD_PAYLOAD], ["init"], ["status"]):
+        r = run_cli(*args, ledger=other)
+        assert_one_line_error(r, 7, str(other), "not a reclaim ledger")
+    assert file_digest(other) == before
+    assert _sidecars(other) == []
+
+
+def test_a_ledger_of_a_newer_schema(ledger_path: Path, config_path: Path, run_cli: Callable[..., Any],
+                                    file_digest: Callable[[Path], str]) -> None:
+    c = sqlite3.connect(ledger_path)
+    c.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    c.close()  # the last connection: WAL checkpointed into the main file
+    before = file_digest(ledger_path)
+    for args in (["submit", OP, "--payload", GOOD_PAYLOAD], ["status"], ["init"]):
+        r = run_cli(*args, ledger=ledger_path)
+        assert_one_line_error(r, 7, str(ledger_path), f"schema version {SCHEMA_VERSION + 1}", "upgrade reclaim")
+    assert file_digest(ledger_path) == before
+
+
+def test_a_file_that_is_not_sqlite(tmp_path: Path, config_path: Path, run_cli: Callable[..., Any],
+                                   file_digest: Callable[[Path], str]) -> None:
+    notes = tmp_path / "notes.db"
+    notes.write_text("these are my notes, not a database\n" * 200, encoding="utf-8")
+    before = file_digest(notes)
+    for args in (["submit", OP, "--payload", GOOD_PAYLOAD], ["status"], ["init"]):
+        r = run_cli(*args, ledger=notes)
+        assert_one_line_error(r, 7, str(notes), "not a SQLite database")
+    assert file_digest(notes) == before
+
+
+# Root ignores file modes (CAP_DAC_OVERRIDE), so `chmod 0444` alone does not make a ledger read-only
+# when the tests run as root, as they do in CI containers. Running the CLI as another user is not an
+# option there (the interpreter lives under /root, mode 0700). So, as root, the CLI runs under
+# `setpriv` with CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH and CAP_FOWNER removed from its bounding set:
+# still uid 0 (owner of the test's files) but now bound by the 0444 mode, as any operator would be.
+# If that cannot be arranged (no setpriv, no CAP_SETPCAP), the test is skipped and says why.
+_DROP_DAC = ["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
+
+
+def _read_only_prefix(path: Path) -> list[str]:
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root and setpriv is missing: chmod 0444 cannot make the ledger read-only for root")
+    probe = subprocess.run([*_DROP_DAC, "test", "-w", str(path)], capture_output=True, timeout=10)
+    if probe.returncode != 1:
+        pytest.skip(f"running as root and setpriv could not drop CAP_DAC_OVERRIDE ({probe.stderr!r})")
+    return _DROP_DAC
+
+
+def test_a_read_only_ledger(ledger_path: Path, config_path: Path, sim: Simulator, run_cli: Callable[..., Any],
+                            fingerprint: Callable[[Path], str]) -> None:
+    before = fingerprint(ledger_path)
+    ledger_path.chmod(0o444)
+    try:
+        prefix = _read_only_prefix(ledger_path)
+        r = run_cli("submit", OP, "--payload", GOOD_PAYLOAD, "--job-id", "ro-1", prefix=prefix)
+        assert sim.count(None) == 0, "a send went out although the reservation could not be written"
+        assert_one_line_error(r, 7, str(ledger_path), "read-only")
+        # Reading is still allowed: a viewer can look at a read-only ledger.
+        r = run_cli("status", prefix=prefix)
+        assert r.rc == 0, r.stderr
+    finally:
+        ledger_path.chmod(0o644)
+    assert fingerprint(ledger_path) == before
+
+
+def test_a_locked_ledger_fails_after_the_busy_timeout(
+    ledger_path: Path, config_path: Path, sim: Simulator, run_cli: Callable[..., Any],
+    fingerprint: Callable[[Path], str],
+) -> None:
+    before = fingerprint(ledger_path)
+    holder = sqlite3.connect(ledger_path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        r = run_cli("submit", OP, "--payload", GOOD_PAYLOAD, "--job-id", "locked-1", timeout=60)
+        waited = time.monotonic() - started
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert_one_line_error(r, 8, str(ledger_path), "locked")
+    assert waited >= 4.5, f"gave up after {waited:.1f}s, before the 5 s busy timeout"
+    assert sim.count(None) == 0
+    assert fingerprint(ledger_path) == before
+
+
+# -- the config --------------------------------------------------------------------------------------
+def _broken(doc: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    cur = doc
+    for p in path[:-1]:
+        cur = cur[p]
+    cur[path[-1]] = value
+    return doc
+
+
+@pytest.mark.parametrize(("path", "value", "needles"), [
+    (("operators", "dave"), ["superuser"], ("operators.dave", "superuser")),
+    (("operators", "dave"), "approver", ("operators.dave", "list of roles")),
+    (("policy", "lease_seconds"), "sixty", ("policy.lease_seconds",)),
+    (("policy", "four_eyes"), "no", ("policy.four_eyes",)),
+    (("remotes", "gemini", "timeout_seconds"), "5", ("remotes.gemini.timeout_seconds",)),
+    (("operations", OP, "daily_quota"), "ten", (f'operations."{OP}".daily_quota',)),
+], ids=["unknown-role", "roles-not-a-list", "lease-string", "four-eyes-string", "timeout-string", "quota-string"])
+def test_a_bad_config_names_the_key(
+    path: tuple[str, ...], value: Any, needles: tuple[str, ...], config_dict: dict[str, Any],
+    write_config: Callable[..., Path], ledger_path: Path, sim: Simulator, run_cli: Callable[..., Any],
+    fingerprint: Callable[[Path], str],
+) -> None:
+    config = write_config(_broken(config_dict, path, value))
+    before = fingerprint(ledger_path)
+    r = run_cli("submit", OP, "--payload", GOOD_PAYLOAD, "--job-id", "cfg-1")
+    assert_one_line_error(r, 2, str(config), *needles)
+    assert fingerprint(ledger_path) == before
+    assert sim.count(None) == 0
+
+
+def test_a_missing_config_file(tmp_path: Path, ledger_path: Path, run_cli: Callable[..., Any],
+                               fingerprint: Callable[[Path], str]) -> None:
+    before = fingerprint(ledger_path)
+    r = run_cli("submit", OP, "--payload", GOOD_PAYLOAD, config=tmp_path / "nope.toml")
+    assert_one_line_error(r, 2, "nope.toml", "not found")
+    assert fingerprint(ledger_path) == before
+
+
+# -- arguments ---------------------------------------------------------------------------------------
+def test_assign_with_a_due_that_is_not_a_time(
+    sim: Simulator, conn: Any, cfg: Any, clock: Any, ledger_path: Path, config_path: Path,
+    run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
+) -> None:
+    sim.add_fault("status", status=503)
+    res = submit_now(conn, cfg, OP, {"input": "x"}, clock=clock, job_id="held-1", remotes=RemoteCache(cfg))
+    assert res.state == "held"
+    before = fingerprint(ledger_path)
+    r = run_cli("assign", "held-1", "--owner", "bob", "--due", "notatime", "--operation", OP, operator="alice")
+    assert_one_line_error(r, 2, "--due", "notatime")
+    assert fingerprint(ledger_path) == before
+    # The same command with a real time is accepted: it was the due time that was refused.
+    r = run_cli("assign", "held-1", "--owner", "bob", "--due", "2026-12-03T09:00Z", "--operation", OP,
+                operator="alice", now=clock.now())
+    assert r.rc == 0, r.stderr
+    assert fingerprint(ledger_path) != before
+
+
+@pytest.mark.parametrize("extra", [[], ["--operation", OP]], ids=["by-id", "by-id-and-operation"])
+def test_show_of_a_missing_job(extra: list[str], ledger_path: Path, config_path: Path,
+                               run_cli: Callable[..., Any], fingerprint: Callable[[Path], str]) -> None:
+    before = fingerprint(ledger_path)
+    r = run_cli("show", "no-such-job", *extra)
+    assert_one_line_error(r, 2, "no-such-job", "not in the ledger")
+    assert fingerprint(ledger_path) == before
+
+
+def test_missing_ledger_for_show_is_not_created(tmp_path: Path, run_cli: Callable[..., Any]) -> None:
+    missing = tmp_path / "gone.db"
+    r = run_cli("show", "j1", ledger=missing)
+    assert_one_line_error(r, 7, str(missing), "not found")
+    assert not missing.exists()
+    create_ledger(tmp_path / "exists.db")  # sanity: the same folder can hold a ledger

@@ -1,0 +1,136 @@
+"""The one-way arrow console -> ledger, checked three ways: imports at run time, SQL in console/, and
+import-linter's contracts from pyproject.toml (as `make lint` runs them)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LEDGER_MODULES = ["ledger", "ledger.worker", "ledger.triage", "ledger.queries", "ledger.dispatch",
+                  "ledger.db", "ledger.reserve", "ledger.leases", "ledger.outbox", "ledger.simulator",
+                  "ledger.remotes.gemini"]
+
+
+def test_importing_the_ledger_never_loads_textual_or_the_console() -> None:
+    code = (
+        f"import importlib, sys\n"
+        f"for m in {LEDGER_MODULES!r}: importlib.import_module(m)\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'console'))\n"
+        "assert not bad, bad\n"
+        "print('ok', len(sys.modules))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ok")
+
+
+def _console_sources() -> list[Path]:
+    files = sorted((ROOT / "console").rglob("*.py"))
+    assert files, "no console sources found"
+    return files
+
+
+# SQL the console must never hold: every read and write goes through ledger functions. Checked on the
+# syntax tree, so comments and docstrings that merely mention SQL do not count.
+_DB_CALLS = {"execute", "executemany", "executescript"}
+_SQL = [
+    re.compile(r"\bSELECT\b.*\bFROM\b", re.S),
+    re.compile(r"\bINSERT\s+(OR\s+\w+\s+)?INTO\b"),
+    re.compile(r"\bUPDATE\s+\w+\s+SET\b"),
+    re.compile(r"\bDELETE\s+FROM\b"),
+    re.compile(r"^\s*(BEGIN|COMMIT|ROLLBACK)\b"),
+    re.compile(r"\bPRAGMA\s+\w+"),
+    re.compile(r"\bCREATE\s+(TABLE|INDEX|TRIGGER)\b"),
+]
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                ids.add(id(body[0].value))
+    return ids
+
+
+def sql_in(source: str, name: str = "<source>") -> list[str]:
+    """Lines of `source` that call execute*() or hold an SQL string (docstrings and comments excluded)."""
+    tree = ast.parse(source, name)
+    skip = _docstrings(tree)
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            fname = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if fname in _DB_CALLS:
+                hits.append(f"{name}:{node.lineno}: {fname}() call")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            if any(p.search(node.value) for p in _SQL):
+                hits.append(f"{name}:{node.lineno}: SQL string {node.value[:60]!r}")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(m.split(".")[0] == "sqlite_utils" for m in mods):
+                hits.append(f"{name}:{node.lineno}: imports sqlite_utils")
+    return hits
+
+
+def test_the_sql_detector_finds_sql() -> None:
+    bad = 'x = 1\nconn.execute("SELECT * FROM jobs")\nq = "UPDATE jobs SET state = ?"\n'
+    assert len(sql_in(bad)) == 3
+    fine = '"""Polls PRAGMA data_version, then SELECT ... FROM nothing."""\n# DELETE FROM jobs\nqueries.find_job(c, k)\n'
+    assert sql_in(fine) == []
+
+
+def test_the_console_holds_no_sql() -> None:
+    hits = []
+    for path in _console_sources():
+        hits += sql_in(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
+    assert not hits, "SQL in console/ (call a ledger function instead):\n" + "\n".join(hits)
+
+
+def _lint_imports() -> str:
+    exe = Path(sys.executable).with_name("lint-imports")
+    if exe.exists():
+        return str(exe)
+    found = shutil.which("lint-imports")
+    if found is None:
+        pytest.skip("import-linter is not installed (pip install -e '.[dev]')")
+    return found
+
+
+def test_the_import_contracts_are_declared() -> None:
+    doc = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    il = doc["tool"]["importlinter"]
+    kinds = {(c["type"], tuple(c.get("layers", ())), tuple(c.get("forbidden_modules", ()))) for c in il["contracts"]}
+    assert ("layers", ("console", "ledger"), ()) in kinds
+    assert ("forbidden", (), ("textual",)) in kinds
+
+
+def test_lint_imports_passes_as_make_lint_runs_it() -> None:
+    # import-linter refuses to check a contract that forbids an external package (textual) unless
+    # [tool.importlinter] sets include_external_packages = true; it then exits 1 without checking anything.
+    r = subprocess.run([_lint_imports(), "--no-cache", "--no-logo"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert re.search(r"Contracts: \d+ kept, 0 broken", r.stdout), r.stdout[-3000:]
+
+
+def test_the_contracts_hold_when_external_packages_are_included(tmp_path: Path) -> None:
+    # Checks the contracts themselves, whatever the state of the pyproject flag above.
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    if "include_external_packages" not in text:
+        text = text.replace("[tool.importlinter]\n", "[tool.importlinter]\ninclude_external_packages = true\n", 1)
+    cfg = tmp_path / "importlinter.toml"
+    cfg.write_text(text, encoding="utf-8")
+    r = subprocess.run([_lint_imports(), "--no-cache", "--no-logo", str(cfg)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert re.search(r"Contracts: 2 kept, 0 broken", r.stdout), r.stdout[-3000:]
