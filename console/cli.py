@@ -54,6 +54,33 @@ OperationOpt = Annotated[
 ]
 ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (recorded with the action).")]
 
+STARTER_CONFIG = """\
+# reclaim config (written by `reclaim init`). See the README for every key.
+timezone = "UTC"
+
+[policy]
+four_eyes = true
+release_requires_finding = true
+stale_reserving_seconds = 120
+lease_seconds = 60
+
+[operators]
+alice = ["triage"]
+bob = ["triage", "approver"]
+
+[remotes.gemini]
+kind = "gemini"
+model = "gemini-flash-latest"
+api_key_env = "GEMINI_API_KEY"
+base_url = "http://127.0.0.1:8765"   # the bundled simulator (`reclaim simulator`); remove for Google
+timeout_seconds = 30
+
+[operations."article.generate"]
+remote = "gemini"
+daily_quota = 200
+sink = "results"
+"""
+
 DEFAULT_LEDGER = Path("reclaim.db")
 DEFAULT_CONFIG = Path("reclaim.toml")
 
@@ -125,14 +152,24 @@ def _age(seconds: float) -> str:
 
 @app.command()
 def init(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, as_json: JsonOpt = False) -> None:
-    """Create the ledger file (or migrate an older one forward). The config is checked if present."""
+    """Create the ledger file (or migrate an older one forward).
+
+    The config is checked if present; if missing, a starter config pointing at the bundled simulator
+    on 127.0.0.1:8765 is written there.
+    """
+    wrote_config = False
     with _guard(as_json):
         if config.exists():
             load_config(config)
+        elif config.parent.is_dir():
+            config.write_text(STARTER_CONFIG, encoding="utf-8")
+            wrote_config = True
         created = create_ledger(ledger)
     if as_json:
-        output.emit_json({"ledger": str(ledger), "created": created})
+        output.emit_json({"ledger": str(ledger), "created": created, "wrote_config": wrote_config})
     else:
+        if wrote_config:
+            output.line(f"wrote a starter config: {config} (edit [operators] and [remotes] before real use)")
         output.line(f"{'created' if created else 'already a ledger (migrated if needed)'}: {ledger}")
 
 
@@ -247,6 +284,7 @@ def worker(
             # Second signal: leave at once; what was not written is found by the next recovery pass.
             os._exit(128 + signum)
         stop.set()
+        output.stderr.print("reclaim: stopping after the job under way (signal again to leave at once)", soft_wrap=True)
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)

@@ -1,0 +1,97 @@
+"""The README's quick start, run literally; and `reclaim demo` headless, leaving no process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def _quickstart_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- quickstart -->\s*```sh\n(.*?)```\s*<!-- /quickstart -->", text, re.S)
+    assert block, "the README lost its quick start block"
+    return [line for line in block.group(1).splitlines() if line.strip()]
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait(pred: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    for k in ("RECLAIM_LEDGER", "RECLAIM_CONFIG", "RECLAIM_NOW", "RECLAIM_CLOCK_OFFSET"):
+        env.pop(k, None)
+    background: list[subprocess.Popen[bytes]] = []
+    outputs: list[tuple[str, int, str]] = []
+    try:
+        for cmd in _quickstart_commands():
+            if cmd.endswith("&"):
+                argv = shlex.split(cmd[:-1])
+                background.append(subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE))
+                assert background[-1].stdout is not None
+                assert "listening on" in background[-1].stdout.readline().decode()
+                continue
+            res = subprocess.run(shlex.split(cmd), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+            outputs.append((cmd, res.returncode, res.stdout + res.stderr))
+            assert res.returncode == 0, (cmd, res.stdout, res.stderr)
+        status = subprocess.run(["reclaim", "status", "--json"], cwd=tmp_path, env=env, capture_output=True,
+                                text=True, timeout=60)
+        doc = json.loads(status.stdout)
+        assert doc["states"]["consumed"] == 1
+        submits = [out for cmd, _, out in outputs if " submit " in f" {cmd} "]
+        assert "reserved" in submits[0] and "duplicate" in submits[1]
+        assert len(list((tmp_path / "results").glob("*.json"))) == 1
+        calls = json.loads(subprocess.run(["python", "-c", "import urllib.request;print(urllib.request.urlopen("
+                                           "'http://127.0.0.1:8765/_sim/calls').read().decode())"],
+                                          env=env, capture_output=True, text=True, timeout=30).stdout)
+        assert calls["by_method"]["create"] == 1
+    finally:
+        for p in background:
+            p.terminate()
+            p.wait(10)
+
+
+def test_demo_headless_fills_every_group_and_leaves_no_process(tmp_path: Path) -> None:
+    folder = tmp_path / "demo"
+    res = subprocess.run(
+        [str(BIN / "reclaim"), "demo", "--no-ui", "--seconds", "12", "--rate", "6", "--dir", str(folder)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    url = re.search(r"simulator at (http://127\.0\.0\.1:(\d+))", res.stdout)
+    assert url, res.stdout
+    # Nothing the demo started is still running: the simulator's port is closed, no worker names the folder.
+    _wait(lambda: not _port_open(int(url.group(2))), 10, "the simulator to stop")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        assert str(folder) not in cmdline or "pytest" in cmdline, f"left running: {cmdline!r}"
+    # Every state the worker moves jobs through was reached, held included (read from the event log).
+    show = subprocess.run([str(BIN / "reclaim"), "events", "--json", "--after", "0", "--ledger",
+                           str(folder / "reclaim.db")], capture_output=True, text=True, timeout=60)
+    reached = {json.loads(line)["to_state"] for line in show.stdout.splitlines()}
+    assert {"reserving", "submitted", "done", "consumed", "held"} <= reached, reached
