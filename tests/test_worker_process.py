@@ -33,7 +33,7 @@ def test_sigterm_mid_send_finishes_and_records_the_send(
     proc = start_cli("worker", "--interval", "0.1")
     wait_for(lambda: sim.count("create") == 1, timeout=20, what="the send to reach the simulator")
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=20)
+    _out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     job = read_job(ledger_path, "slow-1")
     assert job is not None and job.state in ("submitted", "done", "consumed") and job.handle
