@@ -21,6 +21,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check ledger console tests scripts
 	$(BIN)/lint-imports
+	$(BIN)/mypy ledger
 
 demo: $(STAMP)
 	$(BIN)/reclaim demo

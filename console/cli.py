@@ -630,7 +630,7 @@ def console(
     with _guard(False):
         cfg = load_config(config)
         connect(ledger, readonly=True).close()
-        run_console(ledger, cfg, _operator(operator), read_only)
+        run_console(ledger, cfg, _operator(operator), read_only, config_path=config)
 
 
 def main() -> None:

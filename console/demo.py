@@ -132,7 +132,7 @@ def run_demo(folder: Path, *, ui: bool, seconds: float, operator: str, rate: flo
         if ui:
             from console.app import run_console
 
-            run_console(ledger, load_config(config), operator, False)
+            run_console(ledger, load_config(config), operator, False, config_path=config)
         else:
             deadline = time.monotonic() + seconds
             while time.monotonic() < deadline:

@@ -102,7 +102,11 @@ CREATE TABLE outbox (
 CREATE INDEX outbox_state ON outbox (state, created_at);
 """
 
-MIGRATIONS: list[str] = [_V1, _V2]
+_V3 = """
+CREATE INDEX jobs_state_held ON jobs (state, held_at, created_at);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

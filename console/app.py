@@ -1,0 +1,358 @@
+"""The operator console: a Textual app over a ledger that workers in other processes are writing.
+
+`make_app()` builds it (the CLI, the tests and the screenshot script share it); `run_console()` runs it.
+The UI thread only draws: every ledger read and every remote call runs in a thread worker that opens
+its own connection, and reports back with typed messages. Quitting stops nothing but the console.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from textual import on, work
+from textual.actions import parse as parse_action
+from textual.app import App
+from textual.binding import Binding
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.message import Message
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from console import bindings
+from console.bindings import Keymap, config_file_for, load_keymap
+from console.live import FEED_SIZE, Follower, LedgerSource, Pulse, clock_time
+from console.sanitize import clean
+from console.screens.base import ReclaimScreen
+from console.screens.help import HelpScreen
+from console.screens.job import JobScreen
+from console.screens.jobs import JobListScreen
+from console.screens.notifications import NotificationsScreen
+from console.screens.overview import OverviewScreen
+from console.screens.quotas import QuotasScreen
+from console.screens.triage import TriageScreen
+from ledger.clock import Clock, clock_from_env
+from ledger.config import Config
+from ledger.db import connect
+from ledger.errors import LedgerError
+from ledger.model import Event, JobKey
+from ledger.worker import RemoteCache
+
+POLL_SECONDS = 0.2
+
+
+class ReclaimCommands(Provider):
+    """The command palette's view of every console action: enabled ones run, disabled ones say why."""
+
+    def _commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
+        app = self.app
+        assert isinstance(app, ReclaimApp)
+        out: list[tuple[str, str, Callable[[], Any]]] = []
+        screen = self.screen
+        for binding in bindings.APP:
+            out.append((binding.description, f"key {app.key_label(binding)}", partial(app.run_action, binding.action)))
+        if isinstance(screen, ReclaimScreen):
+            for binding in screen.BINDINGS:
+                if not isinstance(binding, Binding) or binding.action == "back":
+                    continue
+                _, name, params = parse_action(binding.action)
+                enabled = screen.check_action(name, params)
+                help_text = f"key {app.key_label(binding)}"
+                if not enabled:
+                    help_text = f"disabled: {app.disabled_reason(screen, name, params)}"
+                out.append((binding.description, help_text, partial(app.run_screen_action, screen, binding.action)))
+        return out
+
+    async def discover(self) -> Hits:
+        for title, help_text, command in self._commands():
+            yield DiscoveryHit(title, command, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, help_text, command in self._commands():
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), command, help=help_text)
+
+
+class ReclaimApp(App[int]):
+    """The reclaim operator console."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "reclaim"
+    BINDINGS = bindings.APP
+    COMMANDS = App.COMMANDS | {ReclaimCommands}
+
+    last_seen: reactive[float | None] = reactive(None)
+    stale: reactive[str] = reactive("")
+    paused: reactive[bool] = reactive(False)
+
+    class LiveChanged(Message):
+        """The follower saw the ledger change (or read it for the first time)."""
+
+        def __init__(self, pulse: Pulse) -> None:
+            self.pulse = pulse
+            super().__init__()
+
+    class LiveStale(Message):
+        """The follower could not read the ledger; it keeps trying."""
+
+        def __init__(self, reason: str) -> None:
+            self.reason = reason
+            super().__init__()
+
+    def __init__(
+        self, source: LedgerSource, config: Config, operator: str, *, clock: Clock, keymap: Keymap | None = None,
+        poll_seconds: float = POLL_SECONDS,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.config = config
+        self.operator = operator
+        self.clock = clock
+        self.keymap = keymap or Keymap({})
+        self.poll_seconds = poll_seconds
+        self.remotes = RemoteCache(config)
+        self.counts: dict[str, int] | None = None
+        self.feed: list[Event] = []
+        self.pulses = 0
+        self.polls = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._last_failure = ""
+
+    # -- facts the widgets show ---------------------------------------------------------------------------
+    @property
+    def roles(self) -> list[str]:
+        """The operator's roles, strongest first (a plain viewer has just 'viewer')."""
+        roles = self.config.roles_of(self.operator)
+        named = [r for r in ("approver", "triage") if r in roles]
+        return named or ["viewer"]
+
+    @property
+    def operator_label(self) -> str:
+        """'carol · approver' for the header."""
+        return f"{self.operator} · {', '.join(self.roles)}"
+
+    @property
+    def display_path(self) -> str:
+        """The ledger path, relative to the working folder when inside it, with ~ for home."""
+        path = self.source.path.absolute()
+        try:
+            return str(path.relative_to(Path.cwd()))
+        except ValueError:
+            pass
+        try:
+            return "~/" + str(path.relative_to(Path.home()))
+        except ValueError:
+            return str(path)
+
+    def format_time(self, ts: float | None) -> str:
+        """HH:MM:SS in the config's time zone."""
+        return clock_time(ts, self.config.timezone)
+
+    def key_label(self, binding: Binding) -> str:
+        """The key a binding answers to now (keymap applied), as shown in the footer."""
+        key = bindings.key_for(binding, self.keymap.keys).split(",")[0].strip()
+        return self.get_key_display(Binding(key, binding.action, binding.description))
+
+    def disabled_reason(self, screen: Screen[Any], action: str, params: tuple[object, ...]) -> str:
+        """Why a screen's action is disabled, for the command palette."""
+        if isinstance(screen, TriageScreen) and params and screen.detail is not None:
+            preview = screen.detail.previews.get(str(params[0]))
+            if preview is not None and preview.reason:
+                return preview.reason
+        if isinstance(screen, NotificationsScreen) and params:
+            return screen.refusal(str(params[0])) or "not available"
+        if isinstance(screen, JobScreen):
+            return "only held or failed jobs are triaged"
+        return "not available here"
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        if self.keymap.keys:
+            self.set_keymap(self.keymap.keys)
+        for problem in self.keymap.problems:
+            self.notify(clean(problem, 300), severity="warning", markup=False)
+        self.install_screen(JobListScreen(), "jobs")
+        self.install_screen(QuotasScreen(), "quotas")
+        self.install_screen(NotificationsScreen(), "notifications")
+        self.push_screen(OverviewScreen())
+        self.follow()
+
+    def on_unmount(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    # -- the live loop ----------------------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, exit_on_error=False, group="live")
+    def follow(self) -> None:
+        """Poll `data_version` every ~0.2 s on a dedicated connection; post changes and staleness."""
+        worker = get_current_worker()
+        follower = Follower(self.source, self.clock, FEED_SIZE)
+        was_stale = ""
+        try:
+            while not worker.is_cancelled and not self._stop.is_set():
+                if not self.paused or self._wake.is_set():
+                    self._wake.clear()
+                    try:
+                        pulse = follower.poll()
+                    except (LedgerError, sqlite3.Error, OSError) as e:
+                        follower.close()
+                        reason = clean(str(e) or type(e).__name__, 300)
+                        if reason != was_stale:
+                            self.post_message(self.LiveStale(reason))
+                        was_stale = reason
+                    else:
+                        if pulse is not None:
+                            was_stale = ""
+                            self.post_message(self.LiveChanged(pulse))
+                self.polls += 1
+                self._wake.wait(self.poll_seconds)
+        finally:
+            follower.close()
+
+    def wake_follower(self) -> None:
+        """Look at the ledger now (after our own write, or on request), even when paused."""
+        self._wake.set()
+
+    @on(LiveChanged)
+    def _live_changed(self, message: LiveChanged) -> None:
+        pulse = message.pulse
+        self.pulses += 1
+        self.counts = pulse.counts
+        self.feed = list(pulse.events if pulse.reset else (self.feed + pulse.events))[-FEED_SIZE:]
+        self.stale = ""
+        self.last_seen = pulse.seen_at
+        screen = self.screen
+        if isinstance(screen, ReclaimScreen):
+            screen.ledger_changed(pulse)
+
+    @on(LiveStale)
+    def _live_stale(self, message: LiveStale) -> None:
+        self.stale = message.reason
+
+    def worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one place a failed worker becomes a visible notification (never a crash)."""
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        text = clean(f"{event.worker.name or 'work'} failed: {error}", 300)
+        if text != self._last_failure:
+            self.notify(text, title="could not read or write the ledger", severity="error", markup=False)
+        self._last_failure = text
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        self.worker_state_changed(event)
+
+    # -- navigation ----------------------------------------------------------------------------------------------
+    def _base(self) -> None:
+        """Pop back to the overview."""
+        while len(self.screen_stack) > 2:
+            self.pop_screen()
+
+    def go_back(self) -> None:
+        """One screen back, never past the overview."""
+        if len(self.screen_stack) > 2:
+            self.pop_screen()
+
+    def _show(self, name: str) -> None:
+        self._base()
+        if name != "overview":
+            self.push_screen(name)
+
+    def show_group(self, group: str) -> None:
+        """List one group's jobs."""
+        screen = self.get_screen("jobs")
+        assert isinstance(screen, JobListScreen)
+        screen.show_group(group)
+        if self.screen is not screen:
+            self._show("jobs")
+
+    def open_job(self, key: JobKey) -> None:
+        """Open the job screen."""
+        self.push_screen(JobScreen(key))
+
+    def open_triage(self, key: JobKey) -> None:
+        """Open guided triage for a job."""
+        self.push_screen(TriageScreen(key))
+
+    async def run_screen_action(self, screen: Screen[Any], action: str) -> None:
+        """Run a screen's action from the command palette (a disabled one only explains itself)."""
+        _, name, params = parse_action(action)
+        if screen.check_action(name, params):
+            await screen.run_action(action)
+        else:
+            self.notify(clean(self.disabled_reason(screen, name, params), 300), title="not available",
+                        severity="warning", markup=False)
+
+    def action_overview(self) -> None:
+        """Show the overview."""
+        self._show("overview")
+
+    def action_jobs(self) -> None:
+        """Show the job list (held, unless another group was chosen)."""
+        if not isinstance(self.screen, JobListScreen):
+            self._show("jobs")
+
+    def action_group(self, group: str) -> None:
+        """List one group's jobs."""
+        self.show_group(group)
+
+    def action_quotas(self) -> None:
+        """Show the quotas."""
+        self._show("quotas")
+
+    def action_notifications(self) -> None:
+        """Show the notifications."""
+        self._show("notifications")
+
+    def action_help(self) -> None:
+        """Show the keys."""
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_toggle_pause(self) -> None:
+        """Pause or resume live refresh."""
+        self.paused = not self.paused
+        if not self.paused:
+            self.wake_follower()
+
+    def action_refresh(self) -> None:
+        """Look at the ledger now and reload the screen."""
+        self.wake_follower()
+        if isinstance(self.screen, ReclaimScreen):
+            self.screen.reload()
+
+
+def make_app(
+    ledger_path: str | Path, config: Config, operator: str, read_only: bool = False, clock: Clock | None = None,
+    *, config_path: str | Path | None = None, keymap: Keymap | None = None, poll_seconds: float = POLL_SECONDS,
+) -> ReclaimApp:
+    """Build the console over `ledger_path` for `operator` (read-only: the ledger opens `mode=ro`, no actions).
+
+    Key overrides come from `keymap`, else the `[keys]` table of `config_path` (or $RECLAIM_CONFIG, or
+    reclaim.toml beside the config).
+    """
+    if keymap is None:
+        keymap = load_keymap(config_file_for(config.base_dir, config_path))
+    return ReclaimApp(
+        LedgerSource(ledger_path, read_only), config, operator, clock=clock or clock_from_env(), keymap=keymap,
+        poll_seconds=poll_seconds,
+    )
+
+
+def run_console(
+    ledger_path: str | Path, config: Config, operator: str, read_only: bool = False, *,
+    config_path: str | Path | None = None,
+) -> int:
+    """Check the ledger opens (raising the ledger's one-line error if not), then run the console until quit."""
+    connect(ledger_path, readonly=True).close()
+    app = make_app(ledger_path, config, operator, read_only, config_path=config_path)
+    app.run()
+    return app.return_code or 0

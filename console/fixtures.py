@@ -1,0 +1,284 @@
+"""A deterministic demo ledger for the console's tests, snapshots and screenshots.
+
+Built with the real ledger API (reserve, worker passes against the loopback simulator, triage) under a
+`ManualClock`, so every time, id and count is the same on every run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger import triage
+from ledger.clock import ManualClock, parse_time
+from ledger.config import Config, load_config
+from ledger.db import connect, create_ledger
+from ledger.leases import claim_for_send
+from ledger.model import JobKey, idem_key
+from ledger.reserve import reserve
+from ledger.simulator import Simulator
+from ledger.worker import RemoteCache, TickReport, poll_submitted, send_one, tick
+
+T0 = parse_time("2026-12-01T09:00:00Z")
+"""The demo's 'now': every screen of the demo is drawn at this instant."""
+
+ARTICLE = "article.generate"
+SUMMARY = "summary.generate"
+WORKER = "worker-1"
+
+CONFIG = """\
+timezone = "UTC"
+
+[policy]
+four_eyes = true
+release_requires_finding = true
+stale_reserving_seconds = 120
+lease_seconds = 60
+retry_backoff_seconds = 30
+
+[operators]
+alice = ["triage"]
+bob = ["triage", "approver"]
+carol = ["approver"]
+
+[remotes.gemini]
+kind = "gemini"
+model = "gemini-sim"
+base_url = "{url}"
+timeout_seconds = 5
+
+[operations."article.generate"]
+remote = "gemini"
+daily_quota = 200
+sink = "results"
+{extra}
+"""
+
+EXTRA_DEMO = """
+[operations."summary.generate"]
+remote = "gemini"
+daily_quota = 50
+sink = "results"
+
+[notify.oncall]
+kind = "webhook"
+url = "{url}/v1/interactions"
+events = ["held", "resolved"]
+timeout_seconds = 2
+"""
+
+
+def write_config(folder: Path, url: str, *, demo: bool = False, keys: dict[str, str] | None = None) -> Path:
+    """Write the test config (alice triage, bob triage+approver, carol approver; dave is a viewer)."""
+    extra = EXTRA_DEMO.format(url=url) if demo else ""
+    if keys:
+        extra += "\n[keys]\n" + "".join(f'"{k}" = "{v}"\n' for k, v in keys.items())
+    path = folder / "reclaim.toml"
+    path.write_text(CONFIG.format(url=url, extra=extra), encoding="utf-8")
+    return path
+
+
+@dataclass
+class Demo:
+    """A built demo: where the ledger and config are, the clock at 'now', and the interesting jobs."""
+
+    ledger: Path
+    config_path: Path
+    config: Config
+    clock: ManualClock
+    jobs: dict[str, JobKey] = field(default_factory=dict)
+
+
+def _payload(text: str) -> dict[str, str]:
+    return {"input": text}
+
+
+def build_demo(folder: Path, sim: Simulator) -> Demo:
+    """Fill `folder` with reclaim.toml and ledger.db: 14 days of history and today's held, failed, open jobs."""
+    folder.mkdir(parents=True, exist_ok=True)
+    config_path = write_config(folder, sim.url, demo=True)
+    config = load_config(config_path)
+    ledger = folder / "ledger.db"
+    create_ledger(ledger)
+    clock = ManualClock(T0)
+    remotes = RemoteCache(config)
+    conn = connect(ledger)
+    jobs: dict[str, JobKey] = {}
+
+    def res(op: str, job_id: str, target: str | None = None) -> JobKey:
+        r = reserve(conn, config, op, _payload(f"write {job_id}"), clock=clock, job_id=job_id, target=target)
+        assert r.outcome == "reserved", (job_id, r.outcome)
+        return r.key
+
+    def run_tick() -> TickReport:
+        return tick(conn, config, clock=clock, remotes=remotes, owner=WORKER)
+
+    try:
+        # 13 past days of steady work, all delivered.
+        per_day = (2, 3, 1, 4, 2, 5, 4, 2, 1, 3, 4, 2, 3)
+        for back, n in zip(range(13, 0, -1), per_day, strict=True):
+            clock.set(T0 - back * 86400)
+            day = f"d-{back:02d}"
+            for i in range(n):
+                res(ARTICLE, f"article {day} #{i + 1:02d}", f"blog/{day}-{i + 1:02d}")
+            if back % 3 == 0:
+                res(SUMMARY, f"summary {day}", "newsletter/daily")
+            run_tick()
+
+        # Today: a few delivered this morning.
+        clock.set(T0 - 5 * 3600)
+        for i in range(1, 5):
+            res(ARTICLE, f"article today #{i:02d}", f"blog/post-{i:04d}")
+        run_tick()
+
+        # Held: the reset after the request went out (was it delivered?).
+        clock.set(T0 - 4 * 3600 - 600)
+        key = res(ARTICLE, "article today #07", "blog/post-0007")
+        sim.add_fault("drop_before_accept", match_idem=idem_key(*_k(key)))
+        run_tick()
+        jobs["held_reset"] = key
+
+        # Held: completed remotely, reply lost.
+        clock.set(T0 - 3 * 3600)
+        key = res(ARTICLE, "article today #09", "blog/post-0009")
+        sim.add_fault("complete_lose_reply", match_idem=idem_key(*_k(key)))
+        run_tick()
+        jobs["held_lost_reply"] = key
+
+        # Held: a 503 from the remote.
+        clock.set(T0 - 2 * 3600)
+        key = res(SUMMARY, "summary today", "newsletter/daily")
+        sim.add_fault("status", status=503, match_idem=idem_key(*_k(key)))
+        run_tick()
+        jobs["held_503"] = key
+
+        # Held: a worker died mid-send (claimed, never recorded an outcome); the recovery pass holds it.
+        clock.set(T0 - 90 * 60)
+        key = res(ARTICLE, "article today #12", "blog/post-0012")
+        claim_for_send(conn, config, key, owner="worker-2", now=clock.now())
+        clock.set(T0 - 80 * 60)
+        run_tick()
+        jobs["held_orphan"] = key
+
+        # Failed: rejected as invalid.
+        clock.set(T0 - 70 * 60)
+        key = res(ARTICLE, "article today #14", "blog/post-0014")
+        sim.add_fault("status", status=400, match_idem=idem_key(*_k(key)))
+        run_tick()
+        jobs["failed"] = key
+
+        # Resolved: held, looked at by bob, rejected by carol.
+        clock.set(T0 - 60 * 60)
+        key = res(ARTICLE, "article today #15", "blog/post-0015")
+        sim.add_fault("drop_before_accept", match_idem=idem_key(*_k(key)))
+        run_tick()
+        clock.set(T0 - 50 * 60)
+        triage.query_job(conn, config, key, remotes.for_operation(ARTICLE), actor="bob", clock=clock)
+        triage.record_finding(conn, config, key, "changed_by_other", "Editor published the post by hand at 08:05.",
+                              actor="bob", clock=clock)
+        clock.set(T0 - 45 * 60)
+        triage.reject(conn, config, key, actor="carol", clock=clock, reason="Published by hand; do not generate.")
+        jobs["resolved"] = key
+
+        # Triage under way on the oldest hold: bob queried and found it not received; alice owns it, overdue.
+        clock.set(T0 - 40 * 60)
+        held = jobs["held_reset"]
+        triage.query_job(conn, config, held, remotes.for_operation(ARTICLE), actor="bob", clock=clock)
+        clock.set(T0 - 35 * 60)
+        triage.record_finding(
+            conn, config, held, "not_received",
+            "No interaction labelled with this idem key in the Gemini console; our proxy log shows the "
+            "connection reset before any response.", actor="bob", clock=clock,
+        )
+        triage.assign(conn, config, held, "alice", T0 - 20 * 60, actor="bob", clock=clock,
+                      reason="alice is on call until noon")
+        # The lost reply: alice asked; owned by bob, due this afternoon.
+        clock.set(T0 - 30 * 60)
+        triage.query_job(conn, config, jobs["held_lost_reply"], remotes.for_operation(ARTICLE), actor="alice",
+                         clock=clock)
+        triage.assign(conn, config, jobs["held_lost_reply"], "bob", T0 + 4 * 3600, actor="alice", clock=clock,
+                      reason="bob can check the Gemini console")
+
+        # Done (polled, not yet delivered), submitted (accepted, not polled), reserving (not sent / not delivered).
+        clock.set(T0 - 20 * 60)
+        key = res(ARTICLE, "article today #16", "blog/post-0016")
+        send_one(conn, config, key, remotes.for_operation(ARTICLE), clock=clock, owner=WORKER)
+        poll_submitted(conn, config, remotes, clock=clock, owner=WORKER, report=TickReport())
+        jobs["done"] = key
+        clock.set(T0 - 10 * 60)
+        key = res(ARTICLE, "article today #17", "blog/post-0017")
+        send_one(conn, config, key, remotes.for_operation(ARTICLE), clock=clock, owner=WORKER)
+        jobs["submitted"] = key
+        clock.set(T0 - 5 * 60)
+        key = res(SUMMARY, "summary today (retry)", "newsletter/weekly")
+        sim.add_fault("status", status=429, match_idem=idem_key(*_k(key)))
+        send_one(conn, config, key, remotes.for_operation(SUMMARY), clock=clock, owner=WORKER)
+        jobs["not_delivered"] = key
+        clock.set(T0 - 60)
+        jobs["reserving"] = res(ARTICLE, "article today #18", "blog/post-0018")
+    finally:
+        conn.close()
+    clock.set(T0)
+    return Demo(ledger=ledger, config_path=config_path, config=config, clock=clock, jobs=jobs)
+
+
+def _k(key: JobKey) -> tuple[str, str]:
+    return key.job_id, key.operation
+
+
+# -- scenes: the screens the snapshot tests and the screenshot script draw -------------------------------------
+
+SCENES = ("overview", "job", "triage", "triage-confirm", "quotas")
+SCENE_OPERATOR = "carol"
+SCENE_SIZE = (120, 40)
+
+
+async def _until(pilot: Any, predicate: Callable[[], object], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the console did not reach the scene in time")
+        await pilot.pause(0.02)
+
+
+async def _loaded(pilot: Any, screen_type: type) -> None:
+    app = pilot.app
+    await _until(pilot, lambda: isinstance(app.screen, screen_type) and getattr(app.screen, "loaded", False)
+                 and app.counts is not None)
+    await pilot.pause()
+
+
+async def stage(pilot: Any, scene: str, demo: Demo) -> None:
+    """Drive a running console (over the demo ledger) to `scene`, waiting on conditions, never on time."""
+    from textual.widgets import Input
+
+    from console.screens.confirm import ConfirmScreen
+    from console.screens.job import JobScreen
+    from console.screens.overview import OverviewScreen
+    from console.screens.quotas import QuotasScreen
+    from console.screens.triage import TriageScreen
+
+    app = pilot.app
+    await _loaded(pilot, OverviewScreen)
+    if scene == "overview":
+        return
+    if scene == "quotas":
+        await pilot.press("u")
+        await _loaded(pilot, QuotasScreen)
+        return
+    app.open_job(demo.jobs["held_reset"])
+    await _loaded(pilot, JobScreen)
+    if scene == "job":
+        return
+    await pilot.press("t")
+    await _loaded(pilot, TriageScreen)
+    if scene == "triage":
+        return
+    app.screen.query_one("#decision-reason", Input).value = "bob found it never reached Gemini"
+    await pilot.press("e")
+    await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.focused is not None
+                 and app.focused.id == "cancel")
+    await pilot.pause()

@@ -1,0 +1,422 @@
+"""What the console reads and writes, through ledger functions only, from worker threads.
+
+`LedgerSource` hands each unit of work its own connection (sqlite connections are per-thread).
+`Follower` keeps one dedicated connection for the live loop: it polls `PRAGMA data_version` (cheap) and
+only when it moved reads the group counts and the new events by id cursor. The `load_*` functions
+build the read models each screen draws; `perform()` runs one operator action. None of this touches
+Textual, so it is safe to call from any thread.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from ledger import dispatch, queries, triage
+from ledger.clock import Clock, parse_time
+from ledger.config import Config
+from ledger.db import connect
+from ledger.errors import BadInput, LedgerError, Refused
+from ledger.model import Event, Job, JobKey
+from ledger.queries import JobFilter, QuotaDay
+from ledger.worker import RemoteCache
+
+FEED_SIZE = 20
+PAGE_SIZE = 50
+READ_ONLY_REASON = "the console is read-only (--read-only): no action can be taken"
+
+
+class LedgerSource:
+    """Where the console reads from: the ledger path, read-only or not, and a fresh connection per unit of work."""
+
+    def __init__(self, path: str | Path, read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.read_only = read_only
+
+    def connect(self) -> sqlite3.Connection:
+        """A new connection for the calling thread (read-only when the console is)."""
+        return connect(self.path, readonly=self.read_only)
+
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one read, closed afterwards."""
+        conn = self.connect()
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    @contextmanager
+    def writing(self) -> Iterator[sqlite3.Connection]:
+        """A read-write connection for one operator action; refused in a read-only console."""
+        if self.read_only:
+            raise Refused(READ_ONLY_REASON)
+        conn = connect(self.path)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+
+# -- the live loop -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pulse:
+    """What the follower saw change: the counts now, the events since the last pulse, and when."""
+
+    version: int
+    counts: dict[str, int]
+    events: list[Event]
+    seen_at: float
+    reset: bool = False
+
+    def touches(self, key: JobKey) -> bool:
+        """True when this pulse may concern the job `key` (any new event for it, or a full reload)."""
+        return self.reset or any(e.job_id == key.job_id and e.operation == key.operation for e in self.events)
+
+
+class Follower:
+    """Follows a ledger from one dedicated connection, used only by the live worker's thread."""
+
+    def __init__(self, source: LedgerSource, clock: Clock, feed_size: int = FEED_SIZE) -> None:
+        self.source = source
+        self.clock = clock
+        self.feed_size = feed_size
+        self._conn: sqlite3.Connection | None = None
+        self._inode: tuple[int, int] | None = None
+        self._version: int | None = None
+        self._cursor = 0
+
+    def _identity(self) -> tuple[int, int]:
+        st = os.stat(self.source.path)
+        return (st.st_dev, st.st_ino)
+
+    def close(self) -> None:
+        """Drop the connection; the next poll reconnects and reloads."""
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass
+        self._conn = None
+        self._version = None
+
+    def poll(self) -> Pulse | None:
+        """One cheap look: None when nothing changed; raises a ledger/sqlite/OS error when it cannot read."""
+        try:
+            identity = self._identity()
+        except FileNotFoundError:
+            self.close()
+            raise LedgerError(f"ledger {self.source.path}: the file is gone; waiting for it to come back") from None
+        if self._conn is not None and identity != self._inode:
+            self.close()  # replaced under us: start over on the new file
+        if self._conn is None:
+            self._conn = self.source.connect()
+            self._inode = identity
+            return self._reload()
+        version = queries.data_version(self._conn)
+        if version == self._version:
+            return None
+        self._version = version
+        counts = queries.group_counts(self._conn)
+        events = queries.events_after(self._conn, self._cursor, limit=self.feed_size * 10)
+        if len(events) == self.feed_size * 10:  # a burst: jump to the newest instead of replaying it
+            return self._reload()
+        if events:
+            self._cursor = events[-1].id
+        return Pulse(version, counts, events, self.clock.now())
+
+    def _reload(self) -> Pulse:
+        assert self._conn is not None
+        self._version = queries.data_version(self._conn)
+        counts = queries.group_counts(self._conn)
+        events = list(reversed(queries.latest_events(self._conn, self.feed_size)))
+        self._cursor = events[-1].id if events else queries.last_event_id(self._conn)
+        return Pulse(self._version, counts, events, self.clock.now(), reset=True)
+
+
+# -- read models ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OverviewData:
+    """The overview's paged reads: the oldest held jobs and today's quota per operation."""
+
+    held: list[Job]
+    quotas: list[QuotaDay]
+
+
+def load_overview(conn: sqlite3.Connection, config: Config, now: float, held_limit: int = 50) -> OverviewData:
+    """Held jobs (oldest hold first) and today's quotas."""
+    return OverviewData(queries.held_jobs(conn, limit=held_limit), queries.quota_today(conn, config, now))
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """One page of a group's jobs, and whether there is a next one."""
+
+    group: str
+    jobs: list[Job]
+    offset: int
+    has_more: bool
+    oldest_first: bool
+    filter_text: str
+
+
+def load_page(
+    conn: sqlite3.Connection, group: str, *, offset: int, oldest_first: bool, filter_text: str, me: str,
+    page_size: int = PAGE_SIZE,
+) -> JobPage:
+    """Read one page (plus one row to know if another page follows); never the whole group."""
+    flt = JobFilter.parse(filter_text, me=me) if filter_text.strip() else None
+    rows = queries.list_jobs(conn, group, limit=page_size + 1, offset=offset, oldest_first=oldest_first, flt=flt)
+    return JobPage(group, rows[:page_size], offset, len(rows) > page_size, oldest_first, filter_text)
+
+
+# The three ways a send can end unknown, in the words operators use.
+HELD_CASES: tuple[tuple[str, str, str], ...] = (
+    ("not_received", "Not delivered", "the request never reached the remote: a release sends it (once) again."),
+    ("in_progress", "Delivered and running", "the remote has it and is working: find its handle and reconcile."),
+    (
+        "completed_reply_lost",
+        "Completed, reply lost",
+        "the remote finished, the answer was lost: reconcile with its handle; never release.",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    """Everything the job and triage screens show about one job."""
+
+    job: Job
+    events: list[Event]
+    fenced: list[dict[str, Any]]
+    latest_query: Event | None
+    latest_finding: Event | None
+    can_answer: list[str]
+    previews: dict[str, triage.Preview] = field(default_factory=dict)
+
+    @property
+    def findings(self) -> list[Event]:
+        """Every finding recorded on the job, oldest first."""
+        return [e for e in self.events if e.kind == "finding"]
+
+    def suspected_case(self) -> str | None:
+        """Which of the three cases the latest finding or query points to, if any."""
+        if self.latest_finding is not None:
+            category = self.latest_finding.detail.get("category")
+            if category in {c for c, _, _ in HELD_CASES}:
+                return str(category)
+        if self.latest_query is not None:
+            state = self.latest_query.detail.get("remote_state")
+            if state == "running":
+                return "in_progress"
+            if state == "completed":
+                return "completed_reply_lost"
+            if state == "not_found":
+                return "not_received"
+        return None
+
+
+def remote_lines(config: Config, remotes: RemoteCache, job: Job) -> list[str]:
+    """What the remote can and cannot answer for this job, in plain sentences (never pretending)."""
+    op = config.operations.get(job.operation)
+    if op is None:
+        return [f"operation {job.operation} is not declared in the config: its remote cannot be asked"]
+    try:
+        remote = remotes.for_operation(job.operation)
+    except Exception as e:
+        return [f"remote {op.remote}: cannot be built ({e})"]
+    lines = [f"remote {remote.name} ({remote.kind}): " + "; ".join(remote.capabilities.explain())]
+    caps = remote.capabilities
+    if job.handle:
+        if caps.lookup_by_handle:
+            lines.append(f"handle {job.handle} is recorded: a query asks the remote about it")
+        else:
+            lines.append(f"handle {job.handle} is recorded, but {remote.kind} cannot look it up")
+    elif caps.search_by_key:
+        lines.append(f"no handle recorded; a query searches {remote.kind} by idem key {job.idem_key}")
+    else:
+        what = "Gemini" if remote.kind == "gemini" else remote.name
+        how = "by label" if remote.kind == "gemini" else "by idem key"
+        lines.append(
+            f"no handle recorded; {what} cannot be searched {how}: the remote cannot answer for this job, "
+            "look in its console or logs and record a finding"
+        )
+    return lines
+
+
+def load_job(
+    conn: sqlite3.Connection, config: Config, remotes: RemoteCache, key: JobKey, *, operator: str, clock: Clock,
+    read_only: bool, with_previews: bool = False,
+) -> JobDetail | None:
+    """Read one job's fields, timeline, fenced writes, latest query/finding, and what the remote can answer."""
+    job = queries.find_job(conn, key)
+    if job is None:
+        return None
+    previews: dict[str, triage.Preview] = {}
+    if with_previews:
+        for action in triage.ACTIONS:
+            p = triage.preview(conn, config, key, action, operator, clock)
+            if read_only:
+                p = triage.Preview(action, False, READ_ONLY_REASON, p.summary)
+            previews[action] = p
+    return JobDetail(
+        job=job,
+        events=queries.job_events(conn, key),
+        fenced=queries.fenced_writes_for(conn, key),
+        latest_query=triage.latest_query(conn, key),
+        latest_finding=triage.latest_finding(conn, key),
+        can_answer=remote_lines(config, remotes, job),
+        previews=previews,
+    )
+
+
+@dataclass(frozen=True)
+class QuotaData:
+    """Per operation: the last days of use (oldest first) and how many jobs are held."""
+
+    history: dict[str, list[QuotaDay]]
+    held: dict[str, int]
+
+
+def load_quotas(conn: sqlite3.Connection, config: Config, now: float, days: int = 14) -> QuotaData:
+    """Quota history and held counts per operation."""
+    return QuotaData(queries.quota_history(conn, config, now, days=days), queries.held_by_operation(conn))
+
+
+def load_outbox(conn: sqlite3.Connection, limit: int = 100) -> list[dict[str, object]]:
+    """Notifications, uncertain first."""
+    return dispatch.list_outbox(conn, limit=limit)
+
+
+# -- operator actions ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ActionInput:
+    """What the operator typed for an action."""
+
+    category: str = ""
+    note: str = ""
+    handle: str = ""
+    owner: str = ""
+    due: str = ""
+
+
+def parse_due(text: str, now: float) -> float:
+    """A due time: '30m', '4h', '2d' from now, or epoch seconds / ISO-8601 (naive is UTC)."""
+    s = text.strip()
+    if not s:
+        raise BadInput("due: required, e.g. 4h, 30m, 2d or 2026-12-01T17:00")
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    if s[-1:] in units and s[:-1].replace(".", "", 1).isdigit():
+        return now + float(s[:-1]) * units[s[-1]]
+    try:
+        return parse_time(s)
+    except ValueError:
+        raise BadInput(f"due {s!r}: use 4h, 30m, 2d or an ISO time such as 2026-12-01T17:00") from None
+
+
+def check_input(action: str, given: ActionInput) -> str | None:
+    """What is missing from the operator's input for `action`, or None."""
+    if action == "finding":
+        if given.category not in triage.FINDING_CATEGORIES:
+            return "choose a finding category first"
+        if not given.note.strip():
+            return "write a note: what you saw and where"
+    if action in ("release", "reject", "remediate", "reconcile", "assign") and not given.note.strip():
+        return "write a reason first: every decision records why"
+    if action == "reconcile" and not given.handle.strip():
+        return "type the remote's handle for this job first"
+    if action == "assign":
+        if not given.owner.strip():
+            return "type an owner first"
+        if not given.due.strip():
+            return "type a due time first (e.g. 4h)"
+    return None
+
+
+def describe_input(action: str, given: ActionInput) -> list[str]:
+    """The operator's own words for the confirmation, one line each (shown literally)."""
+    lines: list[str] = []
+    if action == "finding":
+        lines += [f"category: {given.category}", f"note: {given.note}"]
+    elif action == "reconcile":
+        lines += [f"handle: {given.handle}", f"reason: {given.note}"]
+    elif action == "assign":
+        lines += [f"owner: {given.owner}", f"due: {given.due}", f"reason: {given.note}"]
+    elif action == "remediate":
+        lines.append(f"note: {given.note}")
+    elif action in ("release", "reject"):
+        lines.append(f"reason: {given.note}")
+    return lines
+
+
+def perform(
+    conn: sqlite3.Connection, config: Config, remotes: RemoteCache, key: JobKey, action: str, given: ActionInput,
+    *, actor: str, clock: Clock,
+) -> str:
+    """Run one operator action through the ledger; return what happened. Raises Refused / BadInput, writing nothing."""
+    if action == "query":
+        job = triage.get_job(conn, key)
+        why = triage.refusal(conn, config, job, "query", actor, clock.now())
+        if why is not None:
+            raise Refused(f"query refused: {why}")
+        status = triage.query_remote(config, job, remotes.for_operation(job.operation))
+        triage.record_query(conn, config, key, status, actor=actor, clock=clock)
+        said = status.error or (f"handle {status.handle}" if status.handle else "")
+        return f"remote says {status.state}" + (f": {said}" if said else "")
+    if action == "finding":
+        triage.record_finding(conn, config, key, given.category, given.note, actor=actor, clock=clock)
+        return f"finding recorded: {given.category}"
+    if action == "assign":
+        due = parse_due(given.due, clock.now())
+        triage.assign(conn, config, key, given.owner, due, actor=actor, clock=clock, reason=given.note)
+        return f"assigned to {given.owner}"
+    if action == "release":
+        applied = triage.release(conn, config, key, actor=actor, clock=clock, reason=given.note)
+        attempt = applied.job.attempt if applied.job else "?"
+        return f"released: attempt {attempt} will be sent once by the next worker pass"
+    if action == "reconcile":
+        triage.reconcile(conn, config, key, given.handle, actor=actor, clock=clock, reason=given.note)
+        return f"reconciled with handle {given.handle}: submitted, nothing sent"
+    if action == "reject":
+        triage.reject(conn, config, key, actor=actor, clock=clock, reason=given.note)
+        return "rejected: closed without re-sending"
+    if action == "remediate":
+        triage.remediate(conn, config, key, given.note, actor=actor, clock=clock)
+        return "remediated: closed as done by other means"
+    raise BadInput(f"action {action!r}: unknown")
+
+
+# -- formatting helpers (plain strings from trusted numbers) ------------------------------------------------
+
+
+def age(seconds: float) -> str:
+    """A short age: 45s, 12m, 3h 05m, 2d 04h."""
+    s = max(int(seconds), 0)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600:02d}h"
+
+
+def clock_time(ts: float | None, tz: str = "UTC", with_date: bool = False) -> str:
+    """HH:MM:SS (or YYYY-MM-DD HH:MM) of `ts` in `tz`, or '' for None."""
+    if ts is None:
+        return ""
+    dt = datetime.fromtimestamp(ts, ZoneInfo(tz))
+    return dt.strftime("%Y-%m-%d %H:%M") if with_date else dt.strftime("%H:%M:%S")

@@ -1,0 +1,184 @@
+"""One job: every field, the event timeline, findings, the latest remote snapshot, fenced writes, and why held."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.widgets import Footer, Label, Static
+from textual.worker import get_current_worker
+
+from console.bindings import JOB
+from console.live import JobDetail, Pulse, age, clock_time, load_job
+from console.sanitize import compact_json, safe_json, safe_text
+from console.screens.base import ReclaimScreen
+from console.widgets.field_table import FieldTable
+from console.widgets.held_explanation import HeldExplanation
+from console.widgets.ledger_header import LedgerHeader
+from console.widgets.timeline import Timeline
+from ledger.model import JobKey
+
+TRIAGE_STATES = ("held", "failed")
+
+
+def job_title(detail: JobDetail) -> Text:
+    """'Job <id> · <operation> · <state>' with the untrusted parts literal."""
+    job = detail.job
+    style = "bold red" if job.state in TRIAGE_STATES else "bold"
+    return Text.assemble(
+        ("Job ", "bold"), safe_text(job.job_id, 100, style="bold"), ("  ·  ", "dim"), safe_text(job.operation, 60),
+        ("  ·  ", "dim"), (job.state, style),
+    )
+
+
+def snapshot_text(detail: JobDetail, tz: str) -> Text:
+    """The latest remote query: when, by whom, what the remote said, and its raw snapshot (literal)."""
+    q = detail.latest_query
+    if q is None:
+        return Text("No query recorded for this attempt yet.", style="dim")
+    text = Text.assemble(
+        (clock_time(q.at, tz, with_date=True), ""), " by ", safe_text(q.actor, 40), " — remote state ",
+        (str(q.detail.get("remote_state")), "bold"),
+    )
+    for label in ("handle", "error"):
+        if q.detail.get(label):
+            text.append(f"\n{label}: ", style="bold")
+            text.append_text(safe_text(q.detail[label], 500))
+    text.append("\n")
+    text.append_text(safe_json(q.detail.get("snapshot"), 1500))
+    return text
+
+
+class JobScreen(ReclaimScreen):
+    """Everything about one job; `t` opens guided triage for a held or failed job."""
+
+    BINDINGS = JOB
+    AUTO_FOCUS = "#job-body"
+
+    class Loaded(Message):
+        """The job's detail arrived (None when it is not in the ledger)."""
+
+        def __init__(self, detail: JobDetail | None) -> None:
+            self.detail = detail
+            super().__init__()
+
+    def __init__(self, key: JobKey) -> None:
+        super().__init__()
+        self.key = key
+        self.detail: JobDetail | None = None
+
+    def compose(self) -> ComposeResult:
+        tz = self.reclaim.config.timezone
+        yield LedgerHeader()
+        with VerticalScroll(id="job-body"):
+            yield Label(Text.assemble(("Job ", "bold"), safe_text(self.key.job_id, 100)), id="job-title")
+            yield FieldTable(id="job-fields")
+            yield Label("Why it is held", classes="section")
+            yield HeldExplanation(id="job-why")
+            yield Label("What the remote can answer", classes="section")
+            yield Static("", id="job-remote", classes="section-body")
+            yield Label("Latest remote snapshot", classes="section")
+            yield Static("", id="job-snapshot", classes="section-body")
+            yield Label("Findings", classes="section")
+            yield Static("", id="job-findings", classes="section-body")
+            yield Label("Fenced writes from stale workers", classes="section")
+            yield Static("", id="job-fenced", classes="section-body")
+            yield Label("Timeline", classes="section")
+            yield Timeline(tz=tz, id="job-timeline")
+        yield Footer()
+
+    def ledger_changed(self, pulse: Pulse) -> None:
+        if pulse.touches(self.key):
+            self.reload()
+
+    def reload(self) -> None:
+        self.load()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="job")
+    def load(self) -> None:
+        """Read the job, its events, fenced writes and remote capabilities off the UI thread."""
+        app = self.reclaim
+        with app.source.reading() as conn:
+            detail = load_job(conn, app.config, app.remotes, self.key, operator=app.operator, clock=app.clock,
+                              read_only=app.source.read_only)
+        if not get_current_worker().is_cancelled:
+            self.post_message(self.Loaded(detail))
+
+    def on_job_screen_loaded(self, message: Loaded) -> None:
+        self.detail = message.detail
+        self.loaded = True
+        if message.detail is None:
+            self.query_one("#job-title", Label).update(
+                Text.assemble(("Not in the ledger: ", "bold red"), safe_text(self.key.job_id, 100))
+            )
+            return
+        self.draw(message.detail)
+        self.refresh_bindings()
+
+    def draw(self, detail: JobDetail) -> None:
+        """Fill every section from `detail`."""
+        tz = self.reclaim.config.timezone
+        now = self.reclaim.clock.now()
+        job = detail.job
+        self.query_one("#job-title", Label).update(job_title(detail))
+
+        def when(ts: float | None) -> Text:
+            if ts is None:
+                return Text("—", style="dim")
+            rel = f"{age(now - ts)} ago" if ts <= now else f"in {age(ts - now)}"
+            return Text(f"{clock_time(ts, tz, with_date=True)} ({rel})")
+
+        due = when(job.due_at)
+        if job.due_at is not None and job.due_at <= now and job.state == "held":
+            due.stylize("bold red")
+        rows: list[tuple[str, Text]] = [
+            ("job id", safe_text(job.job_id, 300)), ("operation", safe_text(job.operation, 80)),
+            ("state", Text(job.state, style="bold red" if job.state in TRIAGE_STATES else "bold")),
+            ("target", safe_text(job.target or "—", 300)),
+            ("attempt", Text(str(job.attempt))), ("epoch", Text(str(job.epoch))),
+            ("idem key", Text(job.idem_key)), ("handle", safe_text(job.handle or "none recorded", 120)),
+            ("owner", safe_text(job.owner or "unassigned", 60)), ("due", due),
+            ("created", when(job.created_at)), ("updated", when(job.updated_at)),
+            ("held at", when(job.held_at)), ("held reason", safe_text(job.held_reason or "—", 300)),
+            ("send started", when(job.send_started_at)), ("tries", Text(str(job.tries))),
+            ("lease owner", safe_text(job.lease_owner or "—", 80)), ("lease until", when(job.lease_until)),
+            ("next try", when(job.next_try_at)), ("quota day", Text(job.quota_day)),
+            ("last error", safe_text(job.last_error or "—", 300)), ("result at", when(job.result_at)),
+            ("payload", compact_json(job.payload, 300)),
+            ("result", compact_json(job.result, 300) if job.result is not None else Text("—", style="dim")),
+        ]
+        self.query_one("#job-fields", FieldTable).show(rows, columns=2)
+        self.query_one("#job-why", HeldExplanation).show(detail)
+        self.query_one("#job-remote", Static).update(Text("\n").join(safe_text(line, 300) for line in detail.can_answer))
+        self.query_one("#job-snapshot", Static).update(snapshot_text(detail, tz))
+        findings = Text()
+        for f in detail.findings:
+            findings.append(f"{clock_time(f.at, tz, with_date=True)}  ")
+            findings.append_text(safe_text(f.actor, 40, style="bold"))
+            findings.append("  ")
+            findings.append_text(safe_text(f.detail.get("category"), 40, style="bold"))
+            findings.append(" — ")
+            findings.append_text(safe_text(f.detail.get("note"), 500))
+            findings.append("\n")
+        self.query_one("#job-findings", Static).update(findings.rstrip() or Text("No findings yet.", style="dim"))
+        fenced = Text()
+        for w in detail.fenced:
+            fenced.append(f"{clock_time(w['at'], tz, with_date=True)}  ")
+            fenced.append_text(safe_text(w["actor"], 60))
+            fenced.append(f"  {w['event']} at epoch {w['epoch']} refused  ")
+            fenced.append_text(compact_json(w["detail"], 200))
+            fenced.append("\n")
+        self.query_one("#job-fenced", Static).update(fenced.rstrip() or Text("None.", style="dim"))
+        self.query_one("#job-timeline", Timeline).show_events(detail.events)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "triage":
+            return (self.detail is not None and self.detail.job.state in TRIAGE_STATES) or None
+        return True
+
+    def action_triage(self) -> None:
+        """Open guided triage for this job."""
+        if self.detail is not None and self.detail.job.state in TRIAGE_STATES:
+            self.reclaim.open_triage(self.key)

@@ -1,0 +1,164 @@
+"""A group's jobs, one page at a time from the ledger, sortable by age and filtered by typing."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Footer, Input, Label
+from textual.worker import get_current_worker
+
+from console.bindings import GROUP_ORDER, JOBS
+from console.live import PAGE_SIZE, JobPage, Pulse, load_page
+from console.screens.base import ReclaimScreen
+from console.widgets.filter_bar import FilterBar
+from console.widgets.group_counts import GroupCounts
+from console.widgets.group_tile import GroupTile
+from console.widgets.job_table import JobTable
+from console.widgets.ledger_header import LedgerHeader
+
+
+class JobListScreen(ReclaimScreen):
+    """Paged from `queries.list_jobs` (never all rows in memory); `/` filters, `s` flips the age order."""
+
+    BINDINGS = JOBS
+
+    group: reactive[str] = reactive("held", init=False)
+    oldest_first: reactive[bool] = reactive(True, init=False)
+    offset: reactive[int] = reactive(0, init=False)
+    filter_text: reactive[str] = reactive("", init=False)
+
+    class Loaded(Message):
+        """A page arrived."""
+
+        def __init__(self, page: JobPage) -> None:
+            self.page = page
+            super().__init__()
+
+    def __init__(self, page_size: int = PAGE_SIZE) -> None:
+        super().__init__()
+        self.page: JobPage | None = None
+        self.page_size = page_size
+
+    def compose(self) -> ComposeResult:
+        yield LedgerHeader()
+        yield GroupCounts(id="jobs-counts")
+        yield FilterBar(id="jobs-filter")
+        yield Label("", id="jobs-info")
+        yield JobTable(id="jobs-table")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(GroupCounts).current = self.group
+        self.query_one(JobTable).focus()
+
+    def on_screen_resume(self) -> None:
+        if self.reclaim.counts is not None:
+            self.query_one(GroupCounts).show_counts(self.reclaim.counts)
+        self.reload()
+
+    def ledger_changed(self, pulse: Pulse) -> None:
+        self.query_one(GroupCounts).show_counts(pulse.counts)
+        self.reload()
+
+    def watch_group(self, group: str) -> None:
+        if not self.is_mounted:
+            return
+        self.query_one(GroupCounts).current = group
+        self.offset = 0
+        self.reload()
+
+    def watch_oldest_first(self) -> None:
+        self.offset = 0
+        self.reload()
+
+    def watch_offset(self) -> None:
+        self.reload()
+
+    def watch_filter_text(self) -> None:
+        self.offset = 0
+        self.reload()
+
+    def reload(self) -> None:
+        self.load(self.group, self.offset, self.oldest_first, self.filter_text, self.page_size)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="jobs-page")
+    def load(self, group: str, offset: int, oldest_first: bool, filter_text: str, page_size: int) -> None:
+        """Read one page (page size + 1 rows) off the UI thread."""
+        app = self.reclaim
+        with app.source.reading() as conn:
+            page = load_page(conn, group, offset=offset, oldest_first=oldest_first, filter_text=filter_text,
+                             me=app.operator, page_size=page_size)
+        if not get_current_worker().is_cancelled:
+            self.post_message(self.Loaded(page))
+
+    def on_job_list_screen_loaded(self, message: Loaded) -> None:
+        page = message.page
+        if (page.group, page.offset, page.oldest_first, page.filter_text) != (
+            self.group, self.offset, self.oldest_first, self.filter_text
+        ):
+            return  # an older request; a newer one is on its way
+        self.page = page
+        self.query_one(JobTable).show_page(page, self.reclaim.clock.now())
+        total = (self.reclaim.counts or {}).get(page.group)
+        first, last = page.offset + 1, page.offset + len(page.jobs)
+        if not page.jobs:
+            span = "no jobs" if page.offset == 0 else "no more jobs"
+        else:
+            span = f"rows {first:,}–{last:,}"
+            if not page.filter_text and total is not None:
+                span += f" of {total:,}"
+        order = "oldest first" if page.oldest_first else "newest first"
+        more = " · ] next page" if page.has_more else ""
+        prev = " · [ previous page" if page.offset else ""
+        info = Text.assemble((page.group, "bold"), f" · {span} · {order}{more}{prev}")
+        if page.filter_text:
+            info.append(" · filtered", style="bold")
+        self.query_one("#jobs-info", Label).update(info)
+        self.loaded = True
+
+    @on(Input.Changed, "#jobs-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        words = event.value.split(maxsplit=1)
+        if words and words[0] in GROUP_ORDER and (len(words) > 1 or event.value.endswith(" ")):
+            self.group = words[0]  # "/held owner:me": a leading group name picks the group
+            self.filter_text = words[1] if len(words) > 1 else ""
+        else:
+            self.filter_text = event.value
+
+    @on(Input.Submitted, "#jobs-filter")
+    def _filter_submitted(self) -> None:
+        self.query_one(JobTable).focus()
+
+    def on_job_table_opened(self, message: JobTable.Opened) -> None:
+        self.reclaim.open_job(message.key)
+
+    def on_job_table_sort_requested(self) -> None:
+        self.action_toggle_sort()
+
+    def on_group_tile_selected(self, message: GroupTile.Selected) -> None:
+        self.group = message.group
+
+    def action_filter(self) -> None:
+        """Focus the filter."""
+        self.query_one(FilterBar).focus()
+
+    def action_toggle_sort(self) -> None:
+        """Oldest first <-> newest first."""
+        self.oldest_first = not self.oldest_first
+
+    def action_next_page(self) -> None:
+        """Show the next page, when there is one."""
+        if self.page is not None and self.page.has_more:
+            self.offset = self.page.offset + self.page_size
+
+    def action_prev_page(self) -> None:
+        """Show the previous page."""
+        self.offset = max(self.offset - self.page_size, 0)
+
+    def show_group(self, group: str) -> None:
+        """List `group` (one of the console groups)."""
+        if group in GROUP_ORDER:
+            self.group = group

@@ -1,0 +1,94 @@
+"""The first screen: counts per group, the held jobs oldest first, today's quotas, and the latest events."""
+
+from __future__ import annotations
+
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import Footer, Label
+from textual.worker import get_current_worker
+
+from console.bindings import OVERVIEW
+from console.live import OverviewData, Pulse, load_overview
+from console.screens.base import ReclaimScreen
+from console.widgets.event_feed import EventFeed
+from console.widgets.group_counts import GroupCounts
+from console.widgets.group_tile import GroupTile
+from console.widgets.held_table import HeldTable
+from console.widgets.ledger_header import LedgerHeader
+from console.widgets.quota_table import QuotaTable
+
+
+class OverviewScreen(ReclaimScreen):
+    """What is held and for how long, what today's quotas look like, and what just happened."""
+
+    BINDINGS = OVERVIEW
+
+    class Loaded(Message):
+        """The overview's paged reads arrived."""
+
+        def __init__(self, data: OverviewData) -> None:
+            self.data = data
+            super().__init__()
+
+    def compose(self) -> ComposeResult:
+        yield LedgerHeader()
+        yield GroupCounts(id="overview-counts")
+        with Vertical(id="overview-held", classes="panel"):
+            yield Label("Held jobs — outcome unknown, oldest first (Enter opens)", classes="panel-title")
+            yield HeldTable(id="held-table")
+        with Vertical(id="overview-quotas", classes="panel"):
+            yield Label("Today's quota per operation", classes="panel-title")
+            yield QuotaTable(id="quota-table")
+        with Vertical(id="overview-events", classes="panel"):
+            yield Label("Latest events", classes="panel-title")
+            yield EventFeed(size=20, tz=self.reclaim.config.timezone, id="event-feed")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(HeldTable).focus()
+
+    def on_screen_resume(self) -> None:
+        app = self.reclaim
+        if app.counts is not None:
+            self.query_one(GroupCounts).show_counts(app.counts)
+        self.query_one(EventFeed).replace(app.feed)
+        self.reload()
+
+    def ledger_changed(self, pulse: Pulse) -> None:
+        self.query_one(GroupCounts).show_counts(pulse.counts)
+        feed = self.query_one(EventFeed)
+        if pulse.reset:
+            feed.replace(pulse.events)
+        else:
+            feed.push(pulse.events)
+        self.reload()
+
+    def reload(self) -> None:
+        self.load()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="overview")
+    def load(self) -> None:
+        """Read the held jobs and today's quotas (paged, indexed queries) off the UI thread."""
+        app = self.reclaim
+        with app.source.reading() as conn:
+            data = load_overview(conn, app.config, app.clock.now())
+        if not get_current_worker().is_cancelled:
+            self.post_message(self.Loaded(data))
+
+    def on_overview_screen_loaded(self, message: Loaded) -> None:
+        app = self.reclaim
+        self.query_one(HeldTable).show_jobs(message.data.held, app.clock.now())
+        self.query_one(QuotaTable).show_quotas(message.data.quotas)
+        self.loaded = True
+
+    def on_held_table_opened(self, message: HeldTable.Opened) -> None:
+        self.reclaim.open_job(message.key)
+
+    def on_group_tile_selected(self, message: GroupTile.Selected) -> None:
+        self.reclaim.show_group(message.group)
+
+    def action_focus_held(self) -> None:
+        """Move the cursor to the held jobs."""
+        self.query_one(HeldTable).focus()

@@ -1,0 +1,1 @@
+"""The console's reusable widgets, one per module."""

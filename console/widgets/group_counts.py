@@ -1,0 +1,40 @@
+"""The row of group counts: reserving, submitted, done, consumed, held, failed, resolved."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.reactive import reactive
+
+from console.bindings import GROUP_ORDER
+from console.widgets.group_tile import GroupTile
+
+
+class GroupCounts(Horizontal):
+    """A tile per group with its live count; `current` highlights the group being listed."""
+
+    DEFAULT_CSS = """
+    GroupCounts { height: 3; }
+    """
+
+    current: reactive[str | None] = reactive(None)
+
+    def compose(self) -> ComposeResult:
+        keymap = getattr(self.app, "keymap", None)
+        keys = keymap.keys if keymap is not None else {}
+        for i, group in enumerate(GROUP_ORDER, start=1):
+            key = keys.get(f"app.group.{group}", str(i))
+            yield GroupTile(group, key, group, id=f"group-{group}")
+
+    def show_counts(self, counts: dict[str, int]) -> None:
+        """Update every tile from a `queries.group_counts` result."""
+        for tile in self.query(GroupTile):
+            tile.count = counts.get(tile.group, 0)
+
+    def count_of(self, group: str) -> int | None:
+        """The count a tile shows now (None before the first read)."""
+        return self.query_one(f"#group-{group}", GroupTile).count
+
+    def watch_current(self, current: str | None) -> None:
+        for tile in self.query(GroupTile):
+            tile.set_class(tile.group == current, "-current")

@@ -1,0 +1,51 @@
+"""Why a job is held, in the words of the three cases: not delivered, delivered and running, reply lost."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from console.live import HELD_CASES, JobDetail
+from console.sanitize import safe_text
+
+
+class HeldExplanation(Static):
+    """The held reason, the three possible cases (the one the evidence points to marked), and what to do next."""
+
+    DEFAULT_CSS = """
+    HeldExplanation { height: auto; padding: 0 1; }
+    """
+
+    def show(self, detail: JobDetail) -> None:
+        """Explain `detail.job`'s state."""
+        job = detail.job
+        text = Text()
+        if job.state == "held":
+            text.append("Held: ", style="bold red")
+            text.append_text(safe_text(job.held_reason or "outcome unknown", 300))
+            text.append("\nThe outcome is unknown, so nothing is re-sent automatically. One of three things happened:\n",
+                        style="dim")
+            suspected = detail.suspected_case()
+            for i, (category, title, meaning) in enumerate(HELD_CASES, start=1):
+                mark = "▶ " if category == suspected else "  "
+                text.append(f"{mark}{i}. {title}", style="bold" if category == suspected else "")
+                text.append(f" — {meaning}\n", style="" if category == suspected else "dim")
+            finding = detail.latest_finding
+            if finding is not None:
+                text.append("Latest finding: ", style="bold")
+                text.append_text(safe_text(finding.detail.get("category"), 40))
+                text.append(" by ")
+                text.append_text(safe_text(finding.actor, 40))
+                text.append(" — ")
+                text.append_text(safe_text(finding.detail.get("note"), 200))
+            elif detail.latest_query is not None:
+                text.append("Queried, no finding yet: record what you found (step 2).", style="italic")
+            else:
+                text.append("Nobody has looked yet: query the remote (step 1), then record a finding.", style="italic")
+        elif job.state == "failed":
+            text.append("Failed: ", style="bold red")
+            text.append_text(safe_text(job.last_error or "the remote rejected or failed it", 300))
+            text.append("\nThe remote definitely did not do it; an approver may release it once a finding is recorded.")
+        else:
+            text.append(f"Not held: the job is {job.state}.", style="dim")
+        self.update(text)

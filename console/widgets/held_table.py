@@ -1,0 +1,77 @@
+"""The overview's held jobs: oldest hold first, with age, reason, owner, due and target."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.message import Message
+from textual.widgets import DataTable
+
+from console.live import age
+from console.sanitize import safe_text
+from ledger.model import Job, JobKey
+
+
+def short_reason(reason: str) -> str:
+    """'send outcome unknown (timeout)' -> 'timeout': the table says 'held' already."""
+    prefix = "send outcome unknown ("
+    if reason.startswith(prefix) and reason.endswith(")"):
+        return reason[len(prefix) : -1]
+    return reason
+
+
+class HeldTable(DataTable[Text]):
+    """Held jobs as rows; an overdue due time stands out; Enter opens the job."""
+
+    DEFAULT_CSS = """
+    HeldTable { height: 1fr; }
+    """
+
+    class Opened(Message):
+        """A held job was chosen."""
+
+        def __init__(self, key: JobKey) -> None:
+            self.key = key
+            super().__init__()
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self._keys: dict[str, JobKey] = {}
+
+    def on_mount(self) -> None:
+        for label, width in (("age", 7), ("job", 18), ("operation", 16), ("reason held", 27), ("owner", 8),
+                             ("due", 11), ("target", 15)):
+            self.add_column(label, width=width, key=label)
+
+    def show_jobs(self, jobs: list[Job], now: float) -> None:
+        """Replace the rows, keeping the cursor on the same row index."""
+        row = self.cursor_row
+        self.clear()
+        self._keys.clear()
+        for i, job in enumerate(jobs):
+            since = job.held_at if job.held_at is not None else job.created_at
+            if job.due_at is None:
+                due = Text("—", style="dim")
+            elif job.due_at <= now:
+                due = Text(f"overdue {age(now - job.due_at)}", style="bold red")
+            else:
+                due = Text(f"in {age(job.due_at - now)}")
+            rk = str(i)
+            self._keys[rk] = job.key
+            self.add_row(
+                Text(age(now - since)),
+                safe_text(job.job_id, 60),
+                safe_text(job.operation, 40),
+                safe_text(short_reason(job.held_reason or job.last_error or ""), 80),
+                safe_text(job.owner, 30) if job.owner else Text("—", style="dim"),
+                due,
+                safe_text(job.target, 60),
+                key=rk,
+            )
+        if jobs:
+            self.move_cursor(row=min(row, len(jobs) - 1))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        key = self._keys.get(str(event.row_key.value))
+        if key is not None:
+            self.post_message(self.Opened(key))

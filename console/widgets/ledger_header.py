@@ -1,0 +1,78 @@
+"""The header every screen shows: the ledger, who is at the keys, and whether the view is live."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Label
+
+from console.sanitize import safe_text
+
+if TYPE_CHECKING:
+    from console.app import ReclaimApp
+
+
+class LedgerHeader(Horizontal):
+    """Ledger path, operator and roles, a live indicator with the time of the last change, STALE and PAUSED."""
+
+    DEFAULT_CSS = """
+    LedgerHeader {
+        dock: top;
+        height: 1;
+        background: $panel;
+        color: $foreground;
+    }
+    LedgerHeader > Label { padding: 0 1; height: 1; }
+    LedgerHeader #hdr-title { text-style: bold; color: $accent; }
+    LedgerHeader #hdr-path { width: 1fr; }
+    LedgerHeader #hdr-live { color: $success; }
+    LedgerHeader #hdr-badge { display: none; text-style: bold; }
+    LedgerHeader.-stale #hdr-live { color: $text-muted; }
+    LedgerHeader.-stale #hdr-badge { display: block; background: $error; color: $text; }
+    LedgerHeader.-paused #hdr-badge { display: block; background: $warning; color: $background; }
+    LedgerHeader.-paused #hdr-live { color: $text-muted; }
+    LedgerHeader #hdr-ro { display: none; background: $secondary; color: $background; text-style: bold; }
+    LedgerHeader.-read-only #hdr-ro { display: block; }
+    """
+
+    def compose(self) -> ComposeResult:
+        app = cast("ReclaimApp", self.app)
+        yield Label("reclaim", id="hdr-title")
+        yield Label(safe_text(app.display_path, 80), id="hdr-path")
+        yield Label(safe_text(app.operator_label, 60), id="hdr-operator")
+        yield Label("READ-ONLY", id="hdr-ro")
+        yield Label("", id="hdr-badge")
+        yield Label("○ connecting", id="hdr-live")
+
+    def on_mount(self) -> None:
+        app = cast("ReclaimApp", self.app)
+        self.set_class(app.source.read_only, "-read-only")
+        self.watch(app, "last_seen", self._draw, init=False)
+        self.watch(app, "stale", self._draw, init=False)
+        self.watch(app, "paused", self._draw, init=False)
+        self.call_after_refresh(self._draw)
+
+    def _draw(self) -> None:
+        """Redraw the live indicator and badges from the app's state."""
+        app = cast("ReclaimApp", self.app)
+        self.set_class(bool(app.stale), "-stale")
+        self.set_class(app.paused and not app.stale, "-paused")
+        when = app.format_time(app.last_seen) if app.last_seen is not None else "--:--:--"
+        badge = self.query_one("#hdr-badge", Label)
+        live = self.query_one("#hdr-live", Label)
+        badge.tooltip = safe_text(app.stale) if app.stale else None
+        if app.stale:
+            badge.update("STALE")
+            live.update(Text(f"○ last change {when}"))
+        elif app.paused:
+            badge.update("PAUSED")
+            live.update(Text(f"‖ paused · last change {when}"))
+        elif app.last_seen is None:
+            badge.update("")
+            live.update(Text("○ connecting"))
+        else:
+            badge.update("")
+            live.update(Text(f"● live · last change {when}"))

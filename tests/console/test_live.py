@@ -1,0 +1,97 @@
+"""Live: a change committed by another connection appears by itself; pause holds it; a vanished ledger goes STALE."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from console_helpers import screen_text, wait_loaded, wait_until
+from textual.message import Message
+from textual.widgets import DataTable
+
+from console.app import ReclaimApp, make_app
+from console.fixtures import ARTICLE, Demo
+from console.screens.jobs import JobListScreen
+from console.screens.overview import OverviewScreen
+from console.widgets.event_feed import EventFeed
+from console.widgets.group_counts import GroupCounts
+from console.widgets.ledger_header import LedgerHeader
+from ledger.db import connect
+from ledger.reserve import reserve
+
+pytestmark = pytest.mark.anyio
+
+
+def feed_jobs(table: DataTable) -> list[str]:  # type: ignore[type-arg]
+    return [table.get_row_at(i)[1].plain for i in range(table.row_count)]
+
+
+def add_job(demo: Demo, job_id: str) -> None:
+    conn = connect(demo.ledger)
+    try:
+        assert reserve(conn, demo.config, ARTICLE, {"input": job_id}, clock=demo.clock, job_id=job_id).outcome == "reserved"
+    finally:
+        conn.close()
+
+
+async def test_change_from_another_connection_appears(demo: Demo) -> None:
+    app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
+    pulses: list[ReclaimApp.LiveChanged] = []
+
+    def hook(message: Message) -> None:
+        if isinstance(message, ReclaimApp.LiveChanged):
+            pulses.append(message)
+
+    async with app.run_test(size=(120, 40), message_hook=hook) as pilot:
+        await wait_loaded(pilot, OverviewScreen)
+        tiles = app.screen.query_one(GroupCounts)
+        before = tiles.count_of("reserving") or 0
+        add_job(demo, "written by another process")
+        took = await wait_until(
+            pilot, lambda: "written by another process" in feed_jobs(app.screen.query_one(EventFeed))
+            and tiles.count_of("reserving") == before + 1, timeout=5.0, what="the new job on screen",
+        )
+        assert took < 1.5, f"took {took:.2f}s to appear"
+        new = [e for p in pulses if not p.pulse.reset for e in p.pulse.events]
+        assert [e.job_id for e in new] == ["written by another process"]  # by cursor, not a reload
+        # The job list, when visible, refreshes its page too.
+        await pilot.press("1")
+        await wait_loaded(pilot, JobListScreen)
+        screen = app.screen
+        assert isinstance(screen, JobListScreen)
+        await wait_until(pilot, lambda: screen.page is not None and screen.page.group == "reserving")
+        add_job(demo, "and another one")
+        await wait_until(pilot, lambda: screen.page is not None
+                         and any(j.job_id == "and another one" for j in screen.page.jobs), timeout=5.0,
+                         what="the visible page refreshed")
+
+
+async def test_pause_holds_live_refresh(demo: Demo) -> None:
+    app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_loaded(pilot, OverviewScreen)
+        await pilot.press("p")
+        assert app.paused and "PAUSED" in screen_text(app)
+        pulses = app.pulses
+        add_job(demo, "while paused")
+        polls = app.polls
+        await wait_until(pilot, lambda: app.polls >= polls + 3, what="three poll intervals")
+        assert app.pulses == pulses
+        await pilot.press("p")
+        await wait_until(pilot, lambda: "while paused" in feed_jobs(app.screen.query_one(EventFeed)), timeout=5.0)
+
+
+async def test_vanished_ledger_goes_stale_and_recovers(demo: Demo) -> None:
+    app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_loaded(pilot, OverviewScreen)
+        header = app.screen.query_one(LedgerHeader)
+        moved = demo.ledger.with_suffix(".moved")
+        os.rename(demo.ledger, moved)
+        await wait_until(pilot, lambda: header.has_class("-stale"), timeout=5.0, what="the STALE badge")
+        assert "STALE" in screen_text(app) and "gone" in app.stale
+        os.rename(moved, demo.ledger)
+        await wait_until(pilot, lambda: not header.has_class("-stale"), timeout=5.0, what="recovery")
+        add_job(demo, "after recovery")
+        await wait_until(pilot, lambda: "after recovery" in feed_jobs(app.screen.query_one(EventFeed)), timeout=5.0)
+        assert app.is_running

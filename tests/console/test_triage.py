@@ -1,0 +1,226 @@
+"""Guided triage against the simulator: query, finding, release by another approver, exactly one more send.
+
+Also: the four-eyes refusal, a refusal at write time, a viewer and a read-only console seeing no enabled action.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from console_helpers import wait_loaded, wait_until, widget_text
+from textual.pilot import Pilot
+from textual.widgets import Button, Input, Select
+
+from console.app import ReclaimApp, make_app
+from console.fixtures import ARTICLE, Demo, write_config
+from console.screens.confirm import ConfirmScreen
+from console.screens.job import JobScreen
+from console.screens.overview import OverviewScreen
+from console.screens.triage import TriageScreen
+from console.widgets.guarded_action import GuardedAction
+from ledger import queries, triage
+from ledger.clock import ManualClock
+from ledger.config import Config, load_config
+from ledger.db import connect, create_ledger
+from ledger.model import JobKey, idem_key
+from ledger.simulator import Simulator
+from ledger.worker import RemoteCache, submit_now, tick
+
+pytestmark = pytest.mark.anyio
+T = 1_796_115_600.0  # 2026-12-01T09:00:00Z
+
+
+def fingerprint(path: Path) -> str:
+    conn = connect(path, readonly=True)
+    try:
+        return queries.job_fingerprint(conn)
+    finally:
+        conn.close()
+
+
+def held_ledger(folder: Path, sim: Simulator) -> tuple[Path, Config, ManualClock, JobKey]:
+    """A fresh ledger with one job whose send was reset after the request went out: held, 1 create counted."""
+    config = load_config(write_config(folder, sim.url))
+    ledger = folder / "ledger.db"
+    create_ledger(ledger)
+    clock = ManualClock(T - 3600)
+    key = JobKey("triage-me 2026-12-01", ARTICLE)
+    sim.add_fault("drop_before_accept", match_idem=idem_key(key.job_id, key.operation))
+    conn = connect(ledger)
+    res = submit_now(conn, config, ARTICLE, {"input": "write the triage post"}, clock=clock, job_id=key.job_id,
+                     target="blog/triage-me", remotes=RemoteCache(config))
+    conn.close()
+    assert res.state == "held"
+    clock.set(T)
+    return ledger, config, clock, key
+
+
+async def open_triage(pilot: Pilot[Any], key: JobKey) -> TriageScreen:
+    """Overview -> held job -> job screen -> t."""
+    app = pilot.app
+    assert isinstance(app, ReclaimApp)
+    await wait_loaded(pilot, OverviewScreen)
+    await pilot.press("enter")
+    await wait_loaded(pilot, JobScreen)
+    assert isinstance(app.screen, JobScreen) and app.screen.key == key
+    await pilot.press("t")
+    await wait_loaded(pilot, TriageScreen)
+    screen = app.screen
+    assert isinstance(screen, TriageScreen)
+    return screen
+
+
+async def confirm(pilot: Pilot[Any], accept: bool = True) -> ConfirmScreen:
+    """Wait for the confirmation; check Cancel is focused; then confirm (or cancel)."""
+    app = pilot.app
+    await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+    modal = app.screen
+    assert isinstance(modal, ConfirmScreen)
+    await wait_until(pilot, lambda: app.focused is not None and app.focused.id == "cancel", what="Cancel focused")
+    if accept:
+        await pilot.click("#confirm")
+    else:
+        await pilot.press("enter")  # Enter on the default button cancels
+    await wait_until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), what="the confirmation to close")
+    return modal
+
+
+def guard(screen: TriageScreen, action: str) -> GuardedAction:
+    return screen.query_one(f"#action-{action}", GuardedAction)
+
+
+async def test_whole_triage_ends_in_one_more_send(tmp_path: Path, console_sim: Simulator) -> None:
+    ledger, config, clock, key = held_ledger(tmp_path, console_sim)
+    idem = idem_key(key.job_id, key.operation)
+    assert console_sim.count("create", idem=idem) == 1
+
+    # bob (triage + approver) asks the remote and records what he found.
+    app = make_app(ledger, config, "bob", clock=clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_triage(pilot, key)
+        assert "no handle recorded; Gemini cannot be searched by label" in widget_text(app)
+        assert guard(screen, "release").allowed is False  # no finding yet
+        await pilot.press("r")
+        await confirm(pilot)
+        await wait_until(pilot, lambda: screen.detail is not None and screen.detail.latest_query is not None,
+                         what="the query recorded")
+        screen.query_one("#finding-category", Select).value = "not_received"
+        screen.query_one("#finding-note", Input).value = "Nothing labelled with this idem key in the Gemini console."
+        await pilot.press("f")
+        modal = await confirm(pilot)
+        assert "records what you found; nothing is sent" in modal.summary
+        await wait_until(pilot, lambda: screen.detail is not None and screen.detail.latest_finding is not None,
+                         what="the finding recorded")
+        # Four-eyes: bob wrote the finding, so bob may not release it.
+        release = guard(screen, "release")
+        assert release.allowed is False and release.reason is not None and release.reason.startswith("four-eyes")
+        assert screen.query_one("#btn-release", Button).disabled
+    assert console_sim.count("create", idem=idem) == 1
+
+    # carol (approver) releases: the preview says what will be sent; Cancel is the default.
+    app = make_app(ledger, config, "carol", clock=clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_triage(pilot, key)
+        assert guard(screen, "release").allowed is True
+        screen.query_one("#decision-reason", Input).value = "bob found it never reached Gemini"
+        await pilot.press("e")
+        modal = await confirm(pilot, accept=False)  # first: cancel, nothing happens
+        assert "sends 1 new request to gemini (attempt 2, same idem key)" in modal.summary
+        assert "article.generate quota today 1/200 -> 2/200" in modal.summary
+        assert screen.detail is not None and screen.detail.job.state == "held"
+        await pilot.press("e")
+        await confirm(pilot)
+        await wait_until(pilot, lambda: screen.detail is not None and screen.detail.job.state == "reserving",
+                         what="the release written")
+        assert "released: attempt 2" in widget_text(app)
+    assert console_sim.count("create", idem=idem) == 1  # the console itself sends nothing
+
+    conn = connect(ledger)
+    tick(conn, config, clock=clock, remotes=RemoteCache(config))
+    conn.close()
+    assert console_sim.count("create", idem=idem) == 2  # exactly one more create
+
+    fresh = connect(ledger, readonly=True)
+    job = queries.find_job(fresh, key)
+    events = queries.job_events(fresh, key)
+    fresh.close()
+    assert job is not None and job.attempt == 2 and job.state == "consumed" and job.idem_key == idem
+    by_kind = {e.kind: e for e in events}
+    assert by_kind["remote_query"].actor == "bob"
+    assert by_kind["finding"].actor == "bob" and by_kind["finding"].detail["category"] == "not_received"
+    assert by_kind["release"].actor == "carol"
+    assert by_kind["release"].detail["reason"] == "bob found it never reached Gemini"
+
+
+async def test_four_eyes_refusal_is_shown_and_changes_nothing(demo: Demo) -> None:
+    before = fingerprint(demo.ledger)
+    app = make_app(demo.ledger, demo.config, "bob", clock=demo.clock)  # bob wrote the finding on #07
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_triage(pilot, demo.jobs["held_reset"])
+        text = widget_text(app)
+        assert "four-eyes: bob wrote the finding this release rests on; another approver must release" in text
+        assert screen.query_one("#btn-release", Button).disabled
+        assert screen.check_action("act", ("release",)) is None
+        screen.query_one("#decision-reason", Input).value = "let me"
+        await pilot.press("e")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+    assert fingerprint(demo.ledger) == before
+
+
+async def test_refusal_at_write_time_is_shown(demo: Demo, demo_sim: Simulator) -> None:
+    key = demo.jobs["held_reset"]
+    idem = idem_key(key.job_id, key.operation)
+    sends = demo_sim.count("create", idem=idem)
+    app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_triage(pilot, key)
+        screen.query_one("#decision-reason", Input).value = "release it"
+        await pilot.press("e")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        # Meanwhile, someone else closes the job from another process.
+        other = connect(demo.ledger)
+        triage.reject(other, demo.config, key, actor="carol", clock=demo.clock, reason="closed elsewhere")
+        other.close()
+        before = fingerprint(demo.ledger)
+        await pilot.click("#confirm")
+        await wait_until(pilot, lambda: "release refused" in widget_text(app), what="the refusal shown")
+        assert "the job is rejected" in widget_text(app)
+        assert fingerprint(demo.ledger) == before
+    assert demo_sim.count("create", idem=idem) == sends
+
+
+async def test_viewer_sees_every_action_disabled_with_reason(demo: Demo) -> None:
+    app = make_app(demo.ledger, demo.config, "dave", clock=demo.clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_triage(pilot, demo.jobs["held_reset"])
+        guards = list(screen.query(GuardedAction))
+        assert {g.action for g in guards} == set(triage.ACTIONS)
+        for g in guards:
+            assert g.allowed is False and g.reason is not None and g.reason.startswith("dave lacks the")
+            assert g.query_one(Button).disabled
+            assert screen.check_action("act", (g.action,)) is None
+        assert "viewer" in widget_text(app) or "dave · viewer" in app.operator_label
+
+
+async def test_read_only_console_writes_nothing(demo: Demo) -> None:
+    before = fingerprint(demo.ledger)
+    app = make_app(demo.ledger, demo.config, "carol", read_only=True, clock=demo.clock)
+    assert app.source.read_only
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_triage(pilot, demo.jobs["held_reset"])
+        for g in screen.query(GuardedAction):
+            assert g.allowed is False and g.reason is not None and "read-only" in g.reason
+        screen.query_one("#decision-reason", Input).value = "try"
+        for key in "rfecxma":
+            await pilot.press(key)
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert "READ-ONLY" in widget_text(app)
+        conn = app.source.connect()  # the console's own connections are mode=ro
+        with pytest.raises(Exception, match=r"(?i)read-?only"):
+            triage.assign(conn, demo.config, demo.jobs["held_reset"], "bob", 0.0, actor="bob", clock=demo.clock)
+        conn.close()
+    assert fingerprint(demo.ledger) == before
