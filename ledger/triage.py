@@ -31,6 +31,15 @@ _ROLE_FOR = {
     "reject": "approver",
     "remediate": "approver",
 }
+_VERB_FOR = {
+    "query": "query the remote",
+    "finding": "record a finding",
+    "assign": "assign an owner",
+    "release": "release",
+    "reconcile": "reconcile",
+    "reject": "reject",
+    "remediate": "remediate",
+}
 _STATES_FOR = {
     "finding": ("held", "failed"),
     "assign": ("held", "failed"),
@@ -79,7 +88,7 @@ def refusal(conn: sqlite3.Connection, config: Config, job: Job, action: str, act
         raise BadInput(f"action {action!r}: unknown (actions: {', '.join(ACTIONS)})")
     role = _ROLE_FOR[action]
     if role not in config.roles_of(actor):
-        return f"{actor} lacks the {role} role needed to {action} (roles come from [operators] in the config)"
+        return f"{actor} lacks the {role} role needed to {_VERB_FOR[action]} (roles come from [operators] in the config)"
     states = _STATES_FOR.get(action)
     if states is not None and job.state not in states:
         return f"the job is {job.state}; {action} applies to {' or '.join(states)} jobs"
