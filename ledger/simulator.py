@@ -266,6 +266,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
     timeout = 60  # idle keep-alive connections are dropped after this
+    disable_nagle_algorithm = True  # headers and body go out in separate writes; avoid the delayed-ACK stall
 
     # -- plumbing -----------------------------------------------------------
     def log_message(self, format: str, *args: Any) -> None:

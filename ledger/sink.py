@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
+
+PARTIAL_PREFIX = ".deliver-"
+PARTIAL_MAX_AGE_SECONDS = 600.0
 
 from ledger.model import Job
 
@@ -13,6 +17,7 @@ from ledger.model import Job
 def deliver_to_folder(folder: Path, job: Job) -> Path:
     """Write the job's result to `folder/<idem_key>.json` atomically (fsync, rename); return the path."""
     folder.mkdir(parents=True, exist_ok=True)
+    sweep_partial_writes(folder)
     dest = folder / f"{job.idem_key}.json"
     body = {
         "job_id": job.job_id,
@@ -23,7 +28,7 @@ def deliver_to_folder(folder: Path, job: Job) -> Path:
         "handle": job.handle,
         "result": job.result,
     }
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".deliver-", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=PARTIAL_PREFIX, suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(body, f, ensure_ascii=False, sort_keys=True, indent=2)
@@ -39,3 +44,17 @@ def deliver_to_folder(folder: Path, job: Job) -> Path:
     finally:
         os.close(dir_fd)
     return dest
+
+
+def sweep_partial_writes(folder: Path, older_than: float = PARTIAL_MAX_AGE_SECONDS) -> int:
+    """Remove temp files a killed delivery left behind (older than `older_than` seconds); return how many."""
+    cutoff = time.time() - older_than
+    removed = 0
+    for tmp in folder.glob(f"{PARTIAL_PREFIX}*.tmp"):
+        try:
+            if tmp.stat().st_mtime < cutoff:
+                tmp.unlink()
+                removed += 1
+        except FileNotFoundError:
+            continue
+    return removed
