@@ -8,10 +8,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from ledger.model import Job
+
 PARTIAL_PREFIX = ".deliver-"
 PARTIAL_MAX_AGE_SECONDS = 600.0
-
-from ledger.model import Job
 
 
 def deliver_to_folder(folder: Path, job: Job) -> Path:

@@ -330,7 +330,7 @@ def test_stop_returns_promptly_while_request_hangs() -> None:
     def run() -> None:
         try:
             create(client, "stuck")
-        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+        except Exception as exc:
             errors.append(exc)
 
     worker = threading.Thread(target=run, daemon=True)
