@@ -81,8 +81,9 @@ def reserve(
     """Reserve (job_id, operation) in one BEGIN IMMEDIATE transaction, before any send.
 
     Returns `duplicate` if the job exists (nothing written, no quota used), `quota_exceeded` if today's
-    quota is used up, `blocked_by_hold` if an unresolved held job exists on the same target, else
-    `reserved` with the committed job. Raises BadInput for an unknown operation, bad payload or job id.
+    quota is used up (nothing written), `blocked_by_hold` if an unresolved held job exists on the same
+    target (no job, no quota; a `blocked_new_job` event is appended to the held job), else `reserved`
+    with the committed job. Raises BadInput for an unknown operation, bad payload or job id.
     """
     value = parse_payload(config, operation, payload)
     if job_id is not None and (not job_id.strip() or len(job_id) > 512):
@@ -108,7 +109,21 @@ def reserve(
                 (target,),
             ).fetchone()
             if held is not None:
-                return ReserveResult("blocked_by_hold", key, blocking=JobKey(held[0], held[1]))
+                blocking = JobKey(held[0], held[1])
+                # Nothing is reserved and no quota used; the refusal is recorded on the held job, so the
+                # person triaging it sees the work it is holding up.
+                append_event(
+                    conn,
+                    blocking,
+                    at=now,
+                    actor=actor,
+                    kind="blocked_new_job",
+                    from_state="held",
+                    to_state="held",
+                    epoch=None,
+                    detail={"job_id": jid, "operation": operation, "target": target, "day": day},
+                )
+                return ReserveResult("blocked_by_hold", key, blocking=blocking)
         ikey = idem_key(jid, operation)
         conn.execute(
             "INSERT INTO jobs (job_id, operation, idem_key, target, payload, state, quota_day, created_at, updated_at) "

@@ -26,7 +26,7 @@ from ledger.clock import ManualClock, day_of, parse_time
 from ledger.config import Config, RemoteConfig, load_config
 from ledger.db import connect, create_ledger
 from ledger.errors import ConfigError, Refused
-from ledger.model import Event, Job, JobKey, idem_key
+from ledger.model import GROUPS, Event, Job, JobKey, idem_key
 from ledger.remotes import remote_for
 from ledger.remotes.http import HttpRemote, render_lookup
 from ledger.reserve import quota_used
@@ -122,6 +122,15 @@ class Env:
         conn = connect(self.ledger, readonly=True)
         try:
             return queries.job_events(conn, key)
+        finally:
+            conn.close()
+
+    def jobs_and_quota(self) -> tuple[list[tuple[object, ...]], dict[str, list[object]]]:
+        conn = connect(self.ledger, readonly=True)
+        try:
+            jobs = [(j.job_id, j.state, j.epoch, j.attempt) for g in GROUPS for j in queries.list_jobs(conn, g)]
+            return sorted(jobs), {op: [(d.day, d.used) for d in days] for op, days in
+                                  queries.quota_history(conn, self.cfg, self.clock.now(), days=3).items()}
         finally:
             conn.close()
 
@@ -420,10 +429,13 @@ def test_new_days_cleanup_is_blocked_by_a_held_one_on_the_same_target(env: Env) 
     assert env.submit(held.job_id).state == "held"
 
     env.clock.advance(DAY)
-    before = env.fingerprint()
+    jobs_before, quota_before = env.jobs_and_quota()
     res = env.submit("check 2026-12-02 bucket-a")
     assert res.outcome == "blocked_by_hold" and res.blocking == held
-    assert env.fingerprint() == before and env.sim.count("cleanup") == 1
+    # No job and no quota for the refused one; the held job's history says what it is holding up.
+    assert env.jobs_and_quota() == (jobs_before, quota_before) and env.sim.count("cleanup") == 1
+    blocked = [e for e in env.events(held) if e.kind == "blocked_new_job"]
+    assert [e.detail["job_id"] for e in blocked] == ["check 2026-12-02 bucket-a"]
     assert env.submit("check 2026-12-02 bucket-b", "bucket-b").outcome == "reserved"  # other targets go on
     assert env.sim.count("cleanup") == 2
 
