@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -237,16 +239,38 @@ def connect(
     return conn
 
 
+def _begin_immediate(conn: sqlite3.Connection) -> None:
+    """BEGIN IMMEDIATE, waiting up to the busy timeout in short, jittered steps.
+
+    SQLite's own busy handler sleeps up to 100 ms between tries, so under many writers one of them can
+    lose the race for seconds. Trying again after 0.5 ms, backing off to at most 8 ms, keeps the worst wait short.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.0005
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e):
+                    _raise_locked_or(e, Path(ledger_path(conn)))
+                if time.monotonic() >= deadline:
+                    _raise_locked_or(e, Path(ledger_path(conn)))
+                time.sleep(random.uniform(pause / 2, pause))
+                pause = min(pause * 1.5, 0.008)
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+
 @contextmanager
 def write_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """Run the block in one BEGIN IMMEDIATE transaction; commit on success, roll back on any error.
 
     A lock held past the busy timeout raises LedgerLocked; a read-only file raises LedgerUnusable.
     """
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as e:
-        _raise_locked_or(e, Path(ledger_path(conn)))
+    _begin_immediate(conn)
     try:
         yield conn
     except sqlite3.OperationalError as e:

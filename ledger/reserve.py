@@ -142,7 +142,12 @@ def reserve(
             epoch=0,
             detail={"idem_key": ikey, "quota_day": day, "quota_used": used + 1, "quota_limit": op.daily_quota},
         )
-        job = Job.from_row(conn.execute("SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (jid, operation)).fetchone())
+    job = Job(
+        job_id=jid, operation=operation, idem_key=ikey, target=target, payload=value, state="reserving",
+        attempt=1, epoch=0, lease_owner=None, lease_until=None, handle=None, quota_day=day, created_at=now,
+        updated_at=now, next_try_at=None, send_started_at=None, tries=0, last_error=None, held_reason=None,
+        held_at=None, owner=None, due_at=None, result=None, result_at=None,
+    )
     return ReserveResult("reserved", key, job=job, used=used + 1, limit=op.daily_quota)
 
 

@@ -260,7 +260,9 @@ sink = "{sink}"
     # Settle: no more faults; passes with the clock past the lease and stale window hold stale sends.
     sim.clear_faults()
     for _ in range(8):
-        done = subprocess.run([sys.executable, "-m", "console", "tick"], env=chaos_env(ledger, config, SETTLE_OFFSET),
+        # Twice the skew: a send begun by a worker whose clock ran SETTLE_OFFSET ahead must look stale too.
+        done = subprocess.run([sys.executable, "-m", "console", "tick"],
+                              env=chaos_env(ledger, config, str(2 * int(SETTLE_OFFSET))),
                               capture_output=True, text=True, timeout=120)
         assert done.returncode in (0, 4), done.stderr
         states = check_invariants(ledger, sim)

@@ -1,0 +1,201 @@
+"""Benchmark ledger.reserve.reserve() against a raw sqlite3 loop doing the same statements.
+
+Both sides run on their own fresh ledger file (created by ledger.db.create_ledger, so the schema,
+indexes and triggers are the real ones), N distinct jobs each with its own target, one
+BEGIN IMMEDIATE transaction per reservation:
+
+    BEGIN IMMEDIATE; SELECT existing; SELECT quota; SELECT held on target; INSERT job;
+    UPSERT quota; INSERT event (per-job seq); COMMIT
+
+The raw side does the unavoidable per-job work too (idem key hash, payload and detail JSON, the
+quota day) so the ratio measures what the library adds, not what any implementation must do.
+Rounds alternate ledger/raw on fresh files; medians are reported, and the ratio is the median of
+the per-round ratios.
+
+    .venv/bin/python scripts/bench_reserve.py [-n 5000] [--rounds 5] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import hashlib
+import io
+import json
+import pstats
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ledger.clock import SystemClock, day_of
+from ledger.config import Config, parse_config
+from ledger.db import BUSY_TIMEOUT_MS, connect, create_ledger
+from ledger.reserve import reserve
+
+OPERATION = "bench.op"
+
+
+def bench_config() -> Config:
+    """One gemini operation with an effectively unlimited quota (nothing is ever sent)."""
+    return parse_config(
+        {
+            "remotes": {"sim": {"kind": "gemini", "base_url": "http://127.0.0.1:9"}},
+            "operations": {OPERATION: {"remote": "sim", "daily_quota": 10**9}},
+        }
+    )
+
+
+def run_ledger(path: Path, n: int, synchronous: str, config: Config) -> float:
+    """reserve() n distinct jobs on a fresh ledger at `path`; return reservations per second."""
+    create_ledger(path)
+    conn = connect(path, synchronous=synchronous)
+    clock = SystemClock()
+    t0 = time.perf_counter()
+    for i in range(n):
+        res = reserve(
+            conn, config, OPERATION, {"input": f"article {i}"}, clock=clock, job_id=f"job-{i}", target=f"target-{i}"
+        )
+        if res.outcome != "reserved":
+            raise RuntimeError(f"reserve job-{i}: {res.outcome}")
+    dt = time.perf_counter() - t0
+    conn.close()
+    return n / dt
+
+
+def _idem(job_id: str, operation: str) -> str:
+    return hashlib.sha256(json.dumps([job_id, operation], separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+def run_raw(path: Path, n: int, synchronous: str, quota: int = 10**9) -> float:
+    """The same transaction with plain sqlite3 on a fresh ledger at `path`; reservations per second."""
+    create_ledger(path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    tz = "UTC"
+    op = OPERATION
+    ex = conn.execute
+    t0 = time.perf_counter()
+    for i in range(n):
+        jid, target = f"job-{i}", f"target-{i}"
+        payload = json.dumps({"input": f"article {i}"}, sort_keys=True, separators=(",", ":"))
+        ex("BEGIN IMMEDIATE")
+        now = time.time()
+        day = day_of(now, tz)
+        if ex("SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (jid, op)).fetchone() is not None:
+            raise RuntimeError("duplicate")
+        row = ex("SELECT used FROM quota_usage WHERE operation = ? AND day = ?", (op, day)).fetchone()
+        used = row[0] if row else 0
+        if used >= quota:
+            raise RuntimeError("quota")
+        held = ex(
+            "SELECT job_id, operation FROM jobs WHERE target = ? AND state = 'held' ORDER BY held_at LIMIT 1",
+            (target,),
+        ).fetchone()
+        if held is not None:
+            raise RuntimeError("held")
+        ikey = _idem(jid, op)
+        ex(
+            "INSERT INTO jobs (job_id, operation, idem_key, target, payload, state, quota_day, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, 'reserving', ?, ?, ?)",
+            (jid, op, ikey, target, payload, day, now, now),
+        )
+        ex(
+            "INSERT INTO quota_usage (operation, day, used) VALUES (?, ?, 1) "
+            "ON CONFLICT (operation, day) DO UPDATE SET used = used + 1",
+            (op, day),
+        )
+        detail = json.dumps({"idem_key": ikey, "quota_day": day, "quota_used": used + 1, "quota_limit": quota},
+                            sort_keys=True)
+        ex(
+            "INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail) "
+            "VALUES (?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ? AND operation = ?), "
+            "?, ?, ?, ?, ?, ?)",
+            (now, jid, op, jid, op, "reclaim", "reserve", None, "reserving", 0, detail),
+        )
+        ex("COMMIT")
+    dt = time.perf_counter() - t0
+    conn.close()
+    return n / dt
+
+
+def measure(n: int, synchronous: str, rounds: int, workdir: Path) -> tuple[float, float, float]:
+    """(median ledger /s, median raw /s, median of per-round ratios) over `rounds` alternating rounds.
+
+    Each round runs both sides back to back on fresh files, the order alternating, so a noisy disk or a
+    busy neighbour hits both sides of a round alike; the per-round ratio is the robust figure.
+    """
+    config = bench_config()
+    led: list[float] = []
+    raw: list[float] = []
+    for r in range(rounds):
+        order = ("ledger", "raw") if r % 2 == 0 else ("raw", "ledger")
+        for side in order:
+            path = workdir / f"{side}-{synchronous}-{r}.db"
+            if side == "ledger":
+                led.append(run_ledger(path, n, synchronous, config))
+            else:
+                raw.append(run_raw(path, n, synchronous))
+            for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+                p.unlink(missing_ok=True)
+    ratios = [a / b for a, b in zip(led, raw, strict=True)]
+    return statistics.median(led), statistics.median(raw), statistics.median(ratios)
+
+
+def profile(n: int, synchronous: str, workdir: Path, top: int = 25) -> str:
+    """cProfile of n reserve() calls: the top functions by own time, as text."""
+    config = bench_config()
+    path = workdir / f"profile-{synchronous}.db"
+    prof = cProfile.Profile()
+    prof.enable()
+    run_ledger(path, n, synchronous, config)
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+def run(n: int = 5000, rounds: int = 5, workdir: Path | None = None) -> list[dict[str, Any]]:
+    """Figure rows for bench.py: reserve()/s beside the raw loop, at FULL and NORMAL."""
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="reclaim-bench-reserve-", dir=workdir) as d:
+        for sync in ("FULL", "NORMAL"):
+            led, raw, ratio = measure(n, sync, rounds, Path(d))
+            rows.append(
+                {
+                    "figure": f"reserve() per s, synchronous={sync} (N={n}, median of {rounds})",
+                    "value": f"{led:,.0f} /s",
+                    "baseline": f"{raw:,.0f} /s raw sqlite3 loop",
+                    "ratio": ratio,
+                    "note": "ratio = median of per-round ratios; aim >= 0.90"
+                    + ("" if ratio >= 0.9 else "; BELOW AIM (bench_reserve.py --profile)"),
+                }
+            )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-n", type=int, default=5000, help="reservations per round (default 5000)")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds per side (default 5)")
+    ap.add_argument("--profile", action="store_true", help="also print a cProfile of reserve() (NORMAL and FULL)")
+    ap.add_argument("--dir", type=Path, default=None, help="folder for the temporary ledgers (default: $TMPDIR)")
+    args = ap.parse_args(argv)
+    for row in run(args.n, args.rounds, args.dir):
+        print(f"{row['figure']}: {row['value']}  vs  {row['baseline']}  ratio {row['ratio']:.2f}")
+    if args.profile:
+        with tempfile.TemporaryDirectory(prefix="reclaim-bench-profile-", dir=args.dir) as d:
+            for sync in ("NORMAL", "FULL"):
+                print(f"\n=== cProfile, reserve() x {args.n}, synchronous={sync} ===")
+                print(profile(args.n, sync, Path(d)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
