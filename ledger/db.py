@@ -108,7 +108,32 @@ _V3 = """
 CREATE INDEX jobs_state_held ON jobs (state, held_at, created_at);
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3]
+# Jobs per state, kept by triggers in the same transaction as the change, so the console's live counts
+# cost one small read however large the ledger grows.
+_V4 = """
+CREATE TABLE state_counts (
+    state TEXT PRIMARY KEY,
+    n     INTEGER NOT NULL
+);
+INSERT INTO state_counts (state, n) SELECT state, COUNT(*) FROM jobs GROUP BY state;
+CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs
+BEGIN
+    INSERT INTO state_counts (state, n) VALUES (NEW.state, 1)
+    ON CONFLICT (state) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER jobs_count_update AFTER UPDATE OF state ON jobs WHEN OLD.state IS NOT NEW.state
+BEGIN
+    UPDATE state_counts SET n = n - 1 WHERE state = OLD.state;
+    INSERT INTO state_counts (state, n) VALUES (NEW.state, 1)
+    ON CONFLICT (state) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs
+BEGIN
+    UPDATE state_counts SET n = n - 1 WHERE state = OLD.state;
+END;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -148,6 +173,20 @@ def _check_identity(conn: sqlite3.Connection, path: Path) -> int:
     return int(version)
 
 
+def _statements(script: str) -> list[str]:
+    """Split a migration into complete statements (trigger bodies keep their inner semicolons)."""
+    out: list[str] = []
+    buf = ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        raise ValueError(f"incomplete statement in migration: {buf.strip()[:60]!r}")
+    return out
+
+
 def _migrate(conn: sqlite3.Connection, path: Path, from_version: int) -> None:
     if from_version >= SCHEMA_VERSION:
         return
@@ -157,9 +196,8 @@ def _migrate(conn: sqlite3.Connection, path: Path, from_version: int) -> None:
         if version == 0:
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         for i in range(version, SCHEMA_VERSION):
-            for stmt in MIGRATIONS[i].split(";\n"):
-                if stmt.strip():
-                    conn.execute(stmt)
+            for stmt in _statements(MIGRATIONS[i]):
+                conn.execute(stmt)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except sqlite3.Error as e:

@@ -22,10 +22,11 @@ def data_version(conn: sqlite3.Connection) -> int:
 
 
 def state_counts(conn: sqlite3.Connection) -> dict[str, int]:
-    """Jobs per state (every state present, zero when empty)."""
+    """Jobs per state (every state present, zero when empty), from the trigger-kept counter table."""
     counts = dict.fromkeys(STATES, 0)
-    for state in STATES:
-        counts[state] = conn.execute("SELECT COUNT(*) FROM jobs WHERE state = ?", (state,)).fetchone()[0]
+    for state, n in conn.execute("SELECT state, n FROM state_counts"):
+        if state in counts:
+            counts[state] = int(n)
     return counts
 
 
@@ -209,7 +210,7 @@ def job_fingerprint(conn: sqlite3.Connection) -> str:
     import hashlib
 
     h = hashlib.sha256()
-    for table in ("jobs", "events", "quota_usage", "fenced_writes", "outbox"):
+    for table in ("jobs", "events", "quota_usage", "fenced_writes", "outbox", "state_counts"):
         for row in conn.execute(f"SELECT * FROM {table} ORDER BY rowid"):
             h.update(repr(tuple(row)).encode())
     return h.hexdigest()
