@@ -602,7 +602,7 @@ def notification_cmd(
 def simulator(
     port: Annotated[int, typer.Option("--port", help="Port (0 picks a free one).")] = 8765,
     host: Annotated[str, typer.Option("--host", help="Loopback address only.")] = "127.0.0.1",
-    complete_after: Annotated[float, typer.Option("--complete-after", help="Seconds until a job completes.")] = 2.0,
+    complete_after: Annotated[float, typer.Option("--complete-after", help="Seconds until a job completes.")] = 0.0,
     fault_rate: Annotated[list[str] | None, typer.Option("--fault-rate", help="kind=rate, repeatable.")] = None,
     seed: Annotated[int | None, typer.Option("--seed")] = None,
 ) -> None:
