@@ -353,6 +353,69 @@ def _print_events(events: list[Event]) -> None:
 
 
 @app.command()
+def jobs(
+    group: Annotated[str, typer.Argument(help="held, reserving, submitted, done, consumed, failed or resolved.")] = "held",
+    filter_text: Annotated[str, typer.Option("--filter", help="e.g. 'owner:me op:article.* bucket'.")] = "",
+    view: Annotated[str | None, typer.Option("--view", help="Use a saved view (see 'reclaim views').")] = None,
+    newest_first: Annotated[bool, typer.Option("--newest-first", help="Newest first (default oldest).")] = False,
+    limit: Annotated[int, typer.Option("--limit", help="Rows per page.")] = 50,
+    page: Annotated[int, typer.Option("--page", help="Page number, from 1.")] = 1,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """One page of a group's jobs, by age, filtered by typed terms or a saved view."""
+    from ledger.model import GROUPS
+    from ledger.views import get_view
+
+    me = _operator(operator)
+    with _guard(as_json):
+        if limit < 1 or limit > 1000 or page < 1:
+            raise BadInput("--limit must be 1 to 1000 and --page at least 1")
+        conn = connect(ledger, readonly=True)
+        if view is not None:
+            saved = get_view(conn, me, view)
+            group, filter_text = saved.group, saved.filter
+        if group not in GROUPS:
+            raise BadInput(f"group {group!r}: unknown (groups: {', '.join(GROUPS)})")
+        rows = queries.list_jobs(conn, group, limit=limit, offset=(page - 1) * limit, oldest_first=not newest_first,
+                                 flt=queries.JobFilter.parse(filter_text, me=me))
+        now = clock_from_env().now()
+    if as_json:
+        output.emit_json({"group": group, "page": page, "jobs": [j.to_dict() for j in rows]})
+        return
+    output.table(f"{group} jobs (page {page})", ["job", "operation", "state", "target", "attempt", "age", "owner",
+                                                  "reason / last error"], [_job_row(j, now) for j in rows])
+
+
+@app.command()
+def views(
+    save: Annotated[str | None, typer.Option("--save", help="Save a view under this name.")] = None,
+    group: Annotated[str, typer.Option("--group", help="The view's group.")] = "held",
+    filter_text: Annotated[str, typer.Option("--filter", help="The view's filter.")] = "",
+    delete: Annotated[str | None, typer.Option("--delete", help="Delete the view with this name.")] = None,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List your saved views, or save / delete one (kept in the ledger, per operator)."""
+    from ledger.views import delete_view, list_views, save_view
+
+    me = _operator(operator)
+    with _guard(as_json):
+        conn = connect(ledger, readonly=save is None and delete is None)
+        if save is not None:
+            save_view(conn, me, save, group, filter_text, clock=clock_from_env())
+        if delete is not None:
+            delete_view(conn, me, delete)
+        saved = list_views(conn, me)
+    if as_json:
+        output.emit_json([{"name": v.name, "group": v.group, "filter": v.filter} for v in saved])
+        return
+    output.table(f"saved views of {me}", ["name", "group", "filter"], [[v.name, v.group, v.filter] for v in saved])
+
+
+@app.command()
 def quota(
     days: Annotated[int, typer.Option("--days", help="How many days back.")] = 1,
     ledger: LedgerOpt = DEFAULT_LEDGER,
@@ -447,6 +510,49 @@ def assign(
     _triage_cmd(as_json, ledger, config, job_id, operation,
                 lambda c, cfg, k, clk: triage.assign(c, cfg, k, owner, due_at, actor=_operator(operator), clock=clk,
                                                      reason=reason) and None)
+
+
+@app.command(name="bulk-assign")
+def bulk_assign(
+    owner: Annotated[str, typer.Option("--owner", help="Who sees them through.")],
+    due: Annotated[str, typer.Option("--due", help="ISO time, e.g. 2026-12-03T09:00Z.")],
+    filter_text: Annotated[str, typer.Option("--filter", help="Which held jobs, e.g. 'op:storage.* bucket-a'.")] = "",
+    yes: Annotated[bool, typer.Option("--yes", help="Do it; without --yes only the count is shown.")] = False,
+    reason: ReasonOpt = "",
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Assign an owner and due time to every held job matching a filter (a safe bulk action; never a release).
+
+    Without --yes it only says how many jobs would change.
+    """
+    me = _operator(operator)
+    try:
+        due_at = parse_time(due)
+    except ValueError:
+        output.error(f"--due {due!r}: not an ISO time; use e.g. 2026-12-03T09:00Z", as_json=as_json)
+        raise typer.Exit(2) from None
+    with _guard(as_json):
+        conn, cfg, clock = _open(ledger, config)
+        flt = queries.JobFilter.parse(filter_text, me=me)
+        keys: list[JobKey] = []
+        while True:
+            page = queries.list_jobs(conn, "held", limit=500, offset=len(keys), flt=flt)
+            keys += [j.key for j in page]
+            if len(page) < 500:
+                break
+        if yes:
+            for key in keys:
+                triage.assign(conn, cfg, key, owner, due_at, actor=me, clock=clock, reason=reason)
+    doc = {"matched": len(keys), "assigned": len(keys) if yes else 0, "owner": owner, "due": iso(due_at)}
+    if as_json:
+        output.emit_json(doc)
+    elif yes:
+        output.line(f"assigned {len(keys)} held jobs to {owner}, due {iso(due_at)}")
+    else:
+        output.line(f"would assign {len(keys)} held jobs to {owner}, due {iso(due_at)}; run again with --yes")
 
 
 @app.command()

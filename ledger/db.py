@@ -133,7 +133,18 @@ BEGIN
 END;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
+_V5 = """
+CREATE TABLE saved_views (
+    operator   TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    grp        TEXT NOT NULL,
+    filter     TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (operator, name)
+);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -1,0 +1,64 @@
+"""Saved views: a named group + typed filter per operator, kept in the ledger so every seat shares them."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from ledger.clock import Clock
+from ledger.db import write_tx
+from ledger.errors import BadInput
+from ledger.model import GROUPS
+
+
+@dataclass(frozen=True)
+class SavedView:
+    """One saved view."""
+
+    operator: str
+    name: str
+    group: str
+    filter: str
+    created_at: float
+
+
+def save_view(conn: sqlite3.Connection, operator: str, name: str, group: str, flt: str, *, clock: Clock) -> SavedView:
+    """Save (or replace) `operator`'s view `name`: a group and a filter such as 'owner:me op:article.*'."""
+    if not name.strip() or len(name) > 80:
+        raise BadInput("view name: must be 1 to 80 characters and not blank")
+    if group not in GROUPS:
+        raise BadInput(f"group {group!r}: unknown (groups: {', '.join(GROUPS)})")
+    if len(flt) > 500:
+        raise BadInput("filter: at most 500 characters")
+    now = clock.now()
+    with write_tx(conn):
+        conn.execute(
+            "INSERT INTO saved_views (operator, name, grp, filter, created_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (operator, name) DO UPDATE SET grp = excluded.grp, filter = excluded.filter, "
+            "created_at = excluded.created_at",
+            (operator, name, group, flt, now),
+        )
+    return SavedView(operator, name, group, flt, now)
+
+
+def list_views(conn: sqlite3.Connection, operator: str) -> list[SavedView]:
+    """`operator`'s saved views, by name."""
+    rows = conn.execute(
+        "SELECT operator, name, grp, filter, created_at FROM saved_views WHERE operator = ? ORDER BY name", (operator,)
+    )
+    return [SavedView(*r) for r in rows]
+
+
+def get_view(conn: sqlite3.Connection, operator: str, name: str) -> SavedView:
+    """One saved view; BadInput naming it when missing."""
+    for view in list_views(conn, operator):
+        if view.name == name:
+            return view
+    raise BadInput(f"view {name!r}: no such saved view for {operator} (see 'reclaim views')")
+
+
+def delete_view(conn: sqlite3.Connection, operator: str, name: str) -> None:
+    """Delete `operator`'s view `name`; BadInput when missing."""
+    with write_tx(conn):
+        if conn.execute("DELETE FROM saved_views WHERE operator = ? AND name = ?", (operator, name)).rowcount == 0:
+            raise BadInput(f"view {name!r}: no such saved view for {operator} (see 'reclaim views')")
