@@ -280,7 +280,7 @@ def connect(
             conn.close()
             raise LedgerUnusable(
                 f"ledger {p}: schema version {version} is older than {SCHEMA_VERSION}; "
-                "open it once read-write (e.g. 'reclaim status') to migrate it"
+                "run 'reclaim init' once to migrate it"
             )
     except sqlite3.Error as e:
         conn.close()
