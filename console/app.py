@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -26,7 +27,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from console import bindings
 from console.bindings import Keymap, config_file_for, load_keymap
-from console.live import FEED_SIZE, Follower, LedgerSource, Pulse, clock_time
+from console.live import FEED_SIZE, Abandoned, Follower, LedgerSource, Pulse, clock_time, detached
 from console.sanitize import clean
 from console.screens.base import ReclaimScreen
 from console.screens.help import HelpScreen
@@ -44,6 +45,10 @@ from ledger.model import Event, JobKey
 from ledger.worker import RemoteCache
 
 POLL_SECONDS = 0.2
+STALL_SECONDS = 1.5
+"""A follower poll still running after this long makes the header say STALE: a lock can hold a read for the
+ledger's 5 s busy timeout (and a reconnect as long again)."""
+STALL_CHECK_SECONDS = 0.25
 
 
 class ReclaimCommands(Provider):
@@ -106,6 +111,9 @@ class ReclaimApp(App[int]):
             self.reason = reason
             super().__init__()
 
+    class LiveAnswered(Message):
+        """A follower poll that had stalled returned with nothing new: the view is live again."""
+
     def __init__(
         self, source: LedgerSource, config: Config, operator: str, *, clock: Clock, keymap: Keymap | None = None,
         poll_seconds: float = POLL_SECONDS,
@@ -125,6 +133,8 @@ class ReclaimApp(App[int]):
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._last_failure = ""
+        self.polling_since: float | None = None
+        """When the follower's poll in progress began (None between polls)."""
 
     # -- facts the widgets show ---------------------------------------------------------------------------
     @property
@@ -184,6 +194,7 @@ class ReclaimApp(App[int]):
         self.install_screen(NotificationsScreen(), "notifications")
         self.push_screen(OverviewScreen())
         self.follow()
+        self.set_interval(STALL_CHECK_SECONDS, self._check_stall)
 
     def on_unmount(self) -> None:
         self._stop.set()
@@ -192,14 +203,22 @@ class ReclaimApp(App[int]):
     # -- the live loop ----------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="live")
     def follow(self) -> None:
-        """Poll `data_version` every ~0.2 s on a dedicated connection; post changes and staleness."""
+        """Follow the ledger from a daemon thread, so a poll stuck on a locked ledger never holds up quitting."""
         worker = get_current_worker()
+        try:
+            detached(self._follow, lambda: worker.is_cancelled or self._stop.is_set(), name="reclaim-follower")
+        except Abandoned:
+            pass
+
+    def _follow(self) -> None:
+        """Poll `data_version` every ~0.2 s on a dedicated connection; post changes and staleness."""
         follower = Follower(self.source, self.clock, FEED_SIZE)
         was_stale = ""
         try:
-            while not worker.is_cancelled and not self._stop.is_set():
+            while not self._stop.is_set():
                 if not self.paused or self._wake.is_set():
                     self._wake.clear()
+                    self.polling_since = time.monotonic()
                     try:
                         pulse = follower.poll()
                     except (LedgerError, sqlite3.Error, OSError) as e:
@@ -212,10 +231,21 @@ class ReclaimApp(App[int]):
                         if pulse is not None:
                             was_stale = ""
                             self.post_message(self.LiveChanged(pulse))
+                        elif self.stale:  # a poll that stalled came back with nothing new
+                            self.post_message(self.LiveAnswered())
+                    finally:
+                        self.polling_since = None
                 self.polls += 1
                 self._wake.wait(self.poll_seconds)
         finally:
             follower.close()
+
+    def _check_stall(self) -> None:
+        """STALE when the follower's poll has not returned for STALL_SECONDS (a lock holds it)."""
+        since = self.polling_since
+        if since is not None and not self.stale and time.monotonic() - since >= STALL_SECONDS:
+            self.stale = (f"the ledger has not answered for {STALL_SECONDS:g} s (locked by another process?); "
+                          "still waiting for it")
 
     def wake_follower(self) -> None:
         """Look at the ledger now (after our own write, or on request), even when paused."""
@@ -237,9 +267,13 @@ class ReclaimApp(App[int]):
     def _live_stale(self, message: LiveStale) -> None:
         self.stale = message.reason
 
+    @on(LiveAnswered)
+    def _live_answered(self, message: LiveAnswered) -> None:
+        self.stale = ""
+
     def worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place a failed worker becomes a visible notification (never a crash)."""
-        if event.state != WorkerState.ERROR:
+        if event.state != WorkerState.ERROR or isinstance(event.worker.error, Abandoned):
             return
         error = event.worker.error
         text = clean(f"{event.worker.name or 'work'} failed: {error}", 300)
@@ -261,18 +295,33 @@ class ReclaimApp(App[int]):
         if len(self.screen_stack) > 2:
             self.pop_screen()
 
-    def _show(self, name: str) -> None:
+    def show_screen(self, name: str) -> None:
+        """Show an installed screen (or the overview) right above the overview."""
         self._base()
         if name != "overview":
             self.push_screen(name)
 
     def show_group(self, group: str) -> None:
-        """List one group's jobs."""
+        """List one group's jobs: read the page first and show the list with it when the list is composed."""
         screen = self.get_screen("jobs")
         assert isinstance(screen, JobListScreen)
-        screen.show_group(group)
-        if self.screen is not screen:
-            self._show("jobs")
+        if self.screen is screen:
+            screen.show_group(group)
+        elif screen.is_running:
+            screen.open_group(group)
+        else:
+            self.show_screen("jobs")  # composes it (first use, before prepare_job_list ran)
+            screen.show_group(group)
+
+    def prepare_job_list(self) -> None:
+        """Compose the job list off-screen while the console is idle, so the first switch only swaps data.
+
+        `_register` is the step Textual's push_screen takes for an installed screen that is not running yet
+        (textual 8.2, pinned); the screen is mounted but not shown.
+        """
+        screen = self.get_screen("jobs")
+        if not screen.is_running and screen not in self.screen_stack:
+            self._register(self, screen)
 
     def open_job(self, key: JobKey) -> None:
         """Open the job screen."""
@@ -293,12 +342,13 @@ class ReclaimApp(App[int]):
 
     def action_overview(self) -> None:
         """Show the overview."""
-        self._show("overview")
+        self.show_screen("overview")
 
     def action_jobs(self) -> None:
         """Show the job list (held, unless another group was chosen)."""
-        if not isinstance(self.screen, JobListScreen):
-            self._show("jobs")
+        screen = self.get_screen("jobs")
+        assert isinstance(screen, JobListScreen)
+        self.show_group(screen.group)
 
     def action_group(self, group: str) -> None:
         """List one group's jobs."""
@@ -306,11 +356,11 @@ class ReclaimApp(App[int]):
 
     def action_quotas(self) -> None:
         """Show the quotas."""
-        self._show("quotas")
+        self.show_screen("quotas")
 
     def action_notifications(self) -> None:
         """Show the notifications."""
-        self._show("notifications")
+        self.show_screen("notifications")
 
     def action_help(self) -> None:
         """Show the keys."""

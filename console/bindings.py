@@ -32,6 +32,7 @@ APP: list[Binding] = [
 
 OVERVIEW: list[Binding] = [
     Binding("h", "focus_held", "Held jobs", id="overview.held", show=False),
+    Binding("e", "focus_events", "Events", id="overview.events", show=False),
 ]
 
 JOBS: list[Binding] = [

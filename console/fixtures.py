@@ -217,6 +217,12 @@ def build_demo(folder: Path, sim: Simulator) -> Demo:
         sim.add_fault("status", status=429, match_idem=idem_key(*_k(key)))
         send_one(conn, config, key, remotes.for_operation(SUMMARY), clock=clock, owner=WORKER)
         jobs["not_delivered"] = key
+        # The scheduler tries the oldest hold's post again under a new job id: refused while #07 is held, and
+        # recorded on #07 (blocked_new_job), so the held job shows the work it holds up.
+        clock.set(T0 - 3 * 60)
+        blocked = reserve(conn, config, ARTICLE, _payload("write article today #07 (retry)"), clock=clock,
+                          job_id="article today #07 (retry)", target="blog/post-0007", actor="scheduler")
+        assert blocked.outcome == "blocked_by_hold" and blocked.blocking == jobs["held_reset"], blocked
         clock.set(T0 - 60)
         jobs["reserving"] = res(ARTICLE, "article today #18", "blog/post-0018")
     finally:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, TypeVar, cast
 from zoneinfo import ZoneInfo
 
 from ledger import dispatch, queries, triage
@@ -24,9 +25,11 @@ from ledger.clock import Clock, parse_time
 from ledger.config import Config
 from ledger.db import connect
 from ledger.errors import BadInput, LedgerError, Refused
-from ledger.model import Event, Job, JobKey
+from ledger.model import GROUPS, Event, Job, JobKey
 from ledger.queries import JobFilter, QuotaDay
 from ledger.worker import RemoteCache
+
+T = TypeVar("T")
 
 FEED_SIZE = 20
 PAGE_SIZE = 50
@@ -65,6 +68,40 @@ class LedgerSource:
             conn.close()
 
 
+# -- calls that may block for seconds ----------------------------------------------------------------------
+
+
+class Abandoned(Exception):
+    """A detached call was given up on: its worker was cancelled (the console is quitting, or moved on)."""
+
+
+def detached(fn: Callable[[], T], cancelled: Callable[[], bool], *, name: str, poll: float = 0.05) -> T:
+    """Run `fn` on a daemon thread and wait for it; raise Abandoned as soon as `cancelled()` is true.
+
+    For a call that can block for seconds (a remote query, a locked ledger): the Textual worker waiting here
+    returns as soon as it is cancelled, and quitting never joins the daemon thread. An abandoned call either
+    dies with the process or, if the process lives on, completes and writes what it would have written.
+    """
+    done = threading.Event()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # handed to the waiting worker
+            box["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    while not done.wait(poll):
+        if cancelled():
+            raise Abandoned(f"{name}: given up (the console quit or moved on)")
+    if "error" in box:
+        raise box["error"]
+    return cast(T, box["value"])
+
+
 # -- the live loop -----------------------------------------------------------------------------------------
 
 
@@ -81,6 +118,11 @@ class Pulse:
     def touches(self, key: JobKey) -> bool:
         """True when this pulse may concern the job `key` (any new event for it, or a full reload)."""
         return self.reset or any(e.job_id == key.job_id and e.operation == key.operation for e in self.events)
+
+    def touches_group(self, group: str) -> bool:
+        """True when this pulse may change a list of `group`'s jobs (a job moved into, out of or within it)."""
+        states = GROUPS.get(group, ())
+        return self.reset or any(e.from_state in states or e.to_state in states for e in self.events)
 
 
 class Follower:
@@ -171,6 +213,16 @@ class JobPage:
     filter_text: str
 
 
+class PageRequest(NamedTuple):
+    """Which page of which group a job list asks for."""
+
+    group: str
+    offset: int
+    oldest_first: bool
+    filter_text: str
+    page_size: int = PAGE_SIZE
+
+
 def load_page(
     conn: sqlite3.Connection, group: str, *, offset: int, oldest_first: bool, filter_text: str, me: str,
     page_size: int = PAGE_SIZE,
@@ -209,6 +261,11 @@ class JobDetail:
     def findings(self) -> list[Event]:
         """Every finding recorded on the job, oldest first."""
         return [e for e in self.events if e.kind == "finding"]
+
+    @property
+    def blocked_new_jobs(self) -> list[Event]:
+        """The new jobs on this job's target that reserve() refused while it was held, oldest first."""
+        return [e for e in self.events if e.kind == "blocked_new_job"]
 
     def suspected_case(self) -> str | None:
         """Which of the three cases the latest finding or query points to, if any."""

@@ -7,15 +7,17 @@ from textual import work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.widgets import Footer, Label, Static
+from textual.widgets import Label, Static
 from textual.worker import get_current_worker
 
 from console.bindings import JOB
 from console.live import JobDetail, Pulse, age, clock_time, load_job
 from console.sanitize import compact_json, safe_json, safe_text
 from console.screens.base import ReclaimScreen
+from console.widgets.event_feed import event_summary
 from console.widgets.field_table import FieldTable
 from console.widgets.held_explanation import HeldExplanation
+from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
 from console.widgets.timeline import Timeline
 from ledger.model import JobKey
@@ -31,6 +33,12 @@ def job_title(detail: JobDetail) -> Text:
         ("Job ", "bold"), safe_text(job.job_id, 100, style="bold"), ("  ·  ", "dim"), safe_text(job.operation, 60),
         ("  ·  ", "dim"), (job.state, style),
     )
+
+
+def _or_none(lines: Text, empty: str) -> Text:
+    """`lines` without its last newline, or `empty` (dim) when there are none. (Text.rstrip() returns None.)"""
+    lines.rstrip()
+    return lines if lines.plain else Text(empty, style="dim")
 
 
 def snapshot_text(detail: JobDetail, tz: str) -> Text:
@@ -83,11 +91,13 @@ class JobScreen(ReclaimScreen):
             yield Static("", id="job-snapshot", classes="section-body")
             yield Label("Findings", classes="section")
             yield Static("", id="job-findings", classes="section-body")
+            yield Label("New jobs refused while this job is held", classes="section")
+            yield Static("", id="job-blocked", classes="section-body")
             yield Label("Fenced writes from stale workers", classes="section")
             yield Static("", id="job-fenced", classes="section-body")
             yield Label("Timeline", classes="section")
             yield Timeline(tz=tz, id="job-timeline")
-        yield Footer()
+        yield KeyFooter()
 
     def ledger_changed(self, pulse: Pulse) -> None:
         if pulse.touches(self.key):
@@ -162,7 +172,13 @@ class JobScreen(ReclaimScreen):
             findings.append(" — ")
             findings.append_text(safe_text(f.detail.get("note"), 500))
             findings.append("\n")
-        self.query_one("#job-findings", Static).update(findings.rstrip() or Text("No findings yet.", style="dim"))
+        self.query_one("#job-findings", Static).update(_or_none(findings, "No findings yet."))
+        blocked = Text()
+        for e in detail.blocked_new_jobs:
+            blocked.append(f"{clock_time(e.at, tz, with_date=True)}  ")
+            blocked.append_text(event_summary(e) or Text(e.kind))
+            blocked.append("\n")
+        self.query_one("#job-blocked", Static).update(_or_none(blocked, "None."))
         fenced = Text()
         for w in detail.fenced:
             fenced.append(f"{clock_time(w['at'], tz, with_date=True)}  ")
@@ -170,7 +186,7 @@ class JobScreen(ReclaimScreen):
             fenced.append(f"  {w['event']} at epoch {w['epoch']} refused  ")
             fenced.append_text(compact_json(w["detail"], 200))
             fenced.append("\n")
-        self.query_one("#job-fenced", Static).update(fenced.rstrip() or Text("None.", style="dim"))
+        self.query_one("#job-fenced", Static).update(_or_none(fenced, "None."))
         self.query_one("#job-timeline", Timeline).show_events(detail.events)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -2,28 +2,37 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import Footer, Input, Label
-from textual.worker import get_current_worker
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Input, Label
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from console.bindings import GROUP_ORDER, JOBS
-from console.live import PAGE_SIZE, JobPage, Pulse, load_page
+from console.live import PAGE_SIZE, JobPage, PageRequest, Pulse, load_page
 from console.screens.base import ReclaimScreen
 from console.widgets.filter_bar import FilterBar
 from console.widgets.group_counts import GroupCounts
 from console.widgets.group_tile import GroupTile
 from console.widgets.job_table import JobTable
+from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
+
+SHOW_WAIT_S = 0.25
+"""How long a switch from another screen waits for the page before showing the job list without it."""
 
 
 class JobListScreen(ReclaimScreen):
     """Paged from `queries.list_jobs` (never all rows in memory); `/` filters, `s` flips the age order."""
 
     BINDINGS = JOBS
+    AUTO_FOCUS = "#jobs-table"
 
     group: reactive[str] = reactive("held", init=False)
     oldest_first: reactive[bool] = reactive(True, init=False)
@@ -41,6 +50,11 @@ class JobListScreen(ReclaimScreen):
         super().__init__()
         self.page: JobPage | None = None
         self.page_size = page_size
+        self._reading: tuple[PageRequest, Worker[None]] | None = None
+        self._info: Text | None = None
+        self._show_over: Screen[Any] | None = None  # open_group(): show this screen over that one once loaded
+        self._show_timer: Timer | None = None
+        self._fresh = False
 
     def compose(self) -> ComposeResult:
         yield LedgerHeader()
@@ -48,25 +62,27 @@ class JobListScreen(ReclaimScreen):
         yield FilterBar(id="jobs-filter")
         yield Label("", id="jobs-info")
         yield JobTable(id="jobs-table")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one(GroupCounts).current = self.group
-        self.query_one(JobTable).focus()
 
-    def on_screen_resume(self) -> None:
+    def resumed(self) -> None:
         if self.reclaim.counts is not None:
             self.query_one(GroupCounts).show_counts(self.reclaim.counts)
-        self.reload()
+        if self._fresh:
+            self._fresh = False  # shown because its page just arrived: no second read
+        else:
+            self.reload()
 
     def ledger_changed(self, pulse: Pulse) -> None:
         self.query_one(GroupCounts).show_counts(pulse.counts)
-        self.reload()
+        if pulse.touches_group(self.group):
+            self.reload(again=True)
 
     def watch_group(self, group: str) -> None:
-        if not self.is_mounted:
-            return
-        self.query_one(GroupCounts).current = group
+        if self.is_mounted:
+            self.query_one(GroupCounts).current = group
         self.offset = 0
         self.reload()
 
@@ -81,16 +97,22 @@ class JobListScreen(ReclaimScreen):
         self.offset = 0
         self.reload()
 
-    def reload(self) -> None:
-        self.load(self.group, self.offset, self.oldest_first, self.filter_text, self.page_size)
+    def reload(self, again: bool = False) -> None:
+        """Read the page the screen is set to, unless that very read is already on its way (`again` re-reads)."""
+        request = PageRequest(self.group, self.offset, self.oldest_first, self.filter_text, self.page_size)
+        if not again and self._reading is not None:
+            pending, worker = self._reading
+            if pending == request and worker.state in (WorkerState.PENDING, WorkerState.RUNNING):
+                return
+        self._reading = (request, self.load(request))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="jobs-page")
-    def load(self, group: str, offset: int, oldest_first: bool, filter_text: str, page_size: int) -> None:
+    def load(self, request: PageRequest) -> None:
         """Read one page (page size + 1 rows) off the UI thread."""
         app = self.reclaim
         with app.source.reading() as conn:
-            page = load_page(conn, group, offset=offset, oldest_first=oldest_first, filter_text=filter_text,
-                             me=app.operator, page_size=page_size)
+            page = load_page(conn, request.group, offset=request.offset, oldest_first=request.oldest_first,
+                             filter_text=request.filter_text, me=app.operator, page_size=request.page_size)
         if not get_current_worker().is_cancelled:
             self.post_message(self.Loaded(page))
 
@@ -100,6 +122,8 @@ class JobListScreen(ReclaimScreen):
             self.group, self.offset, self.oldest_first, self.filter_text
         ):
             return  # an older request; a newer one is on its way
+        if not self.is_mounted:
+            return  # read before the screen was first shown; its resume reads again
         self.page = page
         self.query_one(JobTable).show_page(page, self.reclaim.clock.now())
         total = (self.reclaim.counts or {}).get(page.group)
@@ -116,8 +140,13 @@ class JobListScreen(ReclaimScreen):
         info = Text.assemble((page.group, "bold"), f" · {span} · {order}{more}{prev}")
         if page.filter_text:
             info.append(" · filtered", style="bold")
-        self.query_one("#jobs-info", Label).update(info)
+        if info != self._info:
+            self._info = info
+            self.query_one("#jobs-info", Label).update(info)
         self.loaded = True
+        if self._show_over is not None:
+            # Shown after the table has taken the rows in (its size settles on idle), so one paint has them.
+            self.query_one(JobTable).call_next(self._show_now, True)
 
     @on(Input.Changed, "#jobs-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -159,6 +188,28 @@ class JobListScreen(ReclaimScreen):
         self.offset = max(self.offset - self.page_size, 0)
 
     def show_group(self, group: str) -> None:
-        """List `group` (one of the console groups)."""
+        """List `group` (one of the console groups); its first page is read at once."""
         if group in GROUP_ORDER:
             self.group = group
+            self.reload()
+
+    def open_group(self, group: str) -> None:
+        """From another screen: read `group`'s first page, then show this screen with it (one paint, not two).
+
+        The screen is shown anyway after SHOW_WAIT_S, so a slow or locked ledger never makes the key feel dead;
+        if the operator went elsewhere meanwhile, it is not shown at all.
+        """
+        self._show_over = self.app.screen
+        if self._show_timer is not None:
+            self._show_timer.stop()
+        self._show_timer = self.set_timer(SHOW_WAIT_S, self._show_now)
+        self.show_group(group)
+
+    def _show_now(self, fresh: bool = False) -> None:
+        over, self._show_over = self._show_over, None
+        if self._show_timer is not None:
+            self._show_timer.stop()
+            self._show_timer = None
+        if over is not None and self.app.screen is over:
+            self._fresh = fresh
+            self.reclaim.show_screen("jobs")

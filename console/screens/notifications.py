@@ -9,7 +9,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Input, Label, Static
+from textual.widgets import DataTable, Input, Label, Static
 from textual.worker import get_current_worker
 
 from console.bindings import NOTIFICATIONS
@@ -18,6 +18,7 @@ from console.sanitize import clean, compact_json, safe_text
 from console.screens.base import ReclaimScreen
 from console.screens.confirm import ConfirmScreen
 from console.widgets.guarded_action import GuardedAction
+from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
 from ledger import dispatch
 from ledger.errors import LedgerError
@@ -65,7 +66,7 @@ class NotificationsScreen(ReclaimScreen):
                 key = "c" if decision == "confirmed" else "s"
                 yield GuardedAction(decision, label, key, id=f"settle-{decision}")
             yield Static("", id="notif-outcome")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#notif-table", DataTable)

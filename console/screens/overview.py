@@ -6,7 +6,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import Footer, Label
+from textual.widgets import Label
 from textual.worker import get_current_worker
 
 from console.bindings import OVERVIEW
@@ -16,6 +16,7 @@ from console.widgets.event_feed import EventFeed
 from console.widgets.group_counts import GroupCounts
 from console.widgets.group_tile import GroupTile
 from console.widgets.held_table import HeldTable
+from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
 from console.widgets.quota_table import QuotaTable
 
@@ -24,6 +25,7 @@ class OverviewScreen(ReclaimScreen):
     """What is held and for how long, what today's quotas look like, and what just happened."""
 
     BINDINGS = OVERVIEW
+    AUTO_FOCUS = "#held-table"
 
     class Loaded(Message):
         """The overview's paged reads arrived."""
@@ -42,14 +44,11 @@ class OverviewScreen(ReclaimScreen):
             yield Label("Today's quota per operation", classes="panel-title")
             yield QuotaTable(id="quota-table")
         with Vertical(id="overview-events", classes="panel"):
-            yield Label("Latest events", classes="panel-title")
+            yield Label("Latest events, newest first (Enter opens the event's job)", classes="panel-title")
             yield EventFeed(size=20, tz=self.reclaim.config.timezone, id="event-feed")
-        yield Footer()
+        yield KeyFooter()
 
-    def on_mount(self) -> None:
-        self.query_one(HeldTable).focus()
-
-    def on_screen_resume(self) -> None:
+    def resumed(self) -> None:
         app = self.reclaim
         if app.counts is not None:
             self.query_one(GroupCounts).show_counts(app.counts)
@@ -78,12 +77,19 @@ class OverviewScreen(ReclaimScreen):
             self.post_message(self.Loaded(data))
 
     def on_overview_screen_loaded(self, message: Loaded) -> None:
+        if not self.in_view:
+            return  # covered since the read began: drawing now would repaint the screen on top; resume re-reads
         app = self.reclaim
         self.query_one(HeldTable).show_jobs(message.data.held, app.clock.now())
         self.query_one(QuotaTable).show_quotas(message.data.quotas)
+        if not self.loaded:
+            app.call_after_refresh(app.prepare_job_list)
         self.loaded = True
 
     def on_held_table_opened(self, message: HeldTable.Opened) -> None:
+        self.reclaim.open_job(message.key)
+
+    def on_event_feed_opened(self, message: EventFeed.Opened) -> None:
         self.reclaim.open_job(message.key)
 
     def on_group_tile_selected(self, message: GroupTile.Selected) -> None:
@@ -92,3 +98,7 @@ class OverviewScreen(ReclaimScreen):
     def action_focus_held(self) -> None:
         """Move the cursor to the held jobs."""
         self.query_one(HeldTable).focus()
+
+    def action_focus_events(self) -> None:
+        """Move the cursor to the latest events (Enter opens an event's job)."""
+        self.query_one(EventFeed).focus()

@@ -6,12 +6,13 @@ from textual import work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.widgets import Footer, Label
+from textual.widgets import Label
 from textual.worker import get_current_worker
 
 from console.bindings import QUOTAS
 from console.live import QuotaData, load_quotas
 from console.screens.base import ReclaimScreen
+from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
 from console.widgets.quota_history import QuotaHistory
 
@@ -34,7 +35,7 @@ class QuotasScreen(ReclaimScreen):
             yield Label("Quotas — last 14 days per operation (today on the right)", classes="panel-title")
             for i, name in enumerate(sorted(self.reclaim.config.operations)):
                 yield QuotaHistory(name, id=f"quota-{i}")
-        yield Footer()
+        yield KeyFooter()
 
     def reload(self) -> None:
         self.load()

@@ -11,17 +11,19 @@ from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
-from textual.widgets import Footer, Input, Label, Select, Static
+from textual.widgets import Input, Label, Select, Static
 from textual.worker import get_current_worker
 
 from console.bindings import TRIAGE, TRIAGE_ACTIONS
 from console.live import (
+    Abandoned,
     ActionInput,
     JobDetail,
     Pulse,
     check_input,
     clock_time,
     describe_input,
+    detached,
     load_job,
     perform,
 )
@@ -31,6 +33,7 @@ from console.screens.confirm import ConfirmScreen
 from console.screens.job import job_title
 from console.widgets.guarded_action import GuardedAction
 from console.widgets.held_explanation import HeldExplanation
+from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
 from ledger import triage
 from ledger.errors import LedgerError
@@ -139,7 +142,7 @@ class TriageScreen(ReclaimScreen):
             for action in DECISIONS:
                 yield self._action(action)
             yield Static("", id="triage-outcome")
-        yield Footer()
+        yield KeyFooter()
 
     def _action(self, action: str) -> GuardedAction:
         key, label = TRIAGE_ACTIONS[action]
@@ -271,12 +274,30 @@ class TriageScreen(ReclaimScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="triage-act")
     def run_action(self, action: str, given: ActionInput) -> None:
-        """Write the action through the ledger (a query also asks the remote, with no transaction open)."""
+        """Write the action through the ledger (a query also asks the remote, with no transaction open).
+
+        A query waits on the remote for up to its timeout, so it runs detached: quitting (or leaving the screen)
+        does not wait for it. Decided: an abandoned query still records the remote's answer if the process lives
+        on long enough to get it (one append-only query event, as if the operator had waited; harmless, and a
+        'completed' or 'running' answer then rightly stops a release); when the process exits first, nothing is
+        written (the record is one transaction, never half). Every other action is a short local write, left
+        to finish.
+        """
         app = self.reclaim
-        try:
+        worker = get_current_worker()
+
+        def act() -> str:
             with app.source.writing() as conn:
-                outcome = perform(conn, app.config, app.remotes, self.key, action, given, actor=app.operator,
-                                  clock=app.clock)
+                return perform(conn, app.config, app.remotes, self.key, action, given, actor=app.operator,
+                               clock=app.clock)
+
+        try:
+            if action == "query":
+                outcome = detached(act, lambda: worker.is_cancelled, name="reclaim-query")
+            else:
+                outcome = act()
+        except Abandoned:
+            return
         except Exception as e:  # the transaction rolled back; the reason is shown
             self.post_message(self.Refused(action, _reason(e)))
             return

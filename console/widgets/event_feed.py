@@ -1,15 +1,16 @@
-"""The latest events, newest on top, fed by the live cursor."""
+"""The latest events, newest on top, fed by the live cursor; Enter opens the job an event belongs to."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from rich.text import Text
+from textual.message import Message
 from textual.widgets import DataTable
 
 from console.live import clock_time
 from console.sanitize import safe_text
-from ledger.model import Event
+from ledger.model import Event, JobKey
 
 
 def transition(e: Event) -> Text:
@@ -19,22 +20,60 @@ def transition(e: Event) -> Text:
     return Text(e.to_state or "", style="dim")
 
 
+def event_summary(e: Event) -> Text | None:
+    """A sentence for an event whose point its JSON detail would hide (else None); untrusted parts literal."""
+    if e.kind == "blocked_new_job":
+        d = e.detail
+        return Text.assemble(
+            ("refused new job ", "bold"), safe_text(d.get("job_id"), 120, style="bold"), " (",
+            safe_text(d.get("operation"), 60), ") on target ", safe_text(d.get("target"), 120),
+            (": this job is held", "bold red"),
+        )
+    return None
+
+
+def feed_summary(e: Event) -> Text | None:
+    """The feed's short form of `event_summary`: its row already says blocked_new_job and names the held job."""
+    if e.kind == "blocked_new_job":
+        d = e.detail
+        text = Text.assemble(("refused ", "bold red"), safe_text(d.get("job_id"), 120, style="bold"))
+        if d.get("operation") != e.operation:
+            text.append(" (")
+            text.append_text(safe_text(d.get("operation"), 60))
+            text.append(")")
+        text.overflow = "ellipsis"
+        return text
+    return None
+
+
 class EventFeed(DataTable[Text]):
-    """A bounded feed: `push()` adds events (oldest first in the argument), the newest shows on top."""
+    """A bounded feed: `push()` adds events (oldest first in the argument), the newest shows on top.
+
+    The cursor stays on the event it was on while new events arrive; Enter posts `Opened` with that event's
+    job (for a `blocked_new_job` event: the held job that refused the new one).
+    """
 
     DEFAULT_CSS = """
     EventFeed { height: 1fr; }
     """
 
+    class Opened(Message):
+        """An event was chosen: open its job."""
+
+        def __init__(self, key: JobKey) -> None:
+            self.key = key
+            super().__init__()
+
     def __init__(self, *, size: int = 20, tz: str = "UTC", id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="none", show_cursor=False, zebra_stripes=True)
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.limit = size
         self.tz = tz
         self._events: list[Event] = []
+        self._shown: list[Event] = []  # newest first, as drawn
 
     def on_mount(self) -> None:
-        for label, width in (("time", 8), ("job", 26), ("operation", 16), ("event", 14), ("state", 22),
-                             ("actor", 12)):
+        for label, width in (("time", 8), ("job", 22), ("operation", 16), ("event", 15), ("what", 33),
+                             ("actor", 10)):
             self.add_column(label, width=width, key=label)
         self._draw()
 
@@ -48,17 +87,42 @@ class EventFeed(DataTable[Text]):
         self._events = (self._events + list(events))[-self.limit :]
         self._draw()
 
+    @property
+    def shown(self) -> list[Event]:
+        """The events as drawn, newest first."""
+        return list(self._shown)
+
+    def event_at_cursor(self) -> Event | None:
+        """The event under the cursor, if any."""
+        return self._shown[self.cursor_row] if 0 <= self.cursor_row < len(self._shown) else None
+
     def _draw(self) -> None:
         if not self.is_mounted:
             return
+        newest_first = list(reversed(self._events))
+        if newest_first == self._shown:
+            return
+        selected = self.event_at_cursor() if self.cursor_row > 0 else None
+        self._shown = newest_first
         self.clear()
-        for e in reversed(self._events):
-            self.add_row(
+        self.add_rows(
+            (
                 Text(clock_time(e.at, self.tz)),
                 safe_text(e.job_id, 60),
                 safe_text(e.operation, 40),
                 safe_text(e.kind, 30),
-                transition(e),
+                feed_summary(e) or transition(e),
                 safe_text(e.actor, 40),
-                key=str(e.id),
             )
+            for e in newest_first
+        )
+        if selected is not None:  # keep the cursor on the same event as newer ones push it down
+            row = next((i for i, e in enumerate(newest_first) if e.id == selected.id), None)
+            if row:
+                self.move_cursor(row=row)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        chosen = self._shown[event.cursor_row] if 0 <= event.cursor_row < len(self._shown) else None
+        if chosen is not None:
+            self.post_message(self.Opened(JobKey(chosen.job_id, chosen.operation)))

@@ -30,6 +30,14 @@ class HeldExplanation(Static):
                 mark = "▶ " if category == suspected else "  "
                 text.append(f"{mark}{i}. {title}", style="bold" if category == suspected else "")
                 text.append(f" — {meaning}\n", style="" if category == suspected else "dim")
+            blocked = detail.blocked_new_jobs
+            if blocked:
+                text.append(f"Blocking: {len(blocked)} new job{'s' if len(blocked) != 1 else ''} on target ",
+                            style="bold red")
+                text.append_text(safe_text(job.target, 120, style="bold"))
+                text.append(f" {'were' if len(blocked) != 1 else 'was'} refused while this job is held (latest: ")
+                text.append_text(safe_text(blocked[-1].detail.get("job_id"), 120))
+                text.append(").\n")
             finding = detail.latest_finding
             if finding is not None:
                 text.append("Latest finding: ", style="bold")

@@ -36,6 +36,7 @@ class HeldTable(DataTable[Text]):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self._keys: dict[str, JobKey] = {}
+        self._shown: list[tuple[Job, str, str]] | None = None
 
     def on_mount(self) -> None:
         for label, width in (("age", 7), ("job", 18), ("operation", 16), ("reason held", 27), ("owner", 8),
@@ -43,25 +44,33 @@ class HeldTable(DataTable[Text]):
             self.add_column(label, width=width, key=label)
 
     def show_jobs(self, jobs: list[Job], now: float) -> None:
-        """Replace the rows, keeping the cursor on the same row index."""
+        """Replace the rows, keeping the cursor on the same row index (no redraw when they read the same)."""
+        dues: list[Text] = []
+        for job in jobs:
+            if job.due_at is None:
+                dues.append(Text("—", style="dim"))
+            elif job.due_at <= now:
+                dues.append(Text(f"overdue {age(now - job.due_at)}", style="bold red"))
+            else:
+                dues.append(Text(f"in {age(job.due_at - now)}"))
+        ages = [age(now - (job.held_at if job.held_at is not None else job.created_at)) for job in jobs]
+        shown = [(job, when, due.plain) for job, when, due in zip(jobs, ages, dues, strict=True)]
+        if shown == self._shown:
+            return
+        self._shown = shown
         row = self.cursor_row
         self.clear()
         self._keys.clear()
-        for i, job in enumerate(jobs):
-            since = job.held_at if job.held_at is not None else job.created_at
-            if job.due_at is None:
-                due = Text("—", style="dim")
-            elif job.due_at <= now:
-                due = Text(f"overdue {age(now - job.due_at)}", style="bold red")
-            else:
-                due = Text(f"in {age(job.due_at - now)}")
+        for i, (job, when, due) in enumerate(zip(jobs, ages, dues, strict=True)):
             rk = str(i)
             self._keys[rk] = job.key
+            reason = safe_text(short_reason(job.held_reason or job.last_error or ""), 80)
+            reason.overflow = "ellipsis"  # the job screen has it whole
             self.add_row(
-                Text(age(now - since)),
+                Text(when),
                 safe_text(job.job_id, 60),
                 safe_text(job.operation, 40),
-                safe_text(short_reason(job.held_reason or job.last_error or ""), 80),
+                reason,
                 safe_text(job.owner, 30) if job.owner else Text("—", style="dim"),
                 due,
                 safe_text(job.target, 60),

@@ -8,14 +8,20 @@ from textual.widgets import DataTable
 
 from console.live import JobPage, age
 from console.sanitize import safe_text
-from ledger.model import JobKey
+from ledger.model import Job, JobKey
+
+
+def _clipped(text: Text) -> Text:
+    """End with an ellipsis where the column cuts the text (the job screen shows it whole)."""
+    text.overflow = "ellipsis"
+    return text
 
 
 class JobTable(DataTable[Text]):
     """A page of jobs (age, id, operation, state, target, owner, attempt, last word); Enter opens one."""
 
     DEFAULT_CSS = """
-    JobTable { height: 1fr; }
+    JobTable { height: 1fr; overflow-y: scroll; }
     """
 
     class Opened(Message):
@@ -30,46 +36,49 @@ class JobTable(DataTable[Text]):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
-        self._keys: dict[str, JobKey] = {}
+        self._keys: list[JobKey] = []
+        self._shown: list[tuple[Job, str]] | None = None
 
     def on_mount(self) -> None:
-        for label, width in (("age", 9), ("job", 32), ("operation", 18), ("state", 10), ("target", 18),
-                             ("owner", 10), ("try", 4), ("last word", 30)):
+        # 102 columns of text + 16 of padding + the scrollbar: the page fits a 120-column terminal, so no
+        # horizontal scrollbar, and no cell is drawn off-screen.
+        for label, width in (("age", 7), ("job", 26), ("operation", 16), ("state", 10), ("target", 15),
+                             ("owner", 8), ("try", 3), ("last word", 17)):
             self.add_column(label, width=width, key=label)
 
     def show_page(self, page: JobPage, now: float) -> None:
-        """Replace the rows with `page`."""
+        """Replace the rows with `page` (nothing is redrawn when the rows read the same as those shown)."""
+        shown = [(job, age(now - job.created_at)) for job in page.jobs]
+        if shown == self._shown:
+            return
+        self._shown = shown
         row = self.cursor_row
         self.clear()
-        self._keys.clear()
-        for i, job in enumerate(page.jobs):
-            rk = str(i)
-            self._keys[rk] = job.key
-            self.add_row(
-                Text(age(now - job.created_at)),
+        self._keys = [job.key for job in page.jobs]
+        self.add_rows(
+            (
+                Text(when),
                 safe_text(job.job_id, 60),
                 safe_text(job.operation, 40),
                 Text(job.state, style="bold red" if job.state == "held" else ""),
                 safe_text(job.target, 60),
                 safe_text(job.owner, 30),
                 Text(str(job.attempt)),
-                safe_text(job.held_reason or job.last_error or job.handle or "", 80),
-                key=rk,
+                _clipped(safe_text(job.held_reason or job.last_error or job.handle or "", 80)),
             )
-        if page.jobs:
+            for job, when in shown
+        )
+        if row > 0 and page.jobs:  # clear() put the cursor on the first row; moving it there again scrolls
             self.move_cursor(row=min(row, len(page.jobs) - 1))
 
     def key_at_cursor(self) -> JobKey | None:
         """The job under the cursor, if any."""
-        if not self._keys or self.cursor_row < 0:
-            return None
-        return self._keys.get(str(self.cursor_row))
+        return self._keys[self.cursor_row] if 0 <= self.cursor_row < len(self._keys) else None
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        key = self._keys.get(str(event.row_key.value))
-        if key is not None:
-            self.post_message(self.Opened(key))
+        if 0 <= event.cursor_row < len(self._keys):
+            self.post_message(self.Opened(self._keys[event.cursor_row]))
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()

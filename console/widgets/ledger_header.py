@@ -38,6 +38,10 @@ class LedgerHeader(Horizontal):
     LedgerHeader.-read-only #hdr-ro { display: block; }
     """
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._drawn: tuple[str, str, str] | None = None
+
     def compose(self) -> ComposeResult:
         app = cast("ReclaimApp", self.app)
         yield Label("reclaim", id="hdr-title")
@@ -55,24 +59,35 @@ class LedgerHeader(Horizontal):
         self.watch(app, "paused", self._draw, init=False)
         self.call_after_refresh(self._draw)
 
+    def redraw(self) -> None:
+        """Draw the current state now (the screen was just shown)."""
+        self._draw()
+
     def _draw(self) -> None:
-        """Redraw the live indicator and badges from the app's state."""
+        """Redraw the live indicator and badges from the app's state (labels change only when their text does).
+
+        A header on a covered screen waits for `redraw()`: every screen has one, and a background screen that
+        changes repaints the screen on top of it.
+        """
         app = cast("ReclaimApp", self.app)
+        screen = self.screen
+        if not getattr(screen, "in_view", screen.is_current):
+            return
         self.set_class(bool(app.stale), "-stale")
         self.set_class(app.paused and not app.stale, "-paused")
         when = app.format_time(app.last_seen) if app.last_seen is not None else "--:--:--"
-        badge = self.query_one("#hdr-badge", Label)
-        live = self.query_one("#hdr-live", Label)
-        badge.tooltip = safe_text(app.stale) if app.stale else None
         if app.stale:
-            badge.update("STALE")
-            live.update(Text(f"○ last change {when}"))
+            badge, live = "STALE", f"○ last change {when}"
         elif app.paused:
-            badge.update("PAUSED")
-            live.update(Text(f"‖ paused · last change {when}"))
+            badge, live = "PAUSED", f"‖ paused · last change {when}"
         elif app.last_seen is None:
-            badge.update("")
-            live.update(Text("○ connecting"))
+            badge, live = "", "○ connecting"
         else:
-            badge.update("")
-            live.update(Text(f"● live · last change {when}"))
+            badge, live = "", f"● live · last change {when}"
+        if (badge, live, app.stale) == self._drawn:
+            return
+        self._drawn = (badge, live, app.stale)
+        badge_label = self.query_one("#hdr-badge", Label)
+        badge_label.tooltip = safe_text(app.stale) if app.stale else None
+        badge_label.update(badge)
+        self.query_one("#hdr-live", Label).update(Text(live))

@@ -7,12 +7,13 @@ from textual.widgets import DataTable
 
 from console.live import clock_time
 from console.sanitize import compact_json, safe_text
-from console.widgets.event_feed import transition
+from console.widgets.event_feed import event_summary, transition
 from ledger.model import Event
 
 
 class Timeline(DataTable[Text]):
-    """One row per event: seq, time, actor, kind, state change, epoch, detail (literal JSON)."""
+    """One row per event: seq, time, actor, kind, state change, epoch, detail (literal JSON, or a sentence
+    for an event such as `blocked_new_job` whose point the JSON would hide)."""
 
     DEFAULT_CSS = """
     Timeline { height: auto; max-height: 16; }
@@ -23,8 +24,8 @@ class Timeline(DataTable[Text]):
         self.tz = tz
 
     def on_mount(self) -> None:
-        for label, width in (("#", 3), ("time", 16), ("actor", 16), ("event", 14), ("state", 22), ("epoch", 5),
-                             ("detail", 60)):
+        for label, width in (("#", 3), ("time", 16), ("actor", 12), ("event", 15), ("state", 20), ("epoch", 5),
+                             ("detail", 80)):
             self.add_column(label, width=width, key=label)
 
     def show_events(self, events: list[Event]) -> None:
@@ -38,6 +39,6 @@ class Timeline(DataTable[Text]):
                 safe_text(e.kind, 30),
                 transition(e),
                 Text("" if e.epoch is None else str(e.epoch)),
-                compact_json(e.detail, 200),
+                event_summary(e) or compact_json(e.detail, 200),
                 key=str(e.id),
             )

@@ -1,8 +1,11 @@
-"""Live: a change committed by another connection appears by itself; pause holds it; a vanished ledger goes STALE."""
+"""Live: a change committed by another connection appears by itself; pause holds it; a vanished, unreadable or
+locked ledger goes STALE while the console keeps answering keys, and it recovers by itself."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import sqlite3
 
 import pytest
 from console_helpers import screen_text, wait_loaded, wait_until
@@ -11,6 +14,7 @@ from textual.widgets import DataTable
 
 from console.app import ReclaimApp, make_app
 from console.fixtures import ARTICLE, Demo
+from console.screens.help import HelpScreen
 from console.screens.jobs import JobListScreen
 from console.screens.overview import OverviewScreen
 from console.widgets.event_feed import EventFeed
@@ -95,3 +99,50 @@ async def test_vanished_ledger_goes_stale_and_recovers(demo: Demo) -> None:
         add_job(demo, "after recovery")
         await wait_until(pilot, lambda: "after recovery" in feed_jobs(app.screen.query_one(EventFeed)), timeout=5.0)
         assert app.is_running
+
+
+async def test_unreadable_ledger_goes_stale_and_recovers(demo: Demo) -> None:
+    app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_loaded(pilot, OverviewScreen)
+        header = app.screen.query_one(LedgerHeader)
+        kept = demo.ledger.with_suffix(".kept")
+        shutil.copy(demo.ledger, kept)
+        junk = demo.ledger.with_suffix(".junk")
+        junk.write_bytes(b"this is not a SQLite database\n" * 200)
+        os.replace(junk, demo.ledger)  # a new file where the ledger was: the follower reopens it
+        await wait_until(pilot, lambda: header.has_class("-stale"), timeout=5.0, what="the STALE badge")
+        assert "not a SQLite database" in app.stale
+        os.replace(kept, demo.ledger)
+        await wait_until(pilot, lambda: not header.has_class("-stale"), timeout=5.0, what="recovery")
+
+
+async def test_locked_ledger_goes_stale_keeps_answering_and_recovers(demo: Demo) -> None:
+    """What blocks a reader: BEGIN EXCLUSIVE on a rollback-journal ledger (a copy a backup tool may leave; the
+    console opens it read-only, so it stays in that mode). In WAL mode (every ledger reclaim writes) nothing another
+    connection does blocks a reader already connected, with SQLite 3.40: BEGIN EXCLUSIVE does not, and
+    locking_mode=EXCLUSIVE cannot take its lock while the follower's connection is open."""
+    raw = sqlite3.connect(demo.ledger, isolation_level=None)
+    assert raw.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    raw.close()
+    app = make_app(demo.ledger, demo.config, "carol", read_only=True, clock=demo.clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_loaded(pilot, OverviewScreen)
+        header = app.screen.query_one(LedgerHeader)
+        locker = sqlite3.connect(demo.ledger, isolation_level=None, timeout=10)
+        try:
+            locker.execute("BEGIN EXCLUSIVE")
+            await wait_until(pilot, lambda: header.has_class("-stale"), timeout=5.0, what="the STALE badge")
+            assert "has not answered" in app.stale and "STALE" in screen_text(app)
+            since = app.polling_since
+            assert since is not None  # the follower is inside one poll, held by the lock ...
+            await pilot.press("question_mark")  # ... and a key is handled all the same
+            assert isinstance(app.screen, HelpScreen) and app.polling_since == since
+            await pilot.press("escape")
+            assert isinstance(app.screen, OverviewScreen)
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+        await wait_until(pilot, lambda: not header.has_class("-stale"), timeout=5.0, what="recovery")
+        add_job(demo, "after the lock")  # read-only console: written by another connection
+        await wait_until(pilot, lambda: "after the lock" in feed_jobs(app.screen.query_one(EventFeed)), timeout=5.0)

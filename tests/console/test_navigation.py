@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from console_helpers import screen_text, wait_loaded, wait_until, widget_text
-from textual.widgets import DataTable, Input, Sparkline
+from textual.widgets import DataTable, Input, Sparkline, Static
 
 from console.app import ReclaimApp, ReclaimCommands, make_app
 from console.bindings import load_keymap, parse_keymap
@@ -143,6 +143,8 @@ async def test_job_screen_shows_everything(demo: Demo) -> None:
         assert isinstance(screen, JobScreen) and screen.detail is not None
         timeline = screen.query_one("#job-timeline", DataTable)
         assert timeline.row_count == len(screen.detail.events) >= 6
+        findings = str(screen.query_one("#job-findings", Static).render())
+        assert "bob  not_received — No interaction labelled" in findings  # the section, not only "why held"
         await pilot.press("t")
         await wait_loaded(pilot, TriageScreen)
         await pilot.press("escape")

@@ -1,10 +1,15 @@
 """Guided triage against the simulator: query, finding, release by another approver, exactly one more send.
 
-Also: the four-eyes refusal, a refusal at write time, a viewer and a read-only console seeing no enabled action.
+Also: the four-eyes refusal, a refusal at write time, a viewer and a read-only console seeing no enabled action,
+and quitting while a remote query is still waiting for its answer.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +31,7 @@ from ledger.config import Config, load_config
 from ledger.db import connect, create_ledger
 from ledger.model import JobKey, idem_key
 from ledger.simulator import Simulator
-from ledger.worker import RemoteCache, submit_now, tick
+from ledger.worker import RemoteCache, TickReport, poll_submitted, submit_now, tick
 
 pytestmark = pytest.mark.anyio
 T = 1_796_115_600.0  # 2026-12-01T09:00:00Z
@@ -224,3 +229,78 @@ async def test_read_only_console_writes_nothing(demo: Demo) -> None:
             triage.assign(conn, demo.config, demo.jobs["held_reset"], "bob", 0.0, actor="bob", clock=demo.clock)
         conn.close()
     assert fingerprint(demo.ledger) == before
+
+
+def held_with_handle(folder: Path, sim: Simulator, timeout_s: int) -> tuple[Path, Config, ManualClock, JobKey]:
+    """A job the remote accepted (handle recorded) whose handle the remote then denied: held, and a query asks
+    the remote about that handle (the remote timeout is `timeout_s`)."""
+    path = write_config(folder, sim.url)
+    path.write_text(path.read_text().replace("timeout_seconds = 5", f"timeout_seconds = {timeout_s}"))
+    config = load_config(path)
+    ledger = folder / "ledger.db"
+    create_ledger(ledger)
+    clock = ManualClock(T - 3600)
+    key = JobKey("asked while quitting 2026-12-01", ARTICLE)
+    remotes = RemoteCache(config)
+    conn = connect(ledger)
+    try:
+        res = submit_now(conn, config, ARTICLE, {"input": "write the quit post"}, clock=clock, job_id=key.job_id,
+                         target="blog/quit", remotes=remotes)
+        assert res.state == "submitted"
+        sim.add_fault("status", status=404, method="get")  # the poll: "no such interaction" -> held
+        poll_submitted(conn, config, remotes, clock=clock, owner="worker-1", report=TickReport())
+        job = queries.find_job(conn, key)
+        assert job is not None and job.state == "held" and job.handle
+    finally:
+        conn.close()
+    clock.set(T)
+    return ledger, config, clock, key
+
+
+def remote_queries(ledger: Path, key: JobKey) -> int:
+    conn = connect(ledger, readonly=True)
+    try:
+        return sum(e.kind == "remote_query" for e in queries.job_events(conn, key))
+    finally:
+        conn.close()
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_quit_does_not_wait_for_a_remote_query(tmp_path: Path) -> None:
+    with Simulator().start() as sim:
+        ledger, config, clock, key = held_with_handle(tmp_path, sim, timeout_s=3)
+        idem = idem_key(key.job_id, key.operation)
+        sim.add_fault("slow", seconds=8, method="get")  # the triage query's GET: no answer before the 3 s timeout
+        gets = sim.count("get")
+        app = make_app(ledger, config, "bob", clock=clock)
+
+        async def session() -> None:
+            async with app.run_test(size=(120, 40)) as pilot:
+                await open_triage(pilot, key)
+                await pilot.press("r")
+                await confirm(pilot)
+                await wait_until(pilot, lambda: sim.count("get") > gets, what="the query's GET at the remote")
+                await pilot.press("ctrl+q")
+
+        # Like `reclaim console`: asyncio.run joins its default executor (every thread worker) on the way out.
+        asyncio.run(session())
+        # The query cannot end before the remote's 3 s timeout, and nothing is recorded yet: neither the app nor
+        # asyncio.run waited for it. Its thread is a daemon, so a process that exits now does not wait either.
+        assert remote_queries(ledger, key) == 0
+        asking = [t for t in threading.enumerate() if t.name == "reclaim-query" and t.is_alive()]
+        assert asking and all(t.daemon for t in asking)
+        # Decided: this process lives on, so the abandoned query records the remote's answer when it comes: one
+        # append-only query event, nothing else; the job stays held and nothing was sent again.
+        wait_for(lambda: remote_queries(ledger, key) == 1, timeout=20.0, what="the abandoned query's record")
+        conn = connect(ledger, readonly=True)
+        job = queries.find_job(conn, key)
+        conn.close()
+        assert job is not None and job.state == "held"
+        assert sim.count("create", idem=idem) == 1
