@@ -122,7 +122,8 @@ def run_demo(folder: Path, *, ui: bool, seconds: float, operator: str, rate: flo
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "demo.log"
     sim, url = start_simulator(
-        log, {"accept_then_hang": 0.04, "complete_lose_reply": 0.03, "status": 0.02, "drop_before_accept": 0.01}
+        log, {"accept_then_hang": 0.04, "complete_lose_reply": 0.03, "status": 0.02, "drop_before_accept": 0.01,
+         "status:400": 0.02}
     )
     procs = DemoProcesses(simulator=sim)
     try:

@@ -489,7 +489,11 @@ class Simulator:
         """Enable random faults for creates no rule matches: ``{kind: probability}``."""
         clean: dict[str, float] = {}
         for kind, rate in rates.items():
-            if kind not in FAULT_KINDS:
+            if kind.startswith("status:"):
+                code = kind.partition(":")[2]
+                if not (code.isdigit() and 400 <= int(code) <= 599):
+                    raise ValueError(f"fault {kind!r}: use status:NNN with NNN from 400 to 599")
+            elif kind not in FAULT_KINDS:
                 raise ValueError(f"unknown fault kind {kind!r}")
             if not 0.0 <= float(rate) <= 1.0:
                 raise ValueError(f"rate for {kind} must be within [0, 1]")
@@ -528,10 +532,12 @@ class Simulator:
             for kind, rate in self._rates.items():
                 acc += rate
                 if draw < acc:
+                    # "status" draws a 503; "status:400" draws that code.
+                    kind_name, _, code = kind.partition(":")
                     return FaultRule(
-                        kind=kind,
+                        kind=kind_name,
                         method=method,
-                        status=503,
+                        status=int(code) if code else 503,
                         seconds=RANDOM_SLOW_SECONDS,
                     )
         return None

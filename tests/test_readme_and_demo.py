@@ -73,12 +73,35 @@ def test_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
             p.wait(10)
 
 
+def _held_job(folder: Path) -> str | None:
+    if not (folder / "reclaim.db").exists():
+        return None
+    res = subprocess.run([str(BIN / "reclaim"), "jobs", "held", "--json", "--ledger", str(folder / "reclaim.db")],
+                         capture_output=True, text=True, timeout=30)
+    jobs = json.loads(res.stdout)["jobs"] if res.returncode == 0 else []
+    return jobs[0]["job_id"] if jobs else None
+
+
 def test_demo_headless_fills_every_group_and_leaves_no_process(tmp_path: Path) -> None:
     folder = tmp_path / "demo"
-    res = subprocess.run(
-        [str(BIN / "reclaim"), "demo", "--no-ui", "--seconds", "12", "--rate", "6", "--dir", str(folder)],
-        capture_output=True, text=True, timeout=120,
+    demo = subprocess.Popen(
+        [str(BIN / "reclaim"), "demo", "--no-ui", "--seconds", "15", "--rate", "6", "--dir", str(folder)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
+    try:
+        # A person closes one held job while the demo runs, so the resolved group is reached too.
+        _wait(lambda: _held_job(folder) is not None, 60, "a held job in the demo")
+        job_id = _held_job(folder)
+        reject = subprocess.run(
+            [str(BIN / "reclaim"), "reject", str(job_id), "--reason", "duplicate of a manual run",
+             "--ledger", str(folder / "reclaim.db"), "--config", str(folder / "reclaim.toml"), "--operator", "bob"],
+            capture_output=True, text=True, timeout=30)
+        assert reject.returncode == 0, reject.stderr
+        out, err = demo.communicate(timeout=120)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    res = subprocess.CompletedProcess(demo.args, demo.returncode, out, err)
     assert res.returncode == 0, res.stderr
     url = re.search(r"simulator at (http://127\.0\.0\.1:(\d+))", res.stdout)
     assert url, res.stdout
@@ -94,4 +117,4 @@ def test_demo_headless_fills_every_group_and_leaves_no_process(tmp_path: Path) -
     show = subprocess.run([str(BIN / "reclaim"), "events", "--json", "--after", "0", "--ledger",
                            str(folder / "reclaim.db")], capture_output=True, text=True, timeout=60)
     reached = {json.loads(line)["to_state"] for line in show.stdout.splitlines()}
-    assert {"reserving", "submitted", "done", "consumed", "held"} <= reached, reached
+    assert {"reserving", "submitted", "done", "consumed", "held", "failed", "rejected"} <= reached, reached
