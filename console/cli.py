@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from console import output
+from console.live import age
 from ledger import queries, triage
 from ledger.clock import Clock, clock_from_env, iso, parse_time
 from ledger.config import Config, load_config
@@ -122,10 +123,7 @@ def _open(ledger: Path, config: Path, *, readonly: bool = False) -> tuple[sqlite
 def _resolve(conn: sqlite3.Connection, job_id: str, operation: str | None) -> JobKey:
     if operation:
         return JobKey(job_id, operation)
-    matches = [j for g in ("held", "reserving", "submitted", "done", "consumed", "failed", "resolved")
-               for j in queries.list_jobs(conn, g, limit=2, flt=queries.JobFilter(text=job_id))
-               if j.job_id == job_id]
-    ops = sorted({j.operation for j in matches})
+    ops = queries.operations_of(conn, job_id)
     if len(ops) == 1:
         return JobKey(job_id, ops[0])
     if not ops:
@@ -134,20 +132,8 @@ def _resolve(conn: sqlite3.Connection, job_id: str, operation: str | None) -> Jo
 
 
 def _job_row(job: Job, now: float) -> list[Any]:
-    age = _age(now - job.created_at)
-    return [job.job_id, job.operation, job.state, job.target or "", job.attempt, age, job.owner or "",
-            job.held_reason or job.last_error or ""]
-
-
-def _age(seconds: float) -> str:
-    s = max(int(seconds), 0)
-    if s < 120:
-        return f"{s}s"
-    if s < 7200:
-        return f"{s // 60}m"
-    if s < 172800:
-        return f"{s // 3600}h"
-    return f"{s // 86400}d"
+    return [job.job_id, job.operation, job.state, job.target or "", job.attempt, age(now - job.created_at),
+            job.owner or "", job.held_reason or job.last_error or ""]
 
 
 @app.command()

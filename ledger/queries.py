@@ -112,6 +112,11 @@ def find_job(conn: sqlite3.Connection, key: JobKey) -> Job | None:
     return Job.from_row(row) if row else None
 
 
+def operations_of(conn: sqlite3.Connection, job_id: str) -> list[str]:
+    """The operations a job id exists under (a primary-key prefix lookup)."""
+    return [r[0] for r in conn.execute("SELECT operation FROM jobs WHERE job_id = ? ORDER BY operation", (job_id,))]
+
+
 def job_events(conn: sqlite3.Connection, key: JobKey) -> list[Event]:
     """A job's whole history, in order."""
     rows = conn.execute(
