@@ -472,7 +472,7 @@ def finding(
     """Record what you found about a held job (triage role)."""
     _triage_cmd(as_json, ledger, config, job_id, operation,
                 lambda c, cfg, k, clk: triage.record_finding(c, cfg, k, category, note, actor=_operator(operator),
-                                                             clock=clk) and None)
+                                                             clock=clk))
 
 
 @app.command()
@@ -495,7 +495,7 @@ def assign(
         raise typer.Exit(2) from None
     _triage_cmd(as_json, ledger, config, job_id, operation,
                 lambda c, cfg, k, clk: triage.assign(c, cfg, k, owner, due_at, actor=_operator(operator), clock=clk,
-                                                     reason=reason) and None)
+                                                     reason=reason))
 
 
 @app.command(name="bulk-assign")
@@ -554,7 +554,7 @@ def release(
     """Re-submit a held job: a new attempt with the same idem key, sent by the next pass (approver)."""
     _triage_cmd(as_json, ledger, config, job_id, operation,
                 lambda c, cfg, k, clk: triage.release(c, cfg, k, actor=_operator(operator), clock=clk,
-                                                      reason=reason) and None)
+                                                      reason=reason))
 
 
 @app.command()
@@ -571,7 +571,7 @@ def reconcile(
     """The remote did run it: attach its handle, move to submitted; nothing is sent (approver)."""
     _triage_cmd(as_json, ledger, config, job_id, operation,
                 lambda c, cfg, k, clk: triage.reconcile(c, cfg, k, handle, actor=_operator(operator), clock=clk,
-                                                        reason=reason) and None)
+                                                        reason=reason))
 
 
 @app.command()
@@ -587,7 +587,7 @@ def reject(
     """Close a held job without re-sending (approver)."""
     _triage_cmd(as_json, ledger, config, job_id, operation,
                 lambda c, cfg, k, clk: triage.reject(c, cfg, k, actor=_operator(operator), clock=clk,
-                                                     reason=reason) and None)
+                                                     reason=reason))
 
 
 @app.command()
@@ -603,7 +603,7 @@ def remediate(
     """Close a held job as done by another allowed means (approver)."""
     _triage_cmd(as_json, ledger, config, job_id, operation,
                 lambda c, cfg, k, clk: triage.remediate(c, cfg, k, note, actor=_operator(operator),
-                                                        clock=clk) and None)
+                                                        clock=clk))
 
 
 @app.command()

@@ -672,6 +672,20 @@ class Simulator:
             return None
         return fault
 
+    def _front_faults(self, h: _Handler, fault: FaultRule | None) -> tuple[bool, FaultRule | None]:
+        """Apply the faults that act before any object is touched (slow, drop, status).
+
+        Returns (True, None) when the fault already answered the request, else (False, the fault left
+        to apply once the request has been handled).
+        """
+        fault = self._apply_slow(fault)
+        if fault is not None and fault.kind == "drop_before_accept":
+            raise _Close
+        if fault is not None and fault.kind == "status":
+            self._send_status_fault(h, fault)
+            return True, None
+        return False, fault
+
     def _handle(
         self,
         h: _Handler,
@@ -750,11 +764,8 @@ class Simulator:
         with self._lock:
             attempt = self._count_locked("create", idem)
             fault = self._pick_fault("create", idem)
-        fault = self._apply_slow(fault)
-        if fault is not None and fault.kind == "drop_before_accept":
-            raise _Close
-        if fault is not None and fault.kind == "status":
-            self._send_status_fault(h, fault)
+        answered, fault = self._front_faults(h, fault)
+        if answered:
             return
         if not isinstance(body, dict):
             h.send_error_json(400, "request body must be a JSON object")
@@ -809,11 +820,8 @@ class Simulator:
             idem = rec.idem if rec is not None else None
             self._count_locked(method, idem)
             fault = self._pick_fault(method, idem)
-        fault = self._apply_slow(fault)
-        if fault is not None and fault.kind == "drop_before_accept":
-            raise _Close
-        if fault is not None and fault.kind == "status":
-            self._send_status_fault(h, fault)
+        answered, fault = self._front_faults(h, fault)
+        if answered:
             return
         with self._lock:
             rec = self._interactions.get(iid)
@@ -847,11 +855,8 @@ class Simulator:
         with self._lock:
             attempt = self._count_locked("cleanup", key)
             fault = self._pick_fault("cleanup", key)
-        fault = self._apply_slow(fault)
-        if fault is not None and fault.kind == "drop_before_accept":
-            raise _Close
-        if fault is not None and fault.kind == "status":
-            self._send_status_fault(h, fault)
+        answered, fault = self._front_faults(h, fault)
+        if answered:
             return
         if payload is None:
             h.send_error_json(400, "request body must be JSON")
@@ -908,11 +913,8 @@ class Simulator:
             idem = job.key if job is not None else key
             self._count_locked("cleanup_get", idem)
             fault = self._pick_fault("cleanup_get", idem)
-        fault = self._apply_slow(fault)
-        if fault is not None and fault.kind == "drop_before_accept":
-            raise _Close
-        if fault is not None and fault.kind == "status":
-            self._send_status_fault(h, fault)
+        answered, fault = self._front_faults(h, fault)
+        if answered:
             return
         with self._lock:
             reply = job.to_json(time.monotonic()) if job is not None else None
