@@ -5,8 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-SendKind = Literal["accepted", "not_delivered", "invalid", "unknown"]
-RemoteState = Literal["running", "completed", "failed", "not_found", "error"]
+from ledger.send_window import SendWindow
+
+# accepted: the remote took it (handle). not_delivered: nothing accepted for now, due again later.
+# invalid: the remote (or its SDK, before a byte left) refused this payload for good. unknown: it may
+# have run -> held. abandoned: the send window refused to write the request; nothing left the process.
+# remote_unusable: the remote refuses every job (key, permission, billing, region, unknown model):
+# nothing was accepted, the job stays reserving and the remote is paused.
+SendKind = Literal["accepted", "not_delivered", "invalid", "unknown", "abandoned", "remote_unusable"]
+# needs_person: the remote answered something no rule may act on (waiting for input, an unknown
+# status): the job is held with `error` as the reason.
+RemoteState = Literal["running", "completed", "failed", "not_found", "error", "needs_person"]
 
 
 @dataclass(frozen=True)
@@ -36,7 +45,8 @@ class SendOutcome:
     kind: SendKind
     handle: str | None = None
     error: str | None = None
-    reason: str | None = None  # for unknown: timeout, reset, 5xx, ...
+    reason: str | None = None  # for unknown: timeout, reset, 5xx, ...; for remote_unusable: why, in words
+    retry_after: float | None = None  # for not_delivered: the delay the remote asked for (seconds)
 
 
 @dataclass(frozen=True)
@@ -57,8 +67,11 @@ class Remote(Protocol):
     kind: str
     capabilities: Capabilities
 
-    def send(self, payload: dict[str, Any], idem_key: str, attempt: int) -> SendOutcome:
-        """Send once, with no retries of a create; classify every failure."""
+    def send(self, payload: dict[str, Any], idem_key: str, attempt: int, window: SendWindow | None = None
+    ) -> SendOutcome:
+        """Send once, with no retries or redirects of a create; call `window.check()` last thing before
+        the request is written (SendWindowClosed -> `abandoned`; None means an OpenWindow, for tools and
+        tests outside a claim); classify every failure."""
         ...
 
     def lookup(self, handle: str) -> RemoteStatus:

@@ -1,0 +1,112 @@
+"""The send window: a request may go on the wire only while the claim's lease outlasts all of it.
+
+The epoch fences the ledger's rows; it cannot call back a request a stale worker already wrote. So the
+last thing before a create is written (an httpx request hook, or just before `http.client` writes),
+the adapter calls `SendWindow.check()`: measured on the monotonic clock from the claim's commit, the
+lease left must exceed the whole request's deadline plus a margin, or nothing is sent. One window lets
+exactly one request through: a redirect or a retry inside a client is refused, not sent.
+
+What remains is the pause between `check()` returning and the socket write (a few system calls); the
+README states it as measured by `make bench`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class SendWindowClosed(Exception):
+    """Raised inside an adapter's client when a request may not be written; nothing was sent."""
+
+
+class SendWindow:
+    """One claim's permission to write one request, while `lease left > deadline + margin`.
+
+    `claimed_at` is `time.monotonic()` read just after the claim committed (so a pause of the process
+    before the send counts against the lease, whatever the wall clock does).
+    """
+
+    def __init__(self, *, lease_seconds: float, deadline_seconds: float, margin_seconds: float,
+                 claimed_at: float | None = None, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.lease_seconds = lease_seconds
+        self.deadline_seconds = deadline_seconds
+        self.margin_seconds = margin_seconds
+        self._monotonic = monotonic
+        self.claimed_at = monotonic() if claimed_at is None else claimed_at
+        self._lock = threading.Lock()
+        self._closed = False
+        self.written = False
+        self.checked_at: float | None = None
+        self.refusal: str | None = None
+
+    def lease_left(self) -> float:
+        """Seconds of the lease left now, by the monotonic clock."""
+        return self.lease_seconds - (self._monotonic() - self.claimed_at)
+
+    def check(self) -> None:
+        """Allow this one request to be written, or raise SendWindowClosed (and close the window).
+
+        Refuses when the window was closed (the caller gave up waiting), when a request already went
+        through it, or when the lease left is not more than the deadline plus the margin.
+        """
+        with self._lock:
+            if self.written:
+                self._closed = True
+                self.refusal = "a second request in one send (a redirect or a client retry) was not sent"
+                raise SendWindowClosed(self.refusal)
+            if self._closed:
+                self.refusal = self.refusal or "the send was given up before its request was written"
+                raise SendWindowClosed(self.refusal)
+            left = self.lease_left()
+            if left <= self.deadline_seconds + self.margin_seconds:
+                self._closed = True
+                self.refusal = (
+                    f"lease left {max(left, 0.0):.3f} s is not more than the request deadline "
+                    f"{self.deadline_seconds:g} s + margin {self.margin_seconds:g} s"
+                )
+                raise SendWindowClosed(self.refusal)
+            self.written = True
+            self.checked_at = self._monotonic()
+
+    def close(self) -> bool:
+        """Close the window so no later request can pass; return whether one was already written."""
+        with self._lock:
+            self._closed = True
+            return self.written
+
+
+class OpenWindow(SendWindow):
+    """A window for calls made outside a claim (tests, tools): no lease, but still one request."""
+
+    def __init__(self) -> None:
+        super().__init__(lease_seconds=float("inf"), deadline_seconds=0.0, margin_seconds=0.0)
+
+
+def call_with_deadline(fn: Callable[[], T], seconds: float) -> tuple[bool, T | None]:
+    """Run `fn` on a daemon thread and wait at most `seconds`: (True, result) or (False, None).
+
+    An exception from `fn` is re-raised here. On (False, None) the call may still be running; the
+    caller closes its SendWindow so it can no longer write anything.
+    """
+    box: dict[str, object] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="reclaim-send", daemon=True).start()
+    if not done.wait(seconds):
+        return False, None
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return True, box.get("value")  # type: ignore[return-value]
