@@ -26,10 +26,14 @@ from ledger.errors import (
     EXIT_BLOCKED_BY_HOLD,
     EXIT_HELD,
     EXIT_QUOTA_EXCEEDED,
+    EXIT_RESERVED_NOT_SENT,
+    EXIT_SEND_TAKEN_OVER,
     BadInput,
     LedgerError,
 )
 from ledger.model import Event, Job, JobKey
+from ledger.remote_health import paused_remotes
+from ledger.remote_health import resume as resume_remote
 from ledger.worker import RemoteCache, TickReport, run_worker, submit_now, tick
 
 app = typer.Typer(
@@ -172,7 +176,9 @@ def submit(
 ) -> None:
     """Reserve a job (committed first), then send it once. A duplicate sends nothing.
 
-    Exit codes: 0 sent or duplicate, 3 quota exceeded, 4 held, 5 blocked by a held job on the target.
+    Exit codes: 0 sent or duplicate, 3 quota exceeded, 4 held, 5 blocked by a held job on the target,
+    9 reserved but not sent by this command (the send was given up, or the remote is paused: a worker
+    pass sends it), 10 this command's send was taken over (fenced) and the job moved on without it.
     """
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config)
@@ -196,9 +202,17 @@ def submit(
             msg += f"; held job {res.blocking.job_id} / {res.blocking.operation} on this target must be resolved first"
         if res.outcome == "quota_exceeded":
             msg += f"; today's quota {res.used}/{res.limit} is used up"
+        if res.fenced:
+            msg += f"; this send was taken over by another worker or a person: the job is now {res.state}"
+        elif res.send and res.send.kind in ("abandoned", "remote_unusable"):
+            msg += "; not sent by this command: the next worker pass sends it"
         output.line(msg)
     code = {"quota_exceeded": EXIT_QUOTA_EXCEEDED, "blocked_by_hold": EXIT_BLOCKED_BY_HOLD}.get(res.outcome, 0)
-    if res.outcome == "reserved" and res.state == "held":
+    if res.outcome == "reserved" and res.fenced:
+        code = EXIT_SEND_TAKEN_OVER
+    elif res.outcome == "reserved" and res.send is not None and res.send.kind in ("abandoned", "remote_unusable"):
+        code = EXIT_RESERVED_NOT_SENT
+    elif res.outcome == "reserved" and res.state == "held":
         code = EXIT_HELD
     raise typer.Exit(code)
 
@@ -291,8 +305,14 @@ def status(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFI
         ops = queries.operation_counts(conn)
         today = queries.quota_today(conn, cfg, clock.now())
         fenced = queries.fenced_write_count(conn)
+        pauses = paused_remotes(conn)
     if as_json:
         output.emit_json({
+            "paused_remotes": {
+                name: {"since": iso(p.paused_at), "reason": p.reason, "error": p.error, "refusals": p.refusals,
+                       "next_probe": iso(p.probe_at), "job_id": p.job.job_id, "operation": p.job.operation}
+                for name, p in pauses.items()
+            },
             "states": states,
             "operations": {
                 name: {"states": ops.get(name, {}), "quota_today": {"used": q.used, "limit": q.limit}}
@@ -306,6 +326,30 @@ def status(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFI
                  [[q.operation, q.used, q.limit, q.remaining, ops.get(q.operation, {}).get("held", 0)] for q in today])
     if fenced:
         output.line(f"fenced writes refused so far: {fenced}")
+    for name, p in pauses.items():
+        output.line(
+            f"remote {name} is PAUSED since {iso(p.paused_at)} ({p.reason}; {p.refusals} refusal(s)); "
+            f"next probe {iso(p.probe_at)}; 'reclaim resume {name} --reason ...' once it is fixed"
+        )
+
+
+@app.command()
+def resume(
+    remote: Annotated[str, typer.Argument(help="The paused remote, as named under [remotes].")],
+    reason: ReasonOpt = "",
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Lift a remote's pause (approver): its due jobs are sent again from the next pass."""
+    with _guard(as_json):
+        conn, cfg, clock = _open(ledger, config)
+        resume_remote(conn, cfg, remote, actor=_operator(operator), reason=reason, now=clock.now())
+    if as_json:
+        output.emit_json({"remote": remote, "paused": False})
+    else:
+        output.line(f"remote {remote} resumed: its due jobs are sent from the next worker pass")
 
 
 @app.command()
@@ -706,7 +750,16 @@ def simulator(
         argv += ["--fault-rate", fr]
     if seed is not None:
         argv += ["--seed", str(seed)]
-    raise typer.Exit(sim.main(argv))
+    try:
+        code = sim.main(argv)
+    except OSError as e:
+        import errno
+
+        if e.errno != errno.EADDRINUSE:
+            raise
+        raise _fail(BadInput(f"simulator: port {port} on {host} is in use; pick another with --port or use --port 0"),
+                    False) from None
+    raise typer.Exit(code)
 
 
 @app.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +13,7 @@ from ledger.errors import ConfigError
 
 ROLES = frozenset({"viewer", "triage", "approver"})
 REMOTE_KINDS = frozenset({"gemini", "http"})
-NOTIFY_EVENTS = frozenset({"held", "resolved", "consumed"})
+NOTIFY_EVENTS = frozenset({"held", "resolved", "consumed", "paused"})
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,13 @@ class Policy:
     lease_seconds: float = 60.0
     retry_backoff_seconds: float = 30.0
     poll_concurrency: int = 8
+    # The send window: a send starts only while lease left > the remote's timeout + this margin, and
+    # recovery calls a send stale only after lease_until + this margin.
+    send_margin_seconds: float = 2.0
+    # How long a worker keeps retrying an outcome it could not commit before it journals it.
+    outcome_retry_seconds: float = 10.0
+    # A paused remote is probed (one due job sent) this long after its last refusal.
+    remote_probe_seconds: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -119,6 +127,8 @@ def _known(table: dict[str, Any], allowed: set[str], path: tuple[str, ...]) -> N
 
 
 def _positive(value: float, path: str, allow_zero: bool = False) -> float:
+    if not math.isfinite(value):
+        raise ConfigError(f"config key {path}: must be a finite number, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
         raise ConfigError(f"config key {path}: must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
     return value
@@ -150,6 +160,15 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
             float(_typed(p, "retry_backoff_seconds", (int, float), pp, 30)), "policy.retry_backoff_seconds", True
         ),
         poll_concurrency=int(_positive(_typed(p, "poll_concurrency", (int,), pp, 8), "policy.poll_concurrency")),
+        send_margin_seconds=_positive(
+            float(_typed(p, "send_margin_seconds", (int, float), pp, 2)), "policy.send_margin_seconds", True
+        ),
+        outcome_retry_seconds=_positive(
+            float(_typed(p, "outcome_retry_seconds", (int, float), pp, 10)), "policy.outcome_retry_seconds", True
+        ),
+        remote_probe_seconds=_positive(
+            float(_typed(p, "remote_probe_seconds", (int, float), pp, 60)), "policy.remote_probe_seconds"
+        ),
     )
 
     operators: dict[str, frozenset[str]] = {}
@@ -216,6 +235,17 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
             blocks_on_hold=_typed(o, "blocks_on_hold", (bool,), path, True),
         )
 
+    for name, rc in remotes.items():
+        if any(o.remote == name for o in operations.values()):
+            need = rc.timeout_seconds + policy.send_margin_seconds
+            if policy.lease_seconds <= need:
+                raise ConfigError(
+                    f"config key policy.lease_seconds: {policy.lease_seconds:g} s must be more than "
+                    f"remotes.{_key(name)}.timeout_seconds ({rc.timeout_seconds:g} s) + "
+                    f"policy.send_margin_seconds ({policy.send_margin_seconds:g} s): a send may start only while "
+                    "its lease outlasts the whole request; raise the lease or lower the timeout"
+                )
+
     notify: dict[str, NotifyConfig] = {}
     for name, n in _table(raw, "notify").items():
         path = ("notify", name)
@@ -228,7 +258,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         url = _typed(n, "url", (str,), path, None)
         if not url:
             raise ConfigError(f"config key {_key(*path, 'url')}: required")
-        events = _typed(n, "events", (list,), path, ["held", "resolved"])
+        events = _typed(n, "events", (list,), path, ["held", "resolved", "paused"])
         bad = [e for e in events if e not in NOTIFY_EVENTS]
         if bad:
             raise ConfigError(

@@ -1,4 +1,5 @@
-"""Named points where a test can make this process die by SIGKILL (RECLAIM_CRASH_AT=name)."""
+"""Named points where a test can make this process die (RECLAIM_CRASH_AT=name: SIGKILL) or stop
+(RECLAIM_PAUSE_AT=name: SIGSTOP, until the test sends SIGCONT)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ POINTS = (
 
 
 def crashpoint(name: str) -> None:
-    """SIGKILL this process when RECLAIM_CRASH_AT names this point; otherwise do nothing."""
+    """SIGKILL this process when RECLAIM_CRASH_AT names this point, SIGSTOP it when RECLAIM_PAUSE_AT
+    does (the first time only: a resumed process runs on); otherwise do nothing."""
     if os.environ.get("RECLAIM_CRASH_AT") == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get("RECLAIM_PAUSE_AT") == name:
+        del os.environ["RECLAIM_PAUSE_AT"]
+        os.kill(os.getpid(), signal.SIGSTOP)

@@ -144,7 +144,21 @@ CREATE TABLE saved_views (
 );
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]
+# Remotes paused because they refuse every job (bad key, permission, billing, region, unknown model).
+_V6 = """
+CREATE TABLE remote_pauses (
+    remote     TEXT PRIMARY KEY,
+    paused_at  REAL NOT NULL,
+    reason     TEXT NOT NULL,
+    error      TEXT,
+    job_id     TEXT NOT NULL,
+    operation  TEXT NOT NULL,
+    probe_at   REAL NOT NULL,
+    refusals   INTEGER NOT NULL DEFAULT 1
+);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -239,6 +253,9 @@ def create_ledger(path: str | Path) -> bool:
         conn.close()
     except sqlite3.Error as e:
         _raise_locked_or(e, p)
+    from ledger.journal import reserve_space
+
+    reserve_space(p)
     return True
 
 

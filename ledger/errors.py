@@ -14,6 +14,8 @@ EXIT_BLOCKED_BY_HOLD = 5
 EXIT_REFUSED = 6
 EXIT_LEDGER_UNUSABLE = 7
 EXIT_LEDGER_LOCKED = 8
+EXIT_RESERVED_NOT_SENT = 9  # reserved (committed), but this process did not send it: a worker will
+EXIT_SEND_TAKEN_OVER = 10  # this process's send was fenced: another worker or a person moved the job on
 
 
 class LedgerError(Exception):
@@ -54,6 +56,12 @@ class LedgerLocked(LedgerError):
     """Another process held the write lock longer than the busy timeout."""
 
     exit_code = EXIT_LEDGER_LOCKED
+
+
+class ReservedNotSent(LedgerError):
+    """The job is reserved and committed, but this process could not send it; a worker pass will."""
+
+    exit_code = EXIT_RESERVED_NOT_SENT
 
 
 class Refused(LedgerError):

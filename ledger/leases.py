@@ -7,12 +7,14 @@ that worker names the epoch; once someone else claims the job, the old worker's 
 from __future__ import annotations
 
 import sqlite3
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ledger.config import Config
 from ledger.db import write_tx
 from ledger.model import Job, JobKey
-from ledger.transitions import append_event
+from ledger.transitions import apply
 
 
 def lease_deadline(now: float, seconds: float) -> float:
@@ -27,25 +29,61 @@ def lease_expired(lease_until: float | None, now: float) -> bool:
     return lease_until is None or now >= lease_until
 
 
-def send_is_stale(job: Job, now: float, stale_after: float) -> bool:
-    """True when a send was begun, its lease ran out, and `stale_after` seconds passed since it began.
+def send_is_stale(job: Job, now: float, stale_after: float, margin: float = 0.0) -> bool:
+    """True when a send was begun, its lease ran out more than `margin` seconds ago, and `stale_after`
+    seconds passed since it began.
 
-    A clock that stepped back before the send began never makes a send stale.
+    A clock that stepped back before the send began never makes a send stale. The margin is the send
+    window's: a worker may still be writing its request until its lease ends, so nobody judges the send
+    before `lease_until + margin`.
     """
     if job.state != "reserving" or job.send_started_at is None:
         return False
     if now < job.send_started_at:
         return False
-    return lease_expired(job.lease_until, now) and now - job.send_started_at >= stale_after
+    expired = job.lease_until is None or now >= job.lease_until + margin
+    return expired and now - job.send_started_at >= stale_after
+
+
+def send_is_due(job: Job, now: float) -> bool:
+    """True when a `reserving` job may be claimed for a send: none under way and its next try has come."""
+    return (
+        job.state == "reserving"
+        and job.send_started_at is None
+        and (job.next_try_at is None or job.next_try_at <= now)
+    )
 
 
 @dataclass(frozen=True)
 class Claim:
-    """A lease held on a job: write with this epoch."""
+    """A lease held on a job: write with this epoch. `claimed_at` is the monotonic time of the commit."""
 
     job: Job
     epoch: int
     owner: str
+    claimed_at: float = 0.0
+
+
+def _claim(
+    conn: sqlite3.Connection, config: Config, key: JobKey, event: str, *, owner: str, now: float,
+    eligible: Callable[[Job], bool], fields: Callable[[Job, float], dict[str, object]],
+) -> Claim | None:
+    until = lease_deadline(now, config.policy.lease_seconds)
+    with write_tx(conn):
+        row = conn.execute(
+            "SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)
+        ).fetchone()
+        if row is None or not eligible(current := Job.from_row(row)):
+            return None
+        applied = apply(
+            conn, key, event, actor=owner, now=now, expected_state="reserving", expected_epoch=current.epoch,
+            bump_epoch=True, fields={"lease_owner": owner, "lease_until": until, **fields(current, until)},
+            detail={"attempt": current.attempt, "try": current.tries + (event == "send_started"),
+                    "lease_until": until, "lease_seconds": config.policy.lease_seconds},
+        )
+    job = applied.job
+    assert job is not None  # read and written in one BEGIN IMMEDIATE transaction
+    return Claim(job=job, epoch=job.epoch, owner=owner, claimed_at=time.monotonic())
 
 
 def claim_for_send(conn: sqlite3.Connection, config: Config, key: JobKey, *, owner: str, now: float) -> Claim | None:
@@ -54,48 +92,21 @@ def claim_for_send(conn: sqlite3.Connection, config: Config, key: JobKey, *, own
     Returns None (nothing written) when the job is not due: another send is under way or was begun
     without an outcome, its next try is later, or it is no longer `reserving`.
     """
-    until = lease_deadline(now, config.policy.lease_seconds)
-    with write_tx(conn):
-        row = conn.execute(
-            "UPDATE jobs SET epoch = epoch + 1, lease_owner = ?, lease_until = ?, send_started_at = ?, "
-            "tries = tries + 1, updated_at = ? "
-            "WHERE job_id = ? AND operation = ? AND state = 'reserving' AND send_started_at IS NULL "
-            "AND (next_try_at IS NULL OR next_try_at <= ?) RETURNING *",
-            (owner, until, now, now, key.job_id, key.operation, now),
-        ).fetchone()
-        if row is None:
-            return None
-        job = Job.from_row(row)
-        append_event(
-            conn,
-            key,
-            at=now,
-            actor=owner,
-            kind="send_started",
-            from_state="reserving",
-            to_state="reserving",
-            epoch=job.epoch,
-            detail={"attempt": job.attempt, "try": job.tries, "lease_until": until},
-        )
-    return Claim(job=job, epoch=job.epoch, owner=owner)
+    return _claim(
+        conn, config, key, "send_started", owner=owner, now=now,
+        eligible=lambda job: send_is_due(job, now),
+        fields=lambda job, until: {"send_started_at": now, "tries": job.tries + 1},
+    )
 
 
 def claim_stale(conn: sqlite3.Connection, config: Config, key: JobKey, *, owner: str, now: float) -> Claim | None:
-    """Take over a stale send (begun, lease expired, no outcome) for the recovery pass; epoch + 1.
+    """Take over a stale send (begun, lease out past the margin, no outcome) for the recovery pass; epoch + 1.
 
     Returns None, writing nothing, when the send is not stale any more.
     """
-    until = lease_deadline(now, config.policy.lease_seconds)
-    with write_tx(conn):
-        row = conn.execute(
-            "SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)
-        ).fetchone()
-        if row is None or not send_is_stale(Job.from_row(row), now, config.policy.stale_reserving_seconds):
-            return None
-        row = conn.execute(
-            "UPDATE jobs SET epoch = epoch + 1, lease_owner = ?, lease_until = ?, updated_at = ? "
-            "WHERE job_id = ? AND operation = ? AND epoch = ? RETURNING *",
-            (owner, until, now, key.job_id, key.operation, row["epoch"]),
-        ).fetchone()
-        job = Job.from_row(row)
-    return Claim(job=job, epoch=job.epoch, owner=owner)
+    policy = config.policy
+    return _claim(
+        conn, config, key, "stale_claimed", owner=owner, now=now,
+        eligible=lambda job: send_is_stale(job, now, policy.stale_reserving_seconds, policy.send_margin_seconds),
+        fields=lambda job, until: {},
+    )

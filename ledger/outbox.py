@@ -15,6 +15,8 @@ _EVENT_KINDS: dict[str, str] = {
     "send_unknown": "held",
     "orphan_held": "held",
     "handle_unknown": "held",
+    "remote_needs_person": "held",
+    "remote_paused": "paused",
     "reject": "resolved",
     "remediate": "resolved",
     "reconcile": "resolved",

@@ -11,8 +11,8 @@ from ledger.clock import Clock, day_of
 from ledger.config import Config
 from ledger.db import write_tx
 from ledger.errors import BadInput, PayloadError, UnknownOperation
-from ledger.model import Job, JobKey, canonical_json, default_job_id, idem_key
-from ledger.transitions import append_event
+from ledger.model import Job, JobKey, default_job_id, idem_key
+from ledger.transitions import append_event, apply
 
 Outcome = Literal["reserved", "duplicate", "quota_exceeded", "blocked_by_hold"]
 
@@ -125,29 +125,19 @@ def reserve(
                 )
                 return ReserveResult("blocked_by_hold", key, blocking=blocking)
         ikey = idem_key(jid, operation)
-        conn.execute(
-            "INSERT INTO jobs (job_id, operation, idem_key, target, payload, state, quota_day, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, 'reserving', ?, ?, ?)",
-            (jid, operation, ikey, target, canonical_json(value), day, now, now),
-        )
-        count_quota(conn, operation, day)
-        append_event(
+        applied = apply(
             conn,
             key,
-            at=now,
+            "reserve",
             actor=actor,
-            kind="reserve",
-            from_state=None,
-            to_state="reserving",
-            epoch=0,
+            now=now,
+            expected_state=None,
             detail={"idem_key": ikey, "quota_day": day, "quota_used": used + 1, "quota_limit": op.daily_quota},
+            fields={"idem_key": ikey, "target": target, "payload": value, "quota_day": day},
         )
-    job = Job(
-        job_id=jid, operation=operation, idem_key=ikey, target=target, payload=value, state="reserving",
-        attempt=1, epoch=0, lease_owner=None, lease_until=None, handle=None, quota_day=day, created_at=now,
-        updated_at=now, next_try_at=None, send_started_at=None, tries=0, last_error=None, held_reason=None,
-        held_at=None, owner=None, due_at=None, result=None, result_at=None,
-    )
+        count_quota(conn, operation, day)
+    job = applied.job
+    assert job is not None  # the existing row was looked for in this same transaction
     return ReserveResult("reserved", key, job=job, used=used + 1, limit=op.daily_quota)
 
 

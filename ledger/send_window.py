@@ -87,11 +87,12 @@ class OpenWindow(SendWindow):
         super().__init__(lease_seconds=float("inf"), deadline_seconds=0.0, margin_seconds=0.0)
 
 
-def call_with_deadline(fn: Callable[[], T], seconds: float) -> tuple[bool, T | None]:
-    """Run `fn` on a daemon thread and wait at most `seconds`: (True, result) or (False, None).
+def call_with_deadline(fn: Callable[[], T], limit: Callable[[], float], step: float = 0.05) -> tuple[bool, T | None]:
+    """Run `fn` on a daemon thread until it returns or `limit()` (a monotonic time) passes.
 
-    An exception from `fn` is re-raised here. On (False, None) the call may still be running; the
-    caller closes its SendWindow so it can no longer write anything.
+    Returns (True, result) or (False, None); an exception from `fn` is re-raised here. `limit` is asked
+    again every `step` seconds, so it may move (e.g. once the request was written). On (False, None)
+    the call may still be running: the caller closes its SendWindow so it can no longer write anything.
     """
     box: dict[str, object] = {}
     done = threading.Event()
@@ -105,8 +106,9 @@ def call_with_deadline(fn: Callable[[], T], seconds: float) -> tuple[bool, T | N
             done.set()
 
     threading.Thread(target=run, name="reclaim-send", daemon=True).start()
-    if not done.wait(seconds):
-        return False, None
+    while not done.wait(step):
+        if time.monotonic() >= limit():
+            return False, None
     if "error" in box:
         raise box["error"]  # type: ignore[misc]
     return True, box.get("value")  # type: ignore[return-value]

@@ -14,13 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.config import NotifyConfig
-from ledger.model import STATES, Job, JobKey
+from ledger.model import STATES, Job, JobKey, canonical_json
 from ledger.outbox import enqueue_for_transition
 
 # (from state, event) -> to state. Events that record facts without moving the job map a state to itself.
 TRANSITIONS: dict[tuple[str | None, str], str] = {
     (None, "reserve"): "reserving",
     ("reserving", "send_started"): "reserving",
+    ("reserving", "stale_claimed"): "reserving",
+    ("reserving", "send_abandoned"): "reserving",
+    ("reserving", "remote_refused"): "reserving",
     ("reserving", "accepted"): "submitted",
     ("reserving", "not_delivered"): "reserving",
     ("reserving", "invalid"): "failed",
@@ -30,6 +33,8 @@ TRANSITIONS: dict[tuple[str | None, str], str] = {
     ("submitted", "completed"): "done",
     ("submitted", "remote_failed"): "failed",
     ("submitted", "handle_unknown"): "held",
+    ("submitted", "remote_needs_person"): "held",
+    ("reserving", "remote_paused"): "reserving",
     ("done", "delivered"): "consumed",
     ("held", "release"): "reserving",
     ("failed", "release"): "reserving",
@@ -41,12 +46,16 @@ TRANSITIONS: dict[tuple[str | None, str], str] = {
     ("held", "assign"): "held",
     ("failed", "assign"): "failed",
     **{(s, "remote_query"): s for s in STATES},
+    **{(s, "remote_resumed"): s for s in STATES},
 }
 
 # Events a worker writes: they must name the epoch they hold.
 WORKER_EVENTS = frozenset(
     {
         "send_started",
+        "stale_claimed",
+        "send_abandoned",
+        "remote_refused",
         "accepted",
         "not_delivered",
         "invalid",
@@ -56,11 +65,15 @@ WORKER_EVENTS = frozenset(
         "completed",
         "remote_failed",
         "handle_unknown",
+        "remote_needs_person",
+        "remote_paused",
         "delivered",
     }
 )
 
 _SETTABLE = frozenset(Job.__dataclass_fields__) - {"job_id", "operation", "idem_key", "state", "created_at"}
+# A new job (expected_state None) also sets its identity and creation time.
+_INSERTABLE = (_SETTABLE | {"idem_key", "created_at"}) - {"epoch"}
 
 
 @dataclass(frozen=True)
@@ -114,7 +127,9 @@ def append_event(
 
 
 def _encode(column: str, value: Any) -> Any:
-    if column in ("payload", "result") and value is not None:
+    if column == "payload" and value is not None:
+        return canonical_json(value)
+    if column == "result" and value is not None:
         return json.dumps(value, sort_keys=True, ensure_ascii=False)
     return value
 
@@ -136,7 +151,7 @@ def apply(
     *,
     actor: str,
     now: float,
-    expected_state: str,
+    expected_state: str | None,
     expected_epoch: int | None = None,
     detail: dict[str, Any] | None = None,
     fields: dict[str, Any] | None = None,
@@ -145,7 +160,8 @@ def apply(
 ) -> Applied:
     """Apply `event` to a job in `expected_state` (and `expected_epoch`), inside the caller's transaction.
 
-    Returns Applied(ok=True) with the updated job and event id, or Applied(ok=False) with nothing
+    `expected_state=None` creates the job (the `reserve` event): `fields` then carry its columns, and
+    a job that already exists is refused as 'state'. Returns Applied(ok=True) with the updated job and event id, or Applied(ok=False) with nothing
     changed but a fenced write recorded when the epoch moved on. Notifications for `notify` channels are
     queued in the same transaction, only when the change was allowed. Raises ValueError for a transition the
     table does not allow, or a worker event written without an epoch.
@@ -156,9 +172,11 @@ def apply(
     if event in WORKER_EVENTS and expected_epoch is None:
         raise ValueError(f"worker event {event!r} must name the epoch it holds")
     fields = dict(fields or {})
-    bad = set(fields) - _SETTABLE
+    bad = set(fields) - (_INSERTABLE if expected_state is None else _SETTABLE)
     if bad:
         raise ValueError(f"cannot set job columns {sorted(bad)}")
+    if expected_state is None:
+        return _insert(conn, key, event, to_state, actor=actor, now=now, detail=detail, fields=fields, notify=notify)
     sets = ["state = ?", "updated_at = ?"]
     params: list[Any] = [to_state, now]
     for column, value in fields.items():
@@ -184,15 +202,38 @@ def apply(
             )
             return Applied(ok=False, job=None, refusal="fenced")
         return Applied(ok=False, job=None, refusal="state")
-    job = Job.from_row(row)
+    return _record(conn, Job.from_row(row), event, expected_state, actor=actor, now=now, detail=detail, notify=notify)
+
+
+def _insert(
+    conn: sqlite3.Connection, key: JobKey, event: str, to_state: str, *, actor: str, now: float,
+    detail: dict[str, Any] | None, fields: dict[str, Any], notify: Mapping[str, NotifyConfig] | None,
+) -> Applied:
+    columns = {"created_at": now, **fields, "job_id": key.job_id, "operation": key.operation, "state": to_state,
+               "updated_at": now}
+    names = ", ".join(columns)
+    marks = ", ".join("?" for _ in columns)
+    row = conn.execute(
+        f"INSERT INTO jobs ({names}) VALUES ({marks}) ON CONFLICT (job_id, operation) DO NOTHING RETURNING *",
+        [_encode(c, v) for c, v in columns.items()],
+    ).fetchone()
+    if row is None:
+        return Applied(ok=False, job=None, refusal="state")
+    return _record(conn, Job.from_row(row), event, None, actor=actor, now=now, detail=detail, notify=notify)
+
+
+def _record(
+    conn: sqlite3.Connection, job: Job, event: str, from_state: str | None, *, actor: str, now: float,
+    detail: dict[str, Any] | None, notify: Mapping[str, NotifyConfig] | None,
+) -> Applied:
     event_id = append_event(
         conn,
-        key,
+        job.key,
         at=now,
         actor=actor,
         kind=event,
-        from_state=expected_state,
-        to_state=to_state,
+        from_state=from_state,
+        to_state=job.state,
         epoch=job.epoch,
         detail=detail,
     )

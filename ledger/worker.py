@@ -6,23 +6,30 @@ talks to the remote with none open, then records the outcome in another, naming 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import sqlite3
+import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from ledger import journal
 from ledger.clock import Clock
 from ledger.config import Config
 from ledger.crashpoints import crashpoint
-from ledger.db import write_tx
+from ledger.db import ledger_path, write_tx
+from ledger.errors import LedgerError, LedgerLocked, LedgerUnusable, ReservedNotSent
 from ledger.leases import Claim, claim_for_send, claim_stale
 from ledger.model import Job, JobKey
+from ledger.remote_health import lift, paused_remotes, record_refusal
 from ledger.remotes import remote_for
 from ledger.remotes.base import Remote, RemoteStatus, SendOutcome
+from ledger.send_window import SendWindow, call_with_deadline
 from ledger.sink import deliver_to_folder
 from ledger.transitions import Applied, apply
 
@@ -50,6 +57,9 @@ class TickReport:
     orphans_found: int = 0
     orphans_held: int = 0
     fenced: int = 0
+    abandoned: int = 0
+    remote_refused: int = 0
+    journal_replayed: int = 0
     notifications: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
@@ -79,22 +89,48 @@ def _backoff(config: Config, tries: int) -> float:
     return float(min(config.policy.retry_backoff_seconds * (2 ** max(tries - 1, 0)), 3600.0))
 
 
+class OutcomeNotRecorded(LedgerError):
+    """A send's outcome could not be committed; it was journaled (or, last resort, printed)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 def record_send_outcome(
-    conn: sqlite3.Connection, config: Config, claim: Claim, outcome: SendOutcome, *, now: float
+    conn: sqlite3.Connection, config: Config, claim: Claim, outcome: SendOutcome, *, now: float,
+    journaled: journal.OutcomeRecord | None = None,
 ) -> Applied:
-    """Record how a send ended, as the claim's epoch; a fenced write changes nothing and is counted."""
+    """Record how a send ended, as the claim's epoch; a fenced write changes nothing and is counted.
+
+    `journaled` names the journal record this outcome is replayed from, kept in the event's detail.
+    """
     job = claim.job
+    remote = config.operations[job.operation].remote if job.operation in config.operations else None
     common: dict[str, object] = {"lease_owner": None, "lease_until": None}
     detail: dict[str, object] = {"attempt": job.attempt, "try": job.tries}
+    if journaled is not None:
+        detail["journaled"] = {"at": journaled.at, "cause": journaled.cause, "owner": journaled.owner}
     fields: dict[str, object]
+    paused = False
     if outcome.kind == "accepted":
         event, fields = "accepted", {**common, "handle": outcome.handle, "last_error": None}
         detail["handle"] = outcome.handle
     elif outcome.kind == "not_delivered":
-        nxt = now + _backoff(config, job.tries)
+        wait = outcome.retry_after if outcome.retry_after is not None else _backoff(config, job.tries)
+        nxt = now + wait
         event = "not_delivered"
         fields = {**common, "send_started_at": None, "next_try_at": nxt, "last_error": outcome.error}
-        detail.update(error=outcome.error, next_try_at=nxt)
+        detail.update(error=outcome.error, next_try_at=nxt, retry_after=outcome.retry_after)
+    elif outcome.kind == "abandoned":
+        event = "send_abandoned"
+        fields = {**common, "send_started_at": None}
+        detail.update(why=outcome.error, sent=False)
+    elif outcome.kind == "remote_unusable":
+        nxt = now + config.policy.remote_probe_seconds
+        event = "remote_refused"
+        fields = {**common, "send_started_at": None, "next_try_at": nxt, "last_error": outcome.error}
+        detail.update(error=outcome.error, reason=outcome.reason, remote=remote, next_try_at=nxt)
     elif outcome.kind == "invalid":
         event, fields = "invalid", {**common, "last_error": outcome.error}
         detail["error"] = outcome.error
@@ -104,6 +140,17 @@ def record_send_outcome(
         fields = {**common, "last_error": outcome.error, "held_reason": reason, "held_at": now}
         detail.update(error=outcome.error, cause=outcome.reason, held_reason=reason)
     with write_tx(conn):
+        if outcome.kind == "remote_unusable" and remote is not None:
+            current = conn.execute(
+                "SELECT epoch FROM jobs WHERE job_id = ? AND operation = ?", (job.job_id, job.operation)
+            ).fetchone()
+            if current is not None and current[0] == claim.epoch:
+                paused = record_refusal(
+                    conn, config, remote, job.key, reason=outcome.reason or "the remote refuses every job",
+                    error=outcome.error, now=now,
+                )
+                if paused:
+                    event = "remote_paused"
         return apply(
             conn,
             job.key,
@@ -118,19 +165,142 @@ def record_send_outcome(
         )
 
 
+def commit_outcome(
+    conn: sqlite3.Connection, config: Config, claim: Claim, outcome: SendOutcome, *, clock: Clock
+) -> Applied:
+    """Record a send's outcome; never lose it.
+
+    A lock past the timeout, a full disk or an I/O error is retried with backoff for up to
+    `policy.outcome_retry_seconds` (never past the lease), then the outcome is appended and fsynced to
+    the journal beside the ledger, and OutcomeNotRecorded is raised with the ledger error's exit code.
+    When even the journal cannot take it, one stderr line carries the job key and the handle.
+    """
+    left = claim.claimed_at + config.policy.lease_seconds - time.monotonic()
+    deadline = time.monotonic() + max(min(config.policy.outcome_retry_seconds, left), 0.0)
+    pause = 0.05
+    while True:
+        try:
+            return record_send_outcome(conn, config, claim, outcome, now=clock.now())
+        except (LedgerLocked, LedgerUnusable, sqlite3.Error) as e:
+            error: BaseException = e
+            if time.monotonic() + pause >= deadline:
+                break
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+    code = error.exit_code if isinstance(error, LedgerError) else LedgerUnusable.exit_code
+    job = claim.job
+    what = f"{outcome.kind}" + (f", handle {outcome.handle}" if outcome.handle else "")
+    record = journal.OutcomeRecord(
+        job_id=job.job_id, operation=job.operation, epoch=claim.epoch, owner=claim.owner, attempt=job.attempt,
+        tries=job.tries, kind=outcome.kind, handle=outcome.handle, error=outcome.error, reason=outcome.reason,
+        retry_after=outcome.retry_after, at=clock.now(), cause=str(error)[:300],
+    )
+    ledger = _ledger_file(conn)
+    try:
+        path = journal.append(ledger, record)
+    except journal.JournalFull as full:
+        print(
+            f"reclaim: UNRECORDED send outcome for job {job.job_id!r} / {job.operation} epoch {claim.epoch}: "
+            f"{what}; the ledger refused it ({error}) and the journal too ({full}); record it by hand",
+            file=sys.stderr, flush=True,
+        )
+        raise OutcomeNotRecorded(f"{error}; the send's outcome ({what}) is on stderr only", code) from None
+    raise OutcomeNotRecorded(
+        f"{error}; the send's outcome ({what}) for job {job.job_id} / {job.operation} is journaled in {path} "
+        "and the next pass records it",
+        code,
+    ) from None
+
+
+def _ledger_file(conn: sqlite3.Connection) -> str:
+    try:
+        return ledger_path(conn)
+    except sqlite3.Error:
+        return getattr(conn, "reclaim_path", "reclaim.db")
+
+
+def replay_journal(conn: sqlite3.Connection, config: Config, *, clock: Clock, report: TickReport) -> None:
+    """Record every outcome the journal holds, idempotently by (job, epoch), then clear it.
+
+    An outcome whose epoch moved on is kept as a fenced write (evidence); one already recorded is
+    skipped. A ledger that still refuses the writes leaves the journal as it is, for the next pass.
+    """
+    ledger = _ledger_file(conn)
+    if not journal.journal_path(ledger).exists():
+        return
+    with journal.replaying(ledger) as records:
+        for rec in records:
+            row = conn.execute(
+                "SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (rec.job_id, rec.operation)
+            ).fetchone()
+            if row is None or rec.operation not in config.operations:
+                continue
+            job = Job.from_row(row)
+            job = dataclasses.replace(job, attempt=rec.attempt, tries=rec.tries)
+            claim = Claim(job=job, epoch=rec.epoch, owner=rec.owner, claimed_at=0.0)
+            outcome = SendOutcome(rec.kind, handle=rec.handle, error=rec.error, reason=rec.reason,  # type: ignore[arg-type]
+                                  retry_after=rec.retry_after)
+            applied = record_send_outcome(conn, config, claim, outcome, now=clock.now(), journaled=rec)
+            report.journal_replayed += applied.ok
+            report.fenced += not applied.ok and applied.refusal == "fenced"
+
+
+def send_within_window(config: Config, claim: Claim, remote: Remote) -> SendOutcome:
+    """Send once through a SendWindow for this claim, waiting at most the request's total deadline.
+
+    Nothing is written once the lease left is not more than the deadline plus the margin (`abandoned`).
+    The deadline counts from the moment the request was allowed out; when it passes with no answer the
+    window is closed, and the outcome is `unknown` (timeout) if the request went out, else `abandoned`.
+    """
+    policy = config.policy
+    rc = config.remotes[config.operations[claim.job.operation].remote]
+    window = SendWindow(
+        lease_seconds=policy.lease_seconds, deadline_seconds=rc.timeout_seconds,
+        margin_seconds=policy.send_margin_seconds, claimed_at=claim.claimed_at,
+    )
+    slack = min(policy.send_margin_seconds / 2, 1.0)
+
+    def limit() -> float:
+        if window.checked_at is not None:
+            return window.checked_at + rc.timeout_seconds + slack
+        return claim.claimed_at + policy.lease_seconds - policy.send_margin_seconds
+
+    job = claim.job
+    finished, outcome = call_with_deadline(lambda: remote.send(job.payload, job.idem_key, job.attempt, window), limit)
+    if finished and outcome is not None:
+        return outcome
+    if window.close():
+        return SendOutcome("unknown", error=f"no reply within the total deadline of {rc.timeout_seconds:g} s",
+                           reason="timeout")
+    return SendOutcome("abandoned", error="the request was never written before the deadline")
+
+
 def send_one(
     conn: sqlite3.Connection, config: Config, key: JobKey, remote: Remote, *, clock: Clock, owner: str
 ) -> tuple[SendOutcome | None, Applied | None]:
-    """Claim a due reserving job, send it once, record the outcome. (None, None) if it was not due."""
+    """Claim a due reserving job, send it once within the send window, record the outcome.
+
+    (None, None) if it was not due. Raises OutcomeNotRecorded when the outcome had to be journaled.
+    """
     claim = claim_for_send(conn, config, key, owner=owner, now=clock.now())
     if claim is None:
         return None, None
     crashpoint("after_send_claim")
-    outcome = remote.send(claim.job.payload, claim.job.idem_key, claim.job.attempt)
+    outcome = send_within_window(config, claim, remote)
     if outcome.kind == "accepted":
         crashpoint("after_remote_accept")
-    applied = record_send_outcome(conn, config, claim, outcome, now=clock.now())
+    applied = commit_outcome(conn, config, claim, outcome, clock=clock)
+    if outcome.kind != "remote_unusable" and applied.ok:
+        _lift_after_probe(conn, config, key.operation, owner=owner, now=clock.now())
     return outcome, applied
+
+
+def _lift_after_probe(conn: sqlite3.Connection, config: Config, operation: str, *, owner: str, now: float) -> None:
+    remote = config.operations[operation].remote
+    if conn.execute("SELECT 1 FROM remote_pauses WHERE remote = ?", (remote,)).fetchone() is None:
+        return
+    with write_tx(conn):
+        lift(conn, config, remote, actor=owner, now=now, why="a probe send was not refused")
 
 
 def recover_stale(
@@ -142,7 +312,7 @@ def recover_stale(
     rows = conn.execute(
         "SELECT job_id, operation FROM jobs WHERE state = 'reserving' AND send_started_at IS NOT NULL "
         "AND send_started_at <= ? AND (lease_until IS NULL OR lease_until <= ?) ORDER BY created_at",
-        (cutoff, now),
+        (cutoff, now - config.policy.send_margin_seconds),
     ).fetchall()
     for job_id, operation in rows:
         if operation not in config.operations:
@@ -215,17 +385,34 @@ def send_due(
         "AND (next_try_at IS NULL OR next_try_at <= ?) ORDER BY created_at LIMIT ?",
         (clock.now(), limit),
     ).fetchall()
+    pauses = paused_remotes(conn)
+    probed: set[str] = set()
     for i, (job_id, operation) in enumerate(rows):
         if stop is not None and stop.is_set():
             break
         if operation not in config.operations:
             continue
+        remote_name = config.operations[operation].remote
+        pause = pauses.get(remote_name)
+        if pause is not None:
+            # A paused remote gets one probe send per pass once its probe time has come, nothing else.
+            if remote_name in probed or pause.probe_at > clock.now():
+                continue
+            probed.add(remote_name)
         outcome, applied = send_one(
             conn, config, JobKey(job_id, operation), remotes.for_operation(operation), clock=clock, owner=owner
         )
         if progress:
             progress("send", i + 1, len(rows))
         if outcome is None or applied is None:
+            continue
+        if outcome.kind == "remote_unusable":
+            pauses = paused_remotes(conn)
+        elif pause is not None and applied.ok:
+            pauses.pop(remote_name, None)
+        if outcome.kind == "abandoned":
+            report.abandoned += applied.ok
+            report.fenced += not applied.ok and applied.refusal == "fenced"
             continue
         report.sent += 1
         if not applied.ok:
@@ -235,6 +422,8 @@ def send_due(
             report.accepted += 1
         elif outcome.kind == "not_delivered":
             report.not_delivered += 1
+        elif outcome.kind == "remote_unusable":
+            report.remote_refused += 1
         elif outcome.kind == "invalid":
             report.invalid += 1
         else:
@@ -243,22 +432,32 @@ def send_due(
 
 def record_poll(conn: sqlite3.Connection, config: Config, job: Job, status: RemoteStatus, *, actor: str, now: float) -> Applied | None:
     """Record a poll's answer for a submitted job (inside the caller's transaction); None if nothing to write."""
+    base = {"handle": job.handle}
     if status.state == "completed":
+        detail: dict[str, object] = dict(base)
+        if isinstance(status.result, dict) and status.result.get("text_missing"):
+            detail["text_missing"] = True  # completed, but the reply carried no text: said, not hidden
         return apply(
             conn, job.key, "completed", actor=actor, now=now, expected_state="submitted", expected_epoch=job.epoch,
-            detail={"handle": job.handle}, fields={"result": status.result, "result_at": now}, notify=config.notify,
+            detail=detail, fields={"result": status.result, "result_at": now}, notify=config.notify,
         )
     if status.state == "failed":
+        fields: dict[str, object] = {"last_error": status.error}
+        if status.result is not None:
+            fields.update(result=status.result, result_at=now)  # e.g. an incomplete interaction's partial text
         return apply(
             conn, job.key, "remote_failed", actor=actor, now=now, expected_state="submitted",
-            expected_epoch=job.epoch, detail={"handle": job.handle, "error": status.error, "snapshot": status.snapshot},
-            fields={"last_error": status.error}, notify=config.notify,
+            expected_epoch=job.epoch, detail={**base, "error": status.error, "snapshot": status.snapshot},
+            fields=fields, notify=config.notify,
         )
-    if status.state == "not_found":
-        reason = "the remote does not know the recorded handle"
+    if status.state in ("not_found", "needs_person"):
+        if status.state == "not_found":
+            event, reason = "handle_unknown", "the remote does not know the recorded handle"
+        else:
+            event, reason = "remote_needs_person", status.error or "the remote answered something only a person can judge"
         return apply(
-            conn, job.key, "handle_unknown", actor=actor, now=now, expected_state="submitted",
-            expected_epoch=job.epoch, detail={"handle": job.handle, "held_reason": reason},
+            conn, job.key, event, actor=actor, now=now, expected_state="submitted",
+            expected_epoch=job.epoch, detail={**base, "held_reason": reason, "snapshot": status.snapshot},
             fields={"held_reason": reason, "held_at": now}, notify=config.notify,
         )
     return None
@@ -358,6 +557,7 @@ def tick(
     remotes = remotes or RemoteCache(config)
     owner = owner or worker_id()
     report = TickReport()
+    replay_journal(conn, config, clock=clock, report=report)
     recover_stale(conn, config, remotes, clock=clock, owner=owner, report=report)
     send_due(conn, config, remotes, clock=clock, owner=owner, report=report, stop=stop, progress=progress)
     poll_submitted(conn, config, remotes, clock=clock, owner=owner, report=report, stop=stop, progress=progress)
@@ -400,6 +600,7 @@ class SubmitResult:
     blocking: JobKey | None = None
     used: int = 0
     limit: int = 0
+    fenced: bool = False  # this process's outcome was refused: someone else moved the job on first
 
 
 def submit_now(
@@ -425,8 +626,17 @@ def submit_now(
         state = res.job.state if res.job else None
         return SubmitResult(res.outcome, res.key, state, blocking=res.blocking, used=res.used, limit=res.limit)
     crashpoint("after_reserve_commit")
-    outcome, _ = send_one(conn, config, res.key, remote, clock=clock, owner=worker_id())
+    try:
+        outcome, applied = send_one(conn, config, res.key, remote, clock=clock, owner=worker_id())
+    except OutcomeNotRecorded:
+        raise
+    except LedgerError as e:
+        raise ReservedNotSent(
+            f"reserved {res.key.job_id} / {res.key.operation} (committed), but not sent now: {e}; "
+            "the next worker pass (reclaim tick / reclaim worker) sends it"
+        ) from None
     row = conn.execute(
         "SELECT state FROM jobs WHERE job_id = ? AND operation = ?", (res.key.job_id, res.key.operation)
     ).fetchone()
-    return SubmitResult("reserved", res.key, row[0], send=outcome, used=res.used, limit=res.limit)
+    fenced = applied is not None and not applied.ok
+    return SubmitResult("reserved", res.key, row[0], send=outcome, used=res.used, limit=res.limit, fenced=fenced)

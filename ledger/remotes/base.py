@@ -101,10 +101,35 @@ def is_not_delivered(exc: BaseException) -> bool:
     return False
 
 
-def status_outcome(status: int, message: str) -> SendOutcome:
-    """Classify an HTTP status from a create per the design: 400 invalid; 401/403/404/429 not delivered."""
-    if status == 400:
-        return SendOutcome("invalid", error=f"HTTP 400: {message}")
-    if status in (401, 403, 404, 429):
-        return SendOutcome("not_delivered", error=f"HTTP {status}: {message}")
-    return SendOutcome("unknown", error=f"HTTP {status}: {message}", reason=f"HTTP {status}")
+def status_outcome(status: int, message: str, retry_after: float | None = None) -> SendOutcome:
+    """Classify an HTTP status from a create when the body says nothing more precise.
+
+    400/422 invalid; 401/402/403, 404 (no such endpoint or model) and 3xx (we never follow a redirect
+    on a create) mean the remote refuses every job: remote_unusable; 408/425/429 not delivered (try
+    later, after `retry_after` when given); anything else (5xx) unknown.
+    """
+    text = f"HTTP {status}: {message}"
+    if status in (400, 422):
+        return SendOutcome("invalid", error=text)
+    if 300 <= status < 400:
+        return SendOutcome("remote_unusable", error=text, reason=f"the remote answered a redirect ({status}): check its URL")
+    if status in (401, 403):
+        return SendOutcome("remote_unusable", error=text, reason=f"the remote refuses our credentials ({status})")
+    if status == 402:
+        return SendOutcome("remote_unusable", error=text, reason="the remote wants payment (402)")
+    if status in (404, 405):
+        return SendOutcome("remote_unusable", error=text, reason=f"the remote has no such endpoint ({status}): check its URL")
+    if status in (408, 425, 429):
+        return SendOutcome("not_delivered", error=text, retry_after=retry_after)
+    return SendOutcome("unknown", error=text, reason=f"HTTP {status}")
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """A Retry-After header in seconds (delta form only); None when absent or not a number >= 0."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 and seconds < 86_400 else None

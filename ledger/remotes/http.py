@@ -14,14 +14,15 @@ from __future__ import annotations
 import http.client
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ledger.config import RemoteConfig
 from ledger.errors import ConfigError
-from ledger.remotes.base import Capabilities, RemoteStatus, SendOutcome, status_outcome
+from ledger.remotes.base import Capabilities, RemoteStatus, SendOutcome, retry_after_seconds, status_outcome
+from ledger.send_window import OpenWindow, SendWindow, SendWindowClosed
 
 _RUNNING = frozenset({"accepted", "running", "queued", "pending", "in_progress"})
 _COMPLETED = frozenset({"completed", "succeeded", "done"})
@@ -35,6 +36,7 @@ class Exchange:
     outcome: Literal["reply", "not_delivered", "unknown"]
     status: int | None = None
     body: bytes = b""
+    retry_after: str | None = None
     error: str | None = None  # one line; never holds a header value
     reason: str | None = None  # for unknown: timeout, connection closed, reset ...
 
@@ -44,11 +46,16 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300]
 
 
-def exchange(method: str, url: str, *, body: bytes | None, headers: Mapping[str, str], timeout: float) -> Exchange:
+def exchange(
+    method: str, url: str, *, body: bytes | None, headers: Mapping[str, str], timeout: float,
+    before_write: Callable[[], None] | None = None,
+) -> Exchange:
     """Send one request and read its reply; classify every failure by the phase it happened in.
 
     Connecting (DNS, refused, connect timeout, TLS handshake) fails before anything is written:
     `not_delivered`. A failure while writing the request or waiting for / reading the reply: `unknown`.
+    `before_write` runs once connected, last thing before the first byte is written (the send
+    window's check); what it raises propagates, and nothing is written.
     """
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -64,6 +71,8 @@ def exchange(method: str, url: str, *, body: bytes | None, headers: Mapping[str,
             conn.connect()
         except OSError as e:  # ConnectionRefusedError, socket.gaierror, TimeoutError, ssl.SSLError ...
             return Exchange("not_delivered", error=f"could not connect to {parts.netloc}: {_describe(e)}")
+        if before_write is not None:
+            before_write()
         try:
             conn.request(method, target, body=body, headers=dict(headers))
             resp = conn.getresponse()
@@ -76,7 +85,7 @@ def exchange(method: str, url: str, *, body: bytes | None, headers: Mapping[str,
             return Exchange("unknown", error=_describe(e), reason="connection reset after the request was sent")
         except (OSError, http.client.HTTPException) as e:
             return Exchange("unknown", error=_describe(e), reason="broken reply")
-        return Exchange("reply", status=resp.status, body=data)
+        return Exchange("reply", status=resp.status, body=data, retry_after=resp.getheader("Retry-After"))
     finally:
         conn.close()
 
@@ -197,14 +206,20 @@ class HttpRemote:
     def __repr__(self) -> str:
         return f"HttpRemote(name={self.name!r}, url={self.url!r}, headers from env={sorted(self._headers)})"
 
-    def send(self, payload: dict[str, Any], idem_key: str, attempt: int) -> SendOutcome:
-        """POST the payload once with `Idempotency-Key`; a 2xx reply's `id` is the handle."""
-        out = self._send(payload, idem_key)
+    def send(
+        self, payload: dict[str, Any], idem_key: str, attempt: int, window: SendWindow | None = None
+    ) -> SendOutcome:
+        """POST the payload once with `Idempotency-Key`, through the send window; a 2xx reply's `id` is the handle."""
+        try:
+            out = self._send(payload, idem_key, window or OpenWindow())
+        except SendWindowClosed as e:
+            return SendOutcome("abandoned", error=str(e))
         if not self._secrets or out.error is None:
             return out
-        return SendOutcome(out.kind, handle=out.handle, error=_scrub(out.error, self._secrets), reason=out.reason)
+        return SendOutcome(out.kind, handle=out.handle, error=_scrub(out.error, self._secrets), reason=out.reason,
+                           retry_after=out.retry_after)
 
-    def _send(self, payload: dict[str, Any], idem_key: str) -> SendOutcome:
+    def _send(self, payload: dict[str, Any], idem_key: str, window: SendWindow) -> SendOutcome:
         body = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")
         headers = {
             "Content-Type": "application/json",
@@ -212,7 +227,7 @@ class HttpRemote:
             **self._headers,
             "Idempotency-Key": idem_key,
         }
-        ex = exchange("POST", self.url, body=body, headers=headers, timeout=self.timeout)
+        ex = exchange("POST", self.url, body=body, headers=headers, timeout=self.timeout, before_write=window.check)
         if ex.outcome == "not_delivered":
             return SendOutcome("not_delivered", error=ex.error)
         if ex.outcome == "unknown":
@@ -226,7 +241,7 @@ class HttpRemote:
                     "unknown", error=f"HTTP {status} without an id in the reply", reason="accepted without a handle"
                 )
             return SendOutcome("accepted", handle=str(handle))
-        return status_outcome(status, _error_text(ex.body))
+        return status_outcome(status, _error_text(ex.body), retry_after_seconds(ex.retry_after))
 
     def lookup(self, handle: str) -> RemoteStatus:
         """GET the job by handle (lookup_url with `{handle}`)."""

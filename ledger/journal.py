@@ -1,0 +1,186 @@
+"""The outcome journal: where a send's outcome goes when the ledger cannot take it.
+
+An accepted send's handle is the most precious thing a worker holds. When its outcome cannot be
+committed (the ledger locked past the timeout, the disk full, an I/O error), the worker appends it here
+and fsyncs before it exits, and every pass replays the journal before anything else.
+
+The file sits beside the ledger (`<ledger>.outcomes`) and its space is allocated in advance, so an
+append overwrites blocks the file already owns and succeeds on a full disk. Records are lines
+`<checksum> <json>\\n` written from the start of the file; the first NUL byte ends them. Appends and
+replays hold an exclusive `flock`, so workers on one host never interleave.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+JOURNAL_BYTES = 256 * 1024
+"""Space allocated in advance: about 800 outcomes of 300 bytes."""
+
+SUFFIX = ".outcomes"
+
+
+class JournalFull(Exception):
+    """The journal has no room left (or could not be opened): the record was not written."""
+
+
+@dataclass(frozen=True)
+class OutcomeRecord:
+    """One send outcome that the ledger could not take, as the worker saw it."""
+
+    job_id: str
+    operation: str
+    epoch: int
+    owner: str
+    attempt: int
+    tries: int
+    kind: str
+    handle: str | None
+    error: str | None
+    reason: str | None
+    retry_after: float | None
+    at: float
+    cause: str
+
+    def to_json(self) -> str:
+        """The record as compact, sorted JSON."""
+        return json.dumps(self.__dict__, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> OutcomeRecord:
+        """Parse a record written by `to_json`; raises ValueError or TypeError when malformed."""
+        doc = json.loads(text)
+        if not isinstance(doc, dict):
+            raise ValueError("not an object")
+        return cls(**doc)
+
+
+def journal_path(ledger: str | Path) -> Path:
+    """The journal file that belongs to a ledger file."""
+    return Path(f"{ledger}{SUFFIX}")
+
+
+def _checksum(body: bytes) -> bytes:
+    return hashlib.sha256(body).hexdigest()[:16].encode("ascii")
+
+
+def reserve_space(ledger: str | Path) -> bool:
+    """Create the journal with its space allocated, if it is not there yet; True when it is ready.
+
+    Never raises: on a full disk or a read-only folder the journal simply is not ready, and an append
+    then reports JournalFull.
+    """
+    path = journal_path(ledger)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return False
+    try:
+        if os.fstat(fd).st_size >= JOURNAL_BYTES:
+            return True
+        try:
+            os.posix_fallocate(fd, 0, JOURNAL_BYTES)
+        except OSError:
+            return False
+        os.fsync(fd)
+        return True
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[int]:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield fd
+    finally:
+        os.close(fd)  # closing drops the lock
+
+
+def _read(fd: int) -> tuple[bytes, int]:
+    """The used part of the file, up to the end of its last complete line, and that length."""
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, size, 0)
+    nul = data.find(b"\0")
+    used = data if nul < 0 else data[:nul]
+    end = used.rfind(b"\n") + 1
+    return used[:end], len(used)
+
+
+def append(ledger: str | Path, record: OutcomeRecord) -> Path:
+    """Append one record and fsync it; return the journal's path. Raises JournalFull when it cannot."""
+    path = journal_path(ledger)
+    if not path.exists() and not reserve_space(ledger):
+        raise JournalFull(f"journal {path}: could not be created")
+    body = record.to_json().encode("ascii")
+    line = _checksum(body) + b" " + body + b"\n"
+    try:
+        with _locked(path) as fd:
+            complete, used = _read(fd)
+            size = os.fstat(fd).st_size
+            if len(complete) + len(line) >= size:
+                raise JournalFull(f"journal {path}: full ({size} bytes)")
+            # A torn tail (a crash mid-append) is overwritten by this record.
+            tail = max(used - len(complete), 0)
+            os.pwrite(fd, line + b"\0" * max(tail - len(line), 0), len(complete))
+            os.fsync(fd)
+    except OSError as e:
+        raise JournalFull(f"journal {path}: {e.strerror or e}") from None
+    return path
+
+
+def pending(ledger: str | Path) -> list[OutcomeRecord]:
+    """The complete, intact records in the journal (none when there is no journal)."""
+    path = journal_path(ledger)
+    if not path.exists():
+        return []
+    with _locked(path) as fd:
+        complete, _ = _read(fd)
+    return _parse(complete)
+
+
+def _parse(data: bytes) -> list[OutcomeRecord]:
+    out: list[OutcomeRecord] = []
+    for line in data.splitlines():
+        crc, _, body = line.partition(b" ")
+        if crc != _checksum(body):
+            continue  # torn or damaged: the checksum does not match
+        try:
+            out.append(OutcomeRecord.from_json(body.decode("ascii")))
+        except (ValueError, TypeError, UnicodeDecodeError):
+            continue
+    return out
+
+
+@contextlib.contextmanager
+def replaying(ledger: str | Path) -> Iterator[list[OutcomeRecord]]:
+    """Hold the journal while the caller applies its records; clear them when the block ends cleanly.
+
+    The space stays allocated (cleared by writing zeros), so the next append still fits on a full
+    disk. When the block raises, nothing is cleared and the records are replayed again next pass.
+    """
+    path = journal_path(ledger)
+    if not path.exists():
+        yield []
+        return
+    with _locked(path) as fd:
+        complete, used = _read(fd)
+        records = _parse(complete)
+        yield records
+        if used:
+            os.pwrite(fd, b"\0" * used, 0)
+            os.fsync(fd)
+
+
+def describe(record: OutcomeRecord) -> dict[str, Any]:
+    """The record as a dict for an event's detail."""
+    return dict(record.__dict__)
