@@ -175,13 +175,17 @@ def _act(
             raise Refused(f"{action} refused for {key.job_id} / {key.operation}: {why}")
         if count_today:
             count_quota(conn, key.operation, day_of(now, config.timezone))
+        # A decision bumps the epoch: a poll or send still in flight for the old state is fenced.
         applied = apply(
             conn, key, event, actor=actor, now=now, expected_state=job.state, detail=detail,
-            fields=fields, notify=config.notify,
+            fields=fields, notify=config.notify, bump_epoch=event in DECISIONS,
         )
         if not applied.ok:
             raise Refused(f"{action} refused for {key.job_id} / {key.operation}: the job changed meanwhile; look again")
         return applied
+
+
+DECISIONS = frozenset({"release", "reconcile", "reject", "remediate"})
 
 
 def query_remote(config: Config, job: Job, remote: Remote) -> RemoteStatus:

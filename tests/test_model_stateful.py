@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from ledger import triage
+from ledger import replay, triage
 from ledger.clock import ManualClock, day_of, parse_time
 from ledger.config import Config, parse_config
 from ledger.db import connect, create_ledger, write_tx
@@ -53,6 +53,7 @@ T0 = parse_time("2026-12-01T12:00:00Z")
 LEASE = 60.0
 STALE = 120.0
 BACKOFF = 30.0
+MARGIN = 2.0  # policy.send_margin_seconds: recovery waits this long past a lease
 QUOTA = {"gen": 3, "clean": 3}  # small: reservations and releases run into it
 # gen: like Gemini, no search by key; clean: searchable and dedupes by key, so recovery may attach a handle.
 SEARCHABLE = {"gen": False, "clean": True}
@@ -88,7 +89,7 @@ class ModelRemote:
         self.send_log: dict[str, list[tuple[str, int]]] = defaultdict(list)
         self.interactions: dict[str, str] = {}  # handle -> status
         self.by_idem: dict[str, list[str]] = defaultdict(list)
-        self._reader = connect(ledger, readonly=True)
+        self._reader = connect(ledger, readonly=True, check_same_thread=False)
 
     def close(self) -> None:
         self._reader.close()
@@ -99,7 +100,7 @@ class ModelRemote:
         self.by_idem[idem].append(handle)
         return handle
 
-    def send(self, payload: dict[str, Any], idem: str, attempt: int) -> SendOutcome:
+    def send(self, payload: dict[str, Any], idem: str, attempt: int, window: Any = None) -> SendOutcome:
         self.sends[idem] += 1
         releases = self._reader.execute(
             "SELECT COUNT(*) FROM events e JOIN jobs j ON e.job_id = j.job_id AND e.operation = j.operation "
@@ -414,7 +415,7 @@ class LedgerMachine(RuleBasedStateMachine):
         for m in self.jobs.values():
             if not (m.state == "reserving" and m.send_started is not None and m.lease_until is not None):
                 continue
-            if self.now - m.send_started < STALE or self.now < m.lease_until:
+            if self.now - m.send_started < STALE or self.now < m.lease_until + MARGIN:
                 continue
             m.epoch += 1
             status = self.fakes[m.op].search(m.idem) if SEARCHABLE[m.op] else None
@@ -541,6 +542,7 @@ class LedgerMachine(RuleBasedStateMachine):
         event(f"release: {'allowed' if allowed else 'refused'}")
         if allowed:
             m.state, m.attempt, m.releases = "reserving", m.attempt + 1, m.releases + 1
+            m.epoch += 1  # a decision fences whatever was in flight for the old state
             m.handle = m.send_started = m.next_try = m.lease_until = m.held_reason = None
             m.finding = m.query_state = None
             self.quota[(m.op, day)] += 1
@@ -591,6 +593,7 @@ class LedgerMachine(RuleBasedStateMachine):
                                                       clock=self.clock, reason="seen in the remote console"))
         if allowed:
             m.state, m.handle = "submitted", handle
+            m.epoch += 1
 
     @precondition(lambda self: self.jobs)
     @rule(i=pick, actor=actor_st, close=st.sampled_from(["reject", "remediate"]))
@@ -605,6 +608,7 @@ class LedgerMachine(RuleBasedStateMachine):
                                                           actor=actor, clock=self.clock))
         if allowed:
             m.state = "rejected" if close == "reject" else "remediated"
+            m.epoch += 1
 
     # -- the comparison, after every step -------------------------------------------------------------
     @invariant()
@@ -649,6 +653,8 @@ class LedgerMachine(RuleBasedStateMachine):
         used = {(r[0], r[1]): r[2] for r in conn.execute("SELECT operation, day, used FROM quota_usage")}
         assert used == {k: v for k, v in self.quota.items() if v}
         assert conn.execute("SELECT COUNT(*) FROM fenced_writes").fetchone()[0] == self.fenced
+        # The jobs table is a projection of the events: replaying them rebuilds state, epoch, attempt.
+        assert replay.mismatches(conn) == []
 
 
 LedgerMachine.TestCase.settings = settings(

@@ -1,0 +1,72 @@
+"""The jobs table is a projection of the events: replaying them gives every job's state, epoch, attempt.
+
+Every change to a job goes through `transitions.apply()`, which writes the event in the same
+transaction; so reading the events in order rebuilds what the `jobs` table must hold. A difference
+means a write bypassed the state machine (or the table was edited by hand).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from ledger.model import JobKey
+
+
+@dataclass(frozen=True)
+class Projection:
+    """What the events say a job is: its state, epoch and attempt."""
+
+    state: str
+    epoch: int
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """A job whose row disagrees with its events (or has only one of the two)."""
+
+    key: JobKey
+    from_events: Projection | None
+    from_table: Projection | None
+
+
+def rebuild(conn: sqlite3.Connection) -> dict[JobKey, Projection]:
+    """Replay every event, in order, into each job's state, epoch and attempt.
+
+    The state is the last event's `to_state`; the epoch the last event's epoch; the attempt counts the
+    releases. Events that record a fact without a job row (none today) are ignored.
+    """
+    out: dict[JobKey, Projection] = {}
+    rows = conn.execute(
+        "SELECT job_id, operation, kind, to_state, epoch FROM events ORDER BY job_id, operation, seq"
+    )
+    for job_id, operation, kind, to_state, epoch in rows:
+        key = JobKey(job_id, operation)
+        cur = out.get(key)
+        if cur is None:
+            if kind != "reserve":
+                continue
+            out[key] = Projection(state=to_state, epoch=epoch or 0, attempt=1)
+            continue
+        out[key] = Projection(
+            state=to_state if to_state is not None else cur.state,
+            epoch=epoch if epoch is not None else cur.epoch,
+            attempt=cur.attempt + (kind == "release"),
+        )
+    return out
+
+
+def mismatches(conn: sqlite3.Connection) -> list[Mismatch]:
+    """Every job whose row differs from what its events rebuild, in key order."""
+    events = rebuild(conn)
+    table = {
+        JobKey(r[0], r[1]): Projection(state=r[2], epoch=r[3], attempt=r[4])
+        for r in conn.execute("SELECT job_id, operation, state, epoch, attempt FROM jobs")
+    }
+    out = [
+        Mismatch(key, events.get(key), table.get(key))
+        for key in sorted(events.keys() | table.keys(), key=lambda k: (k.job_id, k.operation))
+        if events.get(key) != table.get(key)
+    ]
+    return out
