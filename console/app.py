@@ -96,6 +96,7 @@ class ReclaimApp(App[int]):
     last_seen: reactive[float | None] = reactive(None)
     stale: reactive[str] = reactive("")
     paused: reactive[bool] = reactive(False)
+    remotes_paused: reactive[tuple[str, ...]] = reactive(())
 
     class LiveChanged(Message):
         """The follower saw the ledger change (or read it for the first time)."""
@@ -258,6 +259,7 @@ class ReclaimApp(App[int]):
         self.counts = pulse.counts
         self.feed = list(pulse.events if pulse.reset else (self.feed + pulse.events))[-FEED_SIZE:]
         self.stale = ""
+        self.remotes_paused = pulse.paused_remotes
         self.last_seen = pulse.seen_at
         screen = self.screen
         if isinstance(screen, ReclaimScreen):

@@ -27,6 +27,7 @@ from ledger.db import connect
 from ledger.errors import BadInput, LedgerError, Refused
 from ledger.model import GROUPS, Event, Job, JobKey
 from ledger.queries import JobFilter, QuotaDay
+from ledger.remote_health import paused_remotes
 from ledger.worker import RemoteCache
 
 T = TypeVar("T")
@@ -114,6 +115,7 @@ class Pulse:
     events: list[Event]
     seen_at: float
     reset: bool = False
+    paused_remotes: tuple[str, ...] = ()  # remotes that refuse every job: nothing is sent to them
 
     def touches(self, key: JobKey) -> bool:
         """True when this pulse may concern the job `key` (any new event for it, or a full reload)."""
@@ -174,7 +176,7 @@ class Follower:
             return self._reload()
         if events:
             self._cursor = events[-1].id
-        return Pulse(version, counts, events, self.clock.now())
+        return Pulse(version, counts, events, self.clock.now(), paused_remotes=self._paused())
 
     def _reload(self) -> Pulse:
         assert self._conn is not None
@@ -182,7 +184,11 @@ class Follower:
         counts = queries.group_counts(self._conn)
         events = list(reversed(queries.latest_events(self._conn, self.feed_size)))
         self._cursor = events[-1].id if events else queries.last_event_id(self._conn)
-        return Pulse(self._version, counts, events, self.clock.now(), reset=True)
+        return Pulse(self._version, counts, events, self.clock.now(), reset=True, paused_remotes=self._paused())
+
+    def _paused(self) -> tuple[str, ...]:
+        assert self._conn is not None
+        return tuple(sorted(paused_remotes(self._conn)))
 
 
 # -- read models ---------------------------------------------------------------------------------------------

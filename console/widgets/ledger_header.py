@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 
 class LedgerHeader(Horizontal):
-    """Ledger path, operator and roles, a live indicator with the time of the last change, STALE and PAUSED."""
+    """Ledger path, operator and roles, a live indicator with the time of the last change, STALE and PAUSED,
+    and the remotes that are paused because they refuse every job."""
 
     DEFAULT_CSS = """
     LedgerHeader {
@@ -36,11 +37,13 @@ class LedgerHeader(Horizontal):
     LedgerHeader.-paused #hdr-live { color: $text-muted; }
     LedgerHeader #hdr-ro { display: none; background: $secondary; color: $background; text-style: bold; }
     LedgerHeader.-read-only #hdr-ro { display: block; }
+    LedgerHeader #hdr-remote { display: none; background: $error; color: $text; text-style: bold; }
+    LedgerHeader.-remote-paused #hdr-remote { display: block; }
     """
 
     def __init__(self) -> None:
         super().__init__()
-        self._drawn: tuple[str, str, str] | None = None
+        self._drawn: tuple[str, str, str, tuple[str, ...]] | None = None
 
     def compose(self) -> ComposeResult:
         app = cast("ReclaimApp", self.app)
@@ -49,6 +52,7 @@ class LedgerHeader(Horizontal):
         yield Label(safe_text(app.operator_label, 60), id="hdr-operator")
         yield Label("READ-ONLY", id="hdr-ro")
         yield Label("", id="hdr-badge")
+        yield Label("", id="hdr-remote")
         yield Label("○ connecting", id="hdr-live")
 
     def on_mount(self) -> None:
@@ -57,6 +61,7 @@ class LedgerHeader(Horizontal):
         self.watch(app, "last_seen", self._draw, init=False)
         self.watch(app, "stale", self._draw, init=False)
         self.watch(app, "paused", self._draw, init=False)
+        self.watch(app, "remotes_paused", self._draw, init=False)
         self.call_after_refresh(self._draw)
 
     def redraw(self) -> None:
@@ -84,9 +89,13 @@ class LedgerHeader(Horizontal):
             badge, live = "", "○ connecting"
         else:
             badge, live = "", f"● live · last change {when}"
-        if (badge, live, app.stale) == self._drawn:
+        if (badge, live, app.stale, app.remotes_paused) == self._drawn:
             return
-        self._drawn = (badge, live, app.stale)
+        self._drawn = (badge, live, app.stale, app.remotes_paused)
+        self.set_class(bool(app.remotes_paused), "-remote-paused")
+        self.query_one("#hdr-remote", Label).update(
+            Text(f"REMOTE PAUSED: {', '.join(app.remotes_paused)}") if app.remotes_paused else ""
+        )
         badge_label = self.query_one("#hdr-badge", Label)
         badge_label.tooltip = safe_text(app.stale) if app.stale else None
         badge_label.update(badge)

@@ -1,0 +1,195 @@
+"""A handle is never only in memory: outcomes the ledger cannot take go to the journal, and back.
+
+The worker is stopped right after its claim, the ledger is made unwritable (locked past the busy
+timeout by another process, or its disk filled up: a small tmpfs), and the worker resumed: its send is
+accepted, the outcome cannot be committed, it is journaled and the worker exits non-zero. The next
+pass replays the journal: the handle is attached, 1 POST in all, read back from a fresh connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger import journal, queries, replay
+from ledger.clock import SystemClock
+from ledger.config import load_config
+from ledger.db import connect, create_ledger
+from ledger.model import JobKey
+from ledger.reserve import reserve
+from ledger.simulator import Simulator
+
+OP = "article.generate"
+
+
+def _state(pid: int) -> str:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return text.rpartition(")")[2].split()[0]
+
+
+@pytest.fixture
+def journal_config(make_config: Callable[..., dict[str, Any]], write_config: Callable[..., Path]) -> Path:
+    return write_config(make_config(policy={"outcome_retry_seconds": 1}))
+
+
+def _reserve(ledger: Path, config: Path, job_id: str) -> str:
+    conn = connect(ledger)
+    try:
+        res = reserve(conn, load_config(config), OP, {"input": job_id}, clock=SystemClock(), job_id=job_id)
+        assert res.outcome == "reserved" and res.job is not None
+        return res.job.idem_key
+    finally:
+        conn.close()
+
+
+def _stopped(start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any], ledger: Path,
+             *args: str, point: str = "after_send_claim") -> subprocess.Popen[str]:
+    proc = start_cli(*args, ledger=ledger, env={"RECLAIM_PAUSE_AT": point})
+    wait_for(lambda: _state(proc.pid) == "T", timeout=30, what=f"the process to stop at {point}")
+    return proc
+
+
+def _finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
+    os.kill(proc.pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out, err
+
+
+def _job(ledger: Path, job_id: str) -> Any:
+    conn = connect(ledger, readonly=True)
+    try:
+        return queries.find_job(conn, JobKey(job_id, OP)), queries.job_events(conn, JobKey(job_id, OP)), \
+            replay.mismatches(conn)
+    finally:
+        conn.close()
+
+
+def test_an_accepted_reply_while_the_ledger_is_locked_is_journaled_and_attached_by_the_next_pass(
+    sim: Simulator, ledger_path: Path, journal_config: Path, run_cli: Callable[..., Any],
+    start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any],
+) -> None:
+    idem = _reserve(ledger_path, journal_config, "locked-1")
+    worker = _stopped(start_cli, wait_for, ledger_path, "tick")
+    holder = sqlite3.connect(ledger_path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process holds the write lock past the busy timeout
+    try:
+        rc, out, err = _finish(worker)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert rc == 8, (out, err)
+    assert "journaled" in err and "locked-1" in err and "Traceback" not in err
+    assert sim.count("create", idem) == 1
+    [record] = journal.pending(ledger_path)
+    assert (record.job_id, record.kind) == ("locked-1", "accepted") and record.handle
+
+    assert run_cli("tick", ledger=ledger_path).rc == 0
+    job, events, mismatches = _job(ledger_path, "locked-1")
+    assert job.handle == record.handle and job.state in ("submitted", "done", "consumed")
+    accepted = [e for e in events if e.kind == "accepted"]
+    assert len(accepted) == 1 and accepted[0].detail["journaled"]["owner"] == record.owner
+    assert sim.count("create", idem) == 1
+    assert journal.pending(ledger_path) == []
+    assert mismatches == []
+
+
+@contextlib.contextmanager
+def _small_disk(where: Path, size: str = "4m") -> Iterator[Path]:
+    where.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.fail(f"cannot mount a tmpfs (this test needs root, as CI has): {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def _fill(disk: Path) -> Path:
+    filler = disk / f"filler-{uuid.uuid4().hex}"
+    with open(filler, "wb") as f:
+        with contextlib.suppress(OSError):
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+    return filler
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root (CI runs as root)")
+def test_an_accepted_reply_on_a_full_disk_is_journaled_and_attached_by_the_next_pass(
+    sim: Simulator, tmp_path: Path, journal_config: Path, run_cli: Callable[..., Any],
+    start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any],
+) -> None:
+    with _small_disk(tmp_path / "disk") as disk:
+        ledger = disk / "reclaim.db"
+        create_ledger(ledger)
+        assert journal.journal_path(ledger).stat().st_size == journal.JOURNAL_BYTES
+        idem = _reserve(ledger, journal_config, "full-1")
+        worker = _stopped(start_cli, wait_for, ledger, "tick")
+        filler = _fill(disk)
+        rc, out, err = _finish(worker)
+        assert rc == 7, (out, err)
+        assert "journaled" in err and "Traceback" not in err
+        assert sim.count("create", idem) == 1
+        [record] = journal.pending(ledger)
+        assert record.kind == "accepted" and record.handle
+
+        filler.unlink()
+        assert run_cli("tick", ledger=ledger).rc == 0
+        job, _, mismatches = _job(ledger, "full-1")
+        assert job.handle == record.handle and job.state in ("submitted", "done", "consumed")
+        assert sim.count("create", idem) == 1
+        assert journal.pending(ledger) == [] and mismatches == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root (CI runs as root)")
+def test_submit_that_reserved_but_met_a_full_disk_says_the_job_is_reserved(
+    sim: Simulator, tmp_path: Path, journal_config: Path, run_cli: Callable[..., Any],
+    start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any],
+) -> None:
+    with _small_disk(tmp_path / "disk") as disk:
+        ledger = disk / "reclaim.db"
+        create_ledger(ledger)
+        proc = _stopped(start_cli, wait_for, ledger, "submit", OP, "--payload", '{"input": "x"}', "--job-id", "full-2",
+                        point="after_reserve_commit")
+        filler = _fill(disk)
+        rc, out, err = _finish(proc)
+        assert rc == 9, (out, err)
+        assert "reserved full-2" in err and "next worker pass" in err and "Traceback" not in err
+        assert sim.count("create") == 0
+        filler.unlink()
+        assert run_cli("tick", ledger=ledger).rc == 0
+        job, _, _ = _job(ledger, "full-2")
+        assert job.state in ("submitted", "done", "consumed") and sim.count("create") == 1
+
+
+def test_journal_appends_survive_a_torn_tail_and_replay_clears_them(tmp_path: Path) -> None:
+    ledger = tmp_path / "x.db"
+    assert journal.reserve_space(ledger)
+    rec = journal.OutcomeRecord(job_id="j", operation=OP, epoch=3, owner="w", attempt=1, tries=1, kind="accepted",
+                                handle="h-1", error=None, reason=None, retry_after=None, at=1.0, cause="locked")
+    journal.append(ledger, rec)
+    path = journal.journal_path(ledger)
+    with open(path, "r+b") as f:  # a crash mid-append leaves half a line
+        data = f.read()
+        f.seek(data.index(b"\0"))
+        f.write(b"deadbeef {\"job_id\": \"tor")
+    journal.append(ledger, rec)
+    assert journal.pending(ledger) == [rec, rec]
+    with journal.replaying(ledger) as records:
+        assert len(records) == 2
+    assert journal.pending(ledger) == []
+    assert path.stat().st_size == journal.JOURNAL_BYTES  # the space stays allocated
