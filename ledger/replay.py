@@ -58,12 +58,19 @@ def rebuild(conn: sqlite3.Connection) -> dict[JobKey, Projection]:
 
 
 def mismatches(conn: sqlite3.Connection) -> list[Mismatch]:
-    """Every job whose row differs from what its events rebuild, in key order."""
-    events = rebuild(conn)
-    table = {
-        JobKey(r[0], r[1]): Projection(state=r[2], epoch=r[3], attempt=r[4])
-        for r in conn.execute("SELECT job_id, operation, state, epoch, attempt FROM jobs")
-    }
+    """Every job whose row differs from what its events rebuild, in key order (one consistent snapshot)."""
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN")  # both reads from one snapshot, while writers go on
+    try:
+        events = rebuild(conn)
+        table = {
+            JobKey(r[0], r[1]): Projection(state=r[2], epoch=r[3], attempt=r[4])
+            for r in conn.execute("SELECT job_id, operation, state, epoch, attempt FROM jobs")
+        }
+    finally:
+        if own:
+            conn.execute("COMMIT")
     out = [
         Mismatch(key, events.get(key), table.get(key))
         for key in sorted(events.keys() | table.keys(), key=lambda k: (k.job_id, k.operation))

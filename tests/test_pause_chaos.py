@@ -75,7 +75,7 @@ def test_random_pauses_of_senders_never_send_an_attempt_twice_or_after_a_reject(
         conn = connect(ledger_path, check_same_thread=False)
         try:
             n = 0
-            while not stop.wait(0.03):
+            while not stop.wait(0.08):
                 n += 1
                 try:
                     res = reserve(conn, cfg, OP, {"input": f"job {n}"}, clock=clock, job_id=f"p-{n}")
