@@ -64,6 +64,11 @@ def parse_payload(config: Config, operation: str, payload: str | dict[str, Any])
             raise PayloadError('payload: "system_instruction" must be a string')
         if "generation_config" in value and not isinstance(value["generation_config"], dict):
             raise PayloadError('payload: "generation_config" must be an object')
+        # Whatever the SDK would refuse before sending (its own request models), or nested too deep, is
+        # refused here, before anything is written. Imported here: other kinds never load the SDK.
+        from ledger.remotes.gemini import validate_payload
+
+        validate_payload(value)
     return value
 
 

@@ -7,6 +7,15 @@ arrives (before any fault is applied), and injects faults that reproduce the
 ambiguous outcomes a reservation ledger must survive (request lost, reply
 lost, hung connection, HTTP errors, slowness).
 
+It speaks the current Interactions API as google-genai 3.6.1 models it: replies
+carry ``steps`` (no legacy ``outputs``), every documented status is reachable
+(``force_status``, or an ``end_status`` fault on a create), ids are long opaque
+strings, the API key is checked (``x-goog-api-key`` or ``?key=``), and errors
+are Google-shaped: ``{"error": {"code", "message", "status", "details": [ErrorInfo,
+RetryInfo]}}``, with fault kinds for each answer that makes a remote unusable
+(invalid key, billing, region, permission, unknown model), rate limits and
+redirects.
+
 Stdlib only. One lock guards all state; handlers never hold it while sleeping
 or hanging.
 """
@@ -19,6 +28,7 @@ import json
 import math
 import random
 import re
+import secrets
 import select
 import signal
 import socket
@@ -35,7 +45,12 @@ from typing import Any, Literal, Self, cast, get_args
 from urllib.parse import parse_qs, urlsplit
 
 FaultKind = Literal[
-    "drop_before_accept", "accept_then_hang", "complete_lose_reply", "status", "slow"
+    "drop_before_accept", "accept_then_hang", "complete_lose_reply", "status", "slow",
+    # Google-shaped error answers (nothing is created):
+    "api_key_invalid", "billing", "location", "permission_denied", "service_disabled",
+    "payment_required", "model_not_found", "rate_limited", "redirect",
+    # a create that is accepted and whose interaction ends in `end_status` (with `text`):
+    "end_status",
 ]
 Method = Literal["create", "get", "cancel", "delete", "cleanup", "cleanup_get"]
 
@@ -46,7 +61,33 @@ INTERACTION_STATUSES: tuple[str, ...] = (
     "completed",
     "failed",
     "cancelled",
+    "requires_action",
+    "incomplete",
+    "budget_exceeded",
+    "queued",
+    "idle",
+    "requires_continuation",
 )
+"""Every status google-genai 3.6.1 documents for an interaction (``InteractionStatus`` in
+``google/genai/_gaos/types/interactions/interaction.py``)."""
+
+ERROR_KINDS: frozenset[str] = frozenset(
+    {
+        "api_key_invalid", "billing", "location", "permission_denied", "service_disabled",
+        "payment_required", "model_not_found", "rate_limited", "redirect",
+    }
+)
+"""Fault kinds that answer with an error (or a redirect) before anything is created."""
+
+DEFAULT_API_KEY = "simulator"
+"""The key the simulator accepts by default: what reclaim's Gemini adapter sends when a
+``base_url`` is configured and no key variable is set."""
+
+DEFAULT_RETRY_DELAY = 7.0
+"""``RetryInfo.retryDelay`` (seconds) of a ``rate_limited`` fault that gives none."""
+
+_ERROR_DOMAIN = "googleapis.com"
+_SERVICE = "generativelanguage.googleapis.com"
 
 MAX_HANG_SECONDS = 120.0
 """Upper bound on how long an ``accept_then_hang`` fault holds a connection."""
@@ -60,6 +101,7 @@ RANDOM_SLOW_SECONDS = 1.0
 _GRPC_STATUS: dict[int, str] = {
     400: "INVALID_ARGUMENT",
     401: "UNAUTHENTICATED",
+    402: "UNKNOWN",  # Google maps no google.rpc code to 402; its fallback is UNKNOWN
     403: "PERMISSION_DENIED",
     404: "NOT_FOUND",
     408: "DEADLINE_EXCEEDED",
@@ -102,6 +144,11 @@ class FaultRule:
     status: int = 503
     seconds: float = 0.0
     retry_after: float | None = None
+    reason: str | None = None
+    retry_delay: float | None = None
+    location: str | None = None
+    end_status: str | None = None
+    text: str | None = None
 
     def validate(self) -> None:
         """Raise ValueError if the rule is malformed."""
@@ -121,6 +168,15 @@ class FaultRule:
             raise ValueError("seconds must be >= 0")
         if self.retry_after is not None and self.retry_after < 0:
             raise ValueError("retry_after must be >= 0")
+        if self.retry_delay is not None and self.retry_delay < 0:
+            raise ValueError("retry_delay must be >= 0")
+        if self.kind == "redirect" and not 300 <= int(self.status) <= 399:
+            raise ValueError("a redirect fault needs a 3xx status (default 307)")
+        if self.kind == "end_status":
+            if self.method != "create":
+                raise ValueError("an end_status fault applies to creates only")
+            if not self.end_status:
+                raise ValueError("an end_status fault needs end_status (e.g. 'incomplete')")
 
 
 @dataclass
@@ -139,20 +195,28 @@ class _Interaction:
     system_instruction: Any = None
     forced_status: str | None = None
     updated: str = ""
+    end_status: str = "completed"
+    end_text: str | None = None  # None: the default reply (or, for incomplete, its first half)
 
     def status(self, now: float) -> str:
         if self.forced_status is not None:
             return self.forced_status
-        return "completed" if now >= self.complete_at else "in_progress"
+        return self.end_status if now >= self.complete_at else "in_progress"
 
     def reply_text(self) -> str:
         return f"simulated reply to: {_input_text(self.input)}"
 
+    def _text_for(self, status: str) -> str:
+        if self.end_text is not None:
+            return self.end_text
+        full = self.reply_text()
+        return full[: max(1, len(full) // 2)] if status in ("incomplete", "requires_continuation") else full
+
     def to_json(self, now: float) -> dict[str, Any]:
+        """The interaction as the Interactions API answers it: the answer is in ``steps``."""
         status = self.status(now)
         body: dict[str, Any] = {
             "id": self.id,
-            "object": "interaction",
             "status": status,
             "created": self.created,
             "updated": self.updated or self.created,
@@ -162,11 +226,23 @@ class _Interaction:
             body["model"] = self.model
         if self.agent is not None:
             body["agent"] = self.agent
-        if status == "completed":
-            text = self.reply_text()
-            content = [{"type": "text", "text": text}]
-            body["outputs"] = content
+        if status in ("completed", "incomplete", "requires_continuation"):
+            text = self._text_for(status)
+            content = [{"type": "text", "text": text}] if text else []
             body["steps"] = [{"type": "model_output", "content": content}]
+        elif status == "requires_action":
+            body["steps"] = [
+                {
+                    "type": "function_call",
+                    "id": f"call_{self.id[-12:]}",
+                    "name": "lookup",
+                    "arguments": {"query": _input_text(self.input)},
+                }
+            ]
+        elif status == "failed":
+            body["errors"] = [{"code": "internal", "message": "the simulated model run failed"}]
+        if status == "requires_continuation":
+            body["continuation_token"] = f"ct_{self.id[-16:]}"
         return body
 
     def debug_json(self, now: float) -> dict[str, Any]:
@@ -237,6 +313,24 @@ def _input_text(value: Any) -> str:
     if texts:
         return " ".join(texts)
     return json.dumps(value, sort_keys=True)
+
+
+def _new_interaction_id() -> str:
+    """A long opaque id shaped like Gemini's (``v1_`` and url-safe base64), unique per process."""
+    return "v1_" + secrets.token_urlsafe(48)
+
+
+def _model_name(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    return value.removeprefix("models/")
+
+
+def _model_not_found_message(model: str) -> str:
+    return (
+        f"models/{model} is not found for API version v1beta, or is not supported for "
+        "createInteraction. Call ListModels to see the list of available models."
+    )
 
 
 def _new_counts() -> dict[str, int]:
@@ -326,14 +420,59 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def send_error_json(
-        self, code: int, message: str, headers: Mapping[str, str] | None = None
+        self,
+        code: int,
+        message: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        status: str | None = None,
+        reason: str | None = None,
+        retry_delay: float | None = None,
     ) -> None:
-        status = _GRPC_STATUS.get(code, "UNKNOWN")
-        self.send_json(
-            code,
-            {"error": {"code": code, "message": message, "status": status}},
-            headers,
+        """Answer with Google's error shape; ``reason`` adds an ErrorInfo, ``retry_delay`` a RetryInfo."""
+        self.send_json(code, google_error(code, message, status=status, reason=reason, retry_delay=retry_delay),
+                       headers)
+
+    def send_redirect(self, code: int, location: str) -> None:
+        """Answer a 3xx with ``Location`` and an empty body."""
+        self.send_response(code)
+        self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        self.wfile.flush()
+
+
+def google_error(
+    code: int,
+    message: str,
+    *,
+    status: str | None = None,
+    reason: str | None = None,
+    retry_delay: float | None = None,
+) -> dict[str, Any]:
+    """The body Google APIs answer an error with: ``{"error": {code, message, status, details}}``."""
+    details: list[dict[str, Any]] = []
+    if reason:
+        details.append(
+            {
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": reason,
+                "domain": _ERROR_DOMAIN,
+                "metadata": {"service": _SERVICE},
+            }
         )
+    if retry_delay is not None:
+        details.append(
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{retry_delay:g}s"}
+        )
+    error: dict[str, Any] = {
+        "code": code,
+        "message": message,
+        "status": status or _GRPC_STATUS.get(code, "UNKNOWN"),
+    }
+    if details:
+        error["details"] = details
+    return {"error": error}
 
 
 class Simulator:
@@ -351,8 +490,14 @@ class Simulator:
         dedupes_by_key: bool = True,
         cleanup_seconds: float = 0.0,
         cleanup_selected: int = DEFAULT_CLEANUP_SELECTED,
+        api_key: str | None = DEFAULT_API_KEY,
+        unknown_models: Sequence[str] = (),
     ) -> None:
-        """Configure (not start) a simulator; raises ValueError for a non-loopback host."""
+        """Configure (not start) a simulator; raises ValueError for a non-loopback host.
+
+        ``api_key``: the key every Interactions request must carry (``x-goog-api-key`` or ``?key=``);
+        None accepts any. ``unknown_models``: model names a create answers with 404 NOT_FOUND.
+        """
         if not is_loopback_host(host):
             raise ValueError(
                 f"refusing to serve on non-loopback host {host!r}: "
@@ -364,6 +509,8 @@ class Simulator:
         self.dedupes_by_key = dedupes_by_key
         self.cleanup_seconds = float(cleanup_seconds)
         self.cleanup_selected = int(cleanup_selected)
+        self.api_key = api_key
+        self.unknown_models: set[str] = {m.removeprefix("models/") for m in unknown_models}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._server: _Server | None = None
@@ -458,11 +605,27 @@ class Simulator:
         status: int = 503,
         seconds: float = 0.0,
         retry_after: float | None = None,
+        reason: str | None = None,
+        retry_delay: float | None = None,
+        location: str | None = None,
+        end_status: str | None = None,
+        text: str | None = None,
     ) -> FaultRule:
         """Queue a fault for the next ``count`` matching requests (FIFO); returns the rule.
 
-        ``retry_after`` (seconds) adds a ``Retry-After`` header to ``status`` faults.
+        ``retry_after`` (seconds) adds a ``Retry-After`` header to ``status`` / ``rate_limited``
+        faults; ``reason`` an ErrorInfo and ``retry_delay`` a RetryInfo to their body. The error
+        kinds answer as Google does: ``api_key_invalid`` (400 INVALID_ARGUMENT, API_KEY_INVALID),
+        ``billing`` / ``location`` (400 FAILED_PRECONDITION), ``permission_denied`` (403),
+        ``service_disabled`` (403, SERVICE_DISABLED), ``payment_required`` (402),
+        ``model_not_found`` (404), ``rate_limited`` (429 with RetryInfo, ``retry_delay`` default 7 s),
+        ``redirect`` (``status`` 307 or 308 to ``location``). ``end_status`` (creates only): the
+        create is accepted and the interaction ends in ``end_status`` (any documented status, or
+        any other string to play an undocumented one), with ``text`` as its answer (partial text
+        for ``incomplete``; "" for none).
         """
+        if kind == "redirect" and status == 503:  # the default status: a redirect's default is 307
+            status = 307
         rule = FaultRule(
             kind=kind,
             count=count,
@@ -471,6 +634,11 @@ class Simulator:
             status=int(status),
             seconds=float(seconds),
             retry_after=retry_after,
+            reason=reason,
+            retry_delay=None if retry_delay is None else float(retry_delay),
+            location=location,
+            end_status=end_status,
+            text=text,
         )
         rule.validate()
         with self._lock:
@@ -495,6 +663,8 @@ class Simulator:
                     raise ValueError(f"fault {kind!r}: use status:NNN with NNN from 400 to 599")
             elif kind not in FAULT_KINDS:
                 raise ValueError(f"unknown fault kind {kind!r}")
+            elif kind == "end_status":
+                raise ValueError("end_status needs a status: queue it with add_fault, not as a rate")
             if not 0.0 <= float(rate) <= 1.0:
                 raise ValueError(f"rate for {kind} must be within [0, 1]")
             clean[kind] = float(rate)
@@ -525,6 +695,11 @@ class Simulator:
                 status=rule.status,
                 seconds=rule.seconds,
                 retry_after=rule.retry_after,
+                reason=rule.reason,
+                retry_delay=rule.retry_delay,
+                location=rule.location,
+                end_status=rule.end_status,
+                text=rule.text,
             )
         if method == "create" and self._rates:
             draw = self._rng.random()
@@ -537,7 +712,7 @@ class Simulator:
                     return FaultRule(
                         kind=kind_name,
                         method=method,
-                        status=int(code) if code else 503,
+                        status=int(code) if code else (307 if kind_name == "redirect" else 503),
                         seconds=RANDOM_SLOW_SECONDS,
                     )
         return None
@@ -550,9 +725,17 @@ class Simulator:
         cleanup_seconds: float | None = None,
         complete_after: float | None = None,
         cleanup_selected: int | None = None,
+        api_key: str | None = None,
+        unknown_models: Sequence[str] | None = None,
     ) -> dict[str, Any]:
-        """Change runtime settings (only the ones given); returns the resulting config."""
+        """Change runtime settings (only the ones given); returns the resulting config.
+
+        ``api_key=""`` turns the key check off (None leaves it as it is)."""
         with self._lock:
+            if api_key is not None:
+                self.api_key = api_key or None
+            if unknown_models is not None:
+                self.unknown_models = {str(m).removeprefix("models/") for m in unknown_models}
             if dedupes_by_key is not None:
                 self.dedupes_by_key = bool(dedupes_by_key)
             if cleanup_seconds is not None:
@@ -569,6 +752,8 @@ class Simulator:
             "cleanup_seconds": self.cleanup_seconds,
             "complete_after": self.complete_after,
             "cleanup_selected": self.cleanup_selected,
+            "api_key_checked": self.api_key is not None,
+            "unknown_models": sorted(self.unknown_models),
         }
 
     def _reset_counts(self) -> None:
@@ -615,13 +800,22 @@ class Simulator:
             rec = self._interactions.get(interaction_id)
             return rec.debug_json(now) if rec else None
 
+    def interaction_arrival(self, interaction_id: str) -> float:
+        """``time.monotonic()`` when the create of this interaction was stored; KeyError if unknown."""
+        with self._lock:
+            return self._interactions[interaction_id].created_mono
+
     def find_by_idem(self, idem: str) -> list[dict[str, Any]]:
         """Stored interactions whose ``labels.idem`` equals ``idem``, oldest first."""
         return [i for i in self.interactions() if i["idem"] == idem]
 
-    def force_status(self, interaction_id: str, status: str) -> None:
-        """Pin an interaction's status (e.g. "failed"); KeyError if unknown."""
-        if status not in INTERACTION_STATUSES:
+    def force_status(self, interaction_id: str, status: str, *, allow_unknown: bool = False) -> None:
+        """Pin an interaction's status (e.g. "failed"); KeyError if the interaction is unknown.
+
+        Any documented status (``INTERACTION_STATUSES``); ``allow_unknown=True`` also takes a
+        status the API does not document (e.g. "expired"), to play a remote that answers one.
+        """
+        if not status or (status not in INTERACTION_STATUSES and not allow_unknown):
             raise ValueError(f"status must be one of {INTERACTION_STATUSES}")
         with self._lock:
             rec = self._interactions[interaction_id]
@@ -672,7 +866,9 @@ class Simulator:
             return None
         return fault
 
-    def _front_faults(self, h: _Handler, fault: FaultRule | None) -> tuple[bool, FaultRule | None]:
+    def _front_faults(
+        self, h: _Handler, fault: FaultRule | None, model: str | None = None
+    ) -> tuple[bool, FaultRule | None]:
         """Apply the faults that act before any object is touched (slow, drop, status).
 
         Returns (True, None) when the fault already answered the request, else (False, the fault left
@@ -684,7 +880,76 @@ class Simulator:
         if fault is not None and fault.kind == "status":
             self._send_status_fault(h, fault)
             return True, None
+        if fault is not None and fault.kind in ERROR_KINDS:
+            self._send_error_fault(h, fault, model)
+            return True, None
         return False, fault
+
+    def _check_key(self, h: _Handler, query: Mapping[str, list[str]]) -> bool:
+        """Answer as Google does when the API key is missing or wrong; True if the key is good."""
+        want = self.api_key
+        if want is None:
+            return True
+        keys = query.get("key") or []
+        got = h.headers.get("x-goog-api-key") or (keys[-1] if keys else None)
+        if not got:
+            h.send_error_json(
+                401,
+                "Method doesn't allow unregistered callers (callers without established identity). "
+                "Please use API Key or other form of API consumer identity to call this API.",
+                status="UNAUTHENTICATED",
+                reason="CREDENTIALS_MISSING",
+            )
+            return False
+        if got != want:
+            h.send_error_json(
+                400, "API key not valid. Please pass a valid API key.", status="INVALID_ARGUMENT",
+                reason="API_KEY_INVALID",
+            )
+            return False
+        return True
+
+    def _send_error_fault(self, h: _Handler, fault: FaultRule, model: str | None = None) -> None:
+        """Answer one of the Google-shaped error kinds (or a redirect); nothing is created."""
+        kind = fault.kind
+        headers: dict[str, str] = {}
+        if fault.retry_after is not None:
+            headers["Retry-After"] = f"{fault.retry_after:g}"
+        if kind == "redirect":
+            h.send_redirect(fault.status, fault.location or f"{self.url}/v1beta/moved/interactions")
+        elif kind == "api_key_invalid":
+            h.send_error_json(400, "API key not valid. Please pass a valid API key.",
+                              status="INVALID_ARGUMENT", reason=fault.reason or "API_KEY_INVALID")
+        elif kind == "billing":
+            h.send_error_json(
+                400, "Billing is not enabled for this project; enable billing to use this model.",
+                status="FAILED_PRECONDITION", reason=fault.reason,
+            )
+        elif kind == "location":
+            h.send_error_json(400, "User location is not supported for the API use.",
+                              status="FAILED_PRECONDITION", reason=fault.reason)
+        elif kind == "permission_denied":
+            h.send_error_json(403, "The caller does not have permission", status="PERMISSION_DENIED",
+                              reason=fault.reason)
+        elif kind == "service_disabled":
+            h.send_error_json(
+                403, f"Generative Language API has not been used in this project before or it is disabled "
+                f"({_SERVICE}).", status="PERMISSION_DENIED", reason=fault.reason or "SERVICE_DISABLED",
+            )
+        elif kind == "payment_required":
+            h.send_error_json(402, "Payment required: the prepaid credit of this project is used up.",
+                              reason=fault.reason)
+        elif kind == "model_not_found":
+            h.send_error_json(404, _model_not_found_message(model or "unknown"), status="NOT_FOUND",
+                              reason=fault.reason)
+        elif kind == "rate_limited":
+            delay = DEFAULT_RETRY_DELAY if fault.retry_delay is None else fault.retry_delay
+            h.send_error_json(
+                429, "You exceeded your current quota, please check your plan and billing details.",
+                headers, status="RESOURCE_EXHAUSTED", reason=fault.reason, retry_delay=delay,
+            )
+        else:  # pragma: no cover - ERROR_KINDS and this chain are kept in step
+            raise AssertionError(kind)
 
     def _handle(
         self,
@@ -701,16 +966,16 @@ class Simulator:
         if m:
             iid, cancel = m.group("id"), m.group("cancel")
             if iid is None and verb == "POST":
-                self._create(h, raw)
+                self._create(h, raw, query)
             elif iid is not None and cancel and verb == "POST":
-                self._on_interaction(h, "cancel", iid)
+                self._on_interaction(h, "cancel", iid, query)
             elif iid is not None and not cancel and verb == "GET":
                 if query.get("stream", ["false"])[-1].lower() == "true":
                     h.send_error_json(400, "the simulator does not support streaming")
                     return
-                self._on_interaction(h, "get", iid)
+                self._on_interaction(h, "get", iid, query)
             elif iid is not None and not cancel and verb == "DELETE":
-                self._on_interaction(h, "delete", iid)
+                self._on_interaction(h, "delete", iid, query)
             else:
                 h.send_error_json(405, f"{verb} not supported on {path}")
             return
@@ -734,7 +999,7 @@ class Simulator:
         created = _now_iso()
         labels = body.get("labels") if isinstance(body.get("labels"), dict) else {}
         rec = _Interaction(
-            id=f"int-{self._interaction_seq}",
+            id=_new_interaction_id(),
             model=body.get("model") if isinstance(body.get("model"), str) else None,
             agent=body.get("agent") if isinstance(body.get("agent"), str) else None,
             input=body.get("input"),
@@ -751,7 +1016,7 @@ class Simulator:
         self._interactions[rec.id] = rec
         return rec
 
-    def _create(self, h: _Handler, raw: bytes) -> None:
+    def _create(self, h: _Handler, raw: bytes, query: Mapping[str, list[str]]) -> None:
         body: Any
         try:
             body = json.loads(raw or b"{}")
@@ -763,12 +1028,20 @@ class Simulator:
             idem = str(value) if value is not None else None
         with self._lock:
             attempt = self._count_locked("create", idem)
+        if not self._check_key(h, query):
+            return  # Google's front end refuses the key before anything else (no fault is used up)
+        model = _model_name(body.get("model")) if isinstance(body, dict) else None
+        with self._lock:
             fault = self._pick_fault("create", idem)
-        answered, fault = self._front_faults(h, fault)
+            unknown_model = model is not None and model in self.unknown_models
+        answered, fault = self._front_faults(h, fault, model)
         if answered:
             return
         if not isinstance(body, dict):
             h.send_error_json(400, "request body must be a JSON object")
+            return
+        if unknown_model:
+            h.send_error_json(404, _model_not_found_message(model or ""), status="NOT_FOUND")
             return
         if not isinstance(body.get("model"), str) and not isinstance(
             body.get("agent"), str
@@ -784,6 +1057,9 @@ class Simulator:
         completed = fault is not None and fault.kind == "complete_lose_reply"
         with self._lock:
             rec = self._new_interaction_locked(body, idem, max(attempt, 1), completed)
+            if fault is not None and fault.kind == "end_status" and fault.end_status:
+                rec.end_status = fault.end_status
+                rec.end_text = fault.text
         if fault is not None and fault.kind == "accept_then_hang":
             self._hang(h)
         if completed:
@@ -811,14 +1087,18 @@ class Simulator:
         except ValueError:
             phrase = "error"
         h.send_error_json(
-            fault.status, f"simulated fault: {fault.status} {phrase}", headers
+            fault.status, f"simulated fault: {fault.status} {phrase}", headers,
+            reason=fault.reason, retry_delay=fault.retry_delay,
         )
 
-    def _on_interaction(self, h: _Handler, method: str, iid: str) -> None:
+    def _on_interaction(self, h: _Handler, method: str, iid: str, query: Mapping[str, list[str]]) -> None:
         with self._lock:
             rec = self._interactions.get(iid)
             idem = rec.idem if rec is not None else None
             self._count_locked(method, idem)
+        if not self._check_key(h, query):
+            return
+        with self._lock:
             fault = self._pick_fault(method, idem)
         answered, fault = self._front_faults(h, fault)
         if answered:
@@ -829,7 +1109,7 @@ class Simulator:
                 reply: tuple[int, Any] | None = None
             else:
                 now = time.monotonic()
-                if method == "cancel" and rec.status(now) == "in_progress":
+                if method == "cancel" and rec.status(now) in ("in_progress", "queued", "idle", "requires_action"):
                     rec.forced_status = "cancelled"
                     rec.updated = _now_iso()
                 if method == "delete":
@@ -962,6 +1242,11 @@ class Simulator:
                         "status",
                         "seconds",
                         "retry_after",
+                        "reason",
+                        "retry_delay",
+                        "location",
+                        "end_status",
+                        "text",
                     }
                     unknown = set(body) - allowed
                     if unknown:
@@ -983,6 +1268,8 @@ class Simulator:
                     "cleanup_seconds",
                     "complete_after",
                     "cleanup_selected",
+                    "api_key",
+                    "unknown_models",
                 }
                 unknown = set(body) - allowed
                 if unknown:

@@ -30,6 +30,7 @@ from ledger.simulator import Simulator, is_loopback_host
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "gemini-sim"
+KEY = "simulator"  # the key the simulator accepts by default
 
 
 # -- helpers --------------------------------------------------------------------
@@ -56,7 +57,7 @@ def make_client(
     if retry is None and attempts is not None:
         retry = types.HttpRetryOptions(attempts=attempts)
     return genai.Client(
-        api_key="sim",
+        api_key=KEY,
         http_options=types.HttpOptions(
             base_url=sim.url, retry_options=retry, timeout=timeout_ms
         ),
@@ -87,10 +88,11 @@ def call(
     headers: dict[str, str] | None = None,
     timeout: float = 3.0,
 ) -> tuple[int, Any]:
-    """Plain urllib request; returns (status, parsed JSON) even for HTTP errors."""
+    """Plain urllib request (with the API key); returns (status, parsed JSON) even for HTTP errors."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(sim.url + path, data=data, method=method)
     req.add_header("Content-Type", "application/json")
+    req.add_header("x-goog-api-key", KEY)
     for k, v in (headers or {}).items():
         req.add_header(k, v)
     try:
@@ -165,7 +167,9 @@ def test_ids_unique_and_any_version_prefix(sim: Simulator) -> None:
     some = min(ids)
     status, got = call(sim, "GET", f"/v1beta/interactions/{some}?stream=false")
     assert status == 200 and got["status"] == "completed"
-    assert got["outputs"] == [{"type": "text", "text": "simulated reply to: x"}]
+    assert got["steps"] == [
+        {"type": "model_output", "content": [{"type": "text", "text": "simulated reply to: x"}]}
+    ]
     assert call(sim, "GET", "/v1/nothing-here")[0] == 404
     assert sim.count(None) == 4  # unrouted paths are not counted
 
@@ -493,7 +497,9 @@ def test_cli_prints_url_serves_and_exits_on_sigterm() -> None:
         assert line.startswith("simulator listening on http://127.0.0.1:")
         url = line.rsplit(" ", 1)[1]
         body = json.dumps({"model": MODEL, "input": "x", "background": True}).encode()
-        req = urllib.request.Request(f"{url}/v1/interactions", data=body, method="POST")
+        req = urllib.request.Request(
+            f"{url}/v1/interactions", data=body, method="POST", headers={"x-goog-api-key": KEY}
+        )
         with urllib.request.urlopen(req, timeout=3) as resp:
             assert json.loads(resp.read())["status"] == "completed"
         with urllib.request.urlopen(f"{url}/_sim/calls", timeout=3) as resp:
