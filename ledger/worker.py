@@ -127,10 +127,10 @@ def record_send_outcome(
         fields = {**common, "send_started_at": None}
         detail.update(why=outcome.error, sent=False)
     elif outcome.kind == "remote_unusable":
-        nxt = now + config.policy.remote_probe_seconds
+        # Due at once, but the remote's pause holds every send back until a probe passes or a resume.
         event = "remote_refused"
-        fields = {**common, "send_started_at": None, "next_try_at": nxt, "last_error": outcome.error}
-        detail.update(error=outcome.error, reason=outcome.reason, remote=remote, next_try_at=nxt)
+        fields = {**common, "send_started_at": None, "last_error": outcome.error}
+        detail.update(error=outcome.error, reason=outcome.reason, remote=remote)
     elif outcome.kind == "invalid":
         event, fields = "invalid", {**common, "last_error": outcome.error}
         detail["error"] = outcome.error
