@@ -219,3 +219,28 @@ def test_one_window_lets_one_request_through_and_refuses_once_the_lease_is_short
     assert closed.close() is False
     with pytest.raises(SendWindowClosed):
         closed.check()
+
+
+def test_submit_whose_accepted_send_was_taken_over_exits_10_and_says_the_state_now(
+    sim: Simulator, ledger_path: Path, window_config: Path, run_cli: Callable[..., Any],
+    start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any],
+) -> None:
+    proc = start_cli("submit", OP, "--payload", '{"input": "slow"}', "--job-id", "w-fenced",
+                     env={"RECLAIM_PAUSE_AT": "after_remote_accept"})
+    wait_for(lambda: _state(proc.pid) == "T", timeout=30, what="submit to stop after the remote accepted")
+    _lease_gone(ledger_path, "w-fenced", wait_for)
+    assert run_cli("tick").rc == 4  # recovery: no handle recorded, Gemini cannot be searched -> held
+    assert run_cli("reject", "w-fenced", "--reason", "duplicate of another article", operator="bob").rc == 0
+    os.kill(proc.pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 10, (out, err)
+    assert "taken over" in out and "now rejected" in out
+    assert sim.count("create") == 1
+    conn = _fresh(ledger_path)
+    try:
+        # The accepted handle is not lost: it is kept with the refused write.
+        [(event, detail)] = conn.execute(
+            "SELECT event, detail FROM fenced_writes WHERE job_id = 'w-fenced'").fetchall()
+        assert event == "accepted" and json.loads(detail)["handle"]
+    finally:
+        conn.close()
