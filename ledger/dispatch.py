@@ -1,8 +1,7 @@
 """The notification dispatcher: mark `sending` and commit before the POST; a lost reply is `uncertain`.
 
-Outbox states: pending -> sending -> sent | pending (refused before delivery, retried later) |
-uncertain (the reply was lost: never re-sent automatically; a person confirms or re-sends by another
-route). A notification never changes its job's state.
+Outbox rows move only through `ledger.outbox.move()` and its table of transitions. A notification never
+changes its job's state.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from ledger.crashpoints import crashpoint
 from ledger.db import write_tx
 from ledger.errors import BadInput, Refused
 from ledger.model import JobKey
+from ledger.outbox import move
 from ledger.remotes.http import exchange
 from ledger.transitions import append_event
 
@@ -74,11 +74,9 @@ def dispatch_outbox(conn: sqlite3.Connection, config: Config, *, clock: Clock, l
         ).fetchall():
             if claimed_at + sending_stale_after(config, config.notify.get(channel_name)) > now:
                 continue
-            counts["uncertain"] += conn.execute(
-                "UPDATE outbox SET state = 'uncertain', updated_at = ?, last_error = 'process died while sending' "
-                "WHERE event_id = ? AND state = 'sending'",
-                (now, event_id),
-            ).rowcount
+            counts["uncertain"] += move(
+                conn, event_id, "abandoned", now=now, last_error="process died while sending"
+            ) is not None
     rows = conn.execute(
         "SELECT event_id, channel, body FROM outbox WHERE state = 'pending' AND next_try_at <= ? "
         "ORDER BY created_at LIMIT ?",
@@ -89,11 +87,7 @@ def dispatch_outbox(conn: sqlite3.Connection, config: Config, *, clock: Clock, l
         if channel is None:
             continue
         with write_tx(conn):
-            claimed = conn.execute(
-                "UPDATE outbox SET state = 'sending', tries = tries + 1, updated_at = ? "
-                "WHERE event_id = ? AND state = 'pending' RETURNING tries",
-                (clock.now(), event_id),
-            ).fetchone()
+            claimed = move(conn, event_id, "claim", now=clock.now(), count_try=True)
         if claimed is None:
             continue
         crashpoint("after_outbox_claim")
@@ -105,23 +99,12 @@ def dispatch_outbox(conn: sqlite3.Connection, config: Config, *, clock: Clock, l
         with write_tx(conn):
             if result == "sent":
                 # A delivery is a fact, even if a slow POST was meanwhile swept to uncertain.
-                conn.execute(
-                    "UPDATE outbox SET state = 'sent', updated_at = ?, last_error = NULL "
-                    "WHERE event_id = ? AND state IN ('sending', 'uncertain')",
-                    (now, event_id),
-                )
+                move(conn, event_id, "sent", now=now, last_error=None)
             elif result == "not_delivered":
-                conn.execute(
-                    "UPDATE outbox SET state = 'pending', updated_at = ?, last_error = ?, next_try_at = ? "
-                    "WHERE event_id = ? AND state = 'sending'",
-                    (now, error, now + _backoff(config, int(claimed[0])), event_id),
-                )
+                move(conn, event_id, "not_delivered", now=now, last_error=error,
+                     next_try_at=now + _backoff(config, int(claimed["tries"])))
             else:
-                conn.execute(
-                    "UPDATE outbox SET state = 'uncertain', updated_at = ?, last_error = ? "
-                    "WHERE event_id = ? AND state = 'sending'",
-                    (now, error, event_id),
-                )
+                move(conn, event_id, "reply_lost", now=now, last_error=error)
         counts[result] += 1
     return counts
 
@@ -156,7 +139,7 @@ def resolve_uncertain(
             raise Refused(f"notification {event_id}: it is {row['state']}, only uncertain ones are settled by hand")
         new_state = "confirmed" if decision == "confirmed" else "resent_other_route"
         now = clock.now()
-        conn.execute("UPDATE outbox SET state = ?, updated_at = ? WHERE event_id = ?", (new_state, now, event_id))
+        move(conn, event_id, new_state, now=now)
         job = conn.execute(
             "SELECT state, epoch FROM jobs WHERE job_id = ? AND operation = ?", (row["job_id"], row["operation"])
         ).fetchone()

@@ -1,4 +1,10 @@
-"""The notification outbox: rows written in the same transaction as the state change they report."""
+"""The notification outbox: rows written in the same transaction as the state change they report.
+
+Its states move only through `OUTBOX_TRANSITIONS`, by `move()`: pending -> sending (claimed, committed
+before the POST) -> sent | pending (refused before delivery, retried later) | uncertain (the reply was
+lost, or the process died mid-POST: never re-sent automatically) -> confirmed | resent_other_route (a
+person settled it). A delivery that arrives after its row was swept to uncertain is still a fact: sent.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,45 @@ from typing import Any
 
 from ledger.config import NotifyConfig
 from ledger.model import Job
+
+# (from state, event) -> to state, for outbox rows.
+OUTBOX_TRANSITIONS: dict[tuple[str, str], str] = {
+    ("pending", "claim"): "sending",
+    ("sending", "sent"): "sent",
+    ("uncertain", "sent"): "sent",
+    ("sending", "not_delivered"): "pending",
+    ("sending", "reply_lost"): "uncertain",
+    ("sending", "abandoned"): "uncertain",
+    ("uncertain", "confirmed"): "confirmed",
+    ("uncertain", "resent_other_route"): "resent_other_route",
+}
+
+
+def move(
+    conn: sqlite3.Connection, event_id: str, event: str, *, now: float, count_try: bool = False, **fields: Any
+) -> sqlite3.Row | None:
+    """Move one outbox row by `event` from any state the table allows (inside the caller's transaction).
+
+    Returns the updated row, or None when the row is not in such a state (someone else moved it first).
+    `fields` sets `last_error` / `next_try_at`; `count_try` adds one to `tries`. Raises ValueError for an
+    event the table does not know or a column that cannot be set.
+    """
+    sources = [s for (s, e) in OUTBOX_TRANSITIONS if e == event]
+    if not sources:
+        raise ValueError(f"outbox event {event!r} is not in the table")
+    bad = set(fields) - {"last_error", "next_try_at"}
+    if bad:
+        raise ValueError(f"cannot set outbox columns {sorted(bad)}")
+    sets = ["state = ?", "updated_at = ?", *(f"{c} = ?" for c in fields)]
+    if count_try:
+        sets.append("tries = tries + 1")
+    marks = ", ".join("?" for _ in sources)
+    row: sqlite3.Row | None = conn.execute(
+        f"UPDATE outbox SET {', '.join(sets)} WHERE event_id = ? AND state IN ({marks}) RETURNING *",
+        [OUTBOX_TRANSITIONS[(sources[0], event)], now, *fields.values(), event_id, *sources],
+    ).fetchone()
+    return row
+
 
 # Which transition events a notification kind reports.
 _EVENT_KINDS: dict[str, str] = {
@@ -50,6 +95,8 @@ def enqueue_for_transition(
             "attempt": job.attempt,
             "held_reason": job.held_reason,
         }
+        if kind == "paused":  # the remote refuses every job: say what it answered
+            body["remote_error"] = job.last_error
         conn.execute(
             "INSERT INTO outbox (event_id, channel, job_id, operation, kind, body, state, created_at, updated_at, "
             "next_try_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
