@@ -222,9 +222,9 @@ ERROR_CASES: list[tuple[str, dict[str, Any], str, str]] = [
      "the Gemini API is disabled for this project: SERVICE_DISABLED"),
     ("status", {"status": 500}, "unknown", "HTTP 500 INTERNAL: the remote failed while handling the request"),
     ("status", {"status": 503}, "unknown", "HTTP 503 UNAVAILABLE: the remote failed while handling the request"),
-    ("accept_then_hang", {}, "unknown", "timeout after the request was written"),
-    ("complete_lose_reply", {}, "unknown", "connection closed or reset after the request was written"),
-    ("drop_before_accept", {}, "unknown", "connection closed or reset after the request was written"),
+    ("accept_then_hang", {}, "unknown", "timeout"),
+    ("complete_lose_reply", {}, "unknown", "connection reset after the request was sent"),
+    ("drop_before_accept", {}, "unknown", "connection reset after the request was sent"),
 ]
 
 
@@ -335,7 +335,7 @@ def test_the_timeout_is_one_total_deadline(sim: Simulator, make_remote: Callable
     sim.add_fault("accept_then_hang")
     started = time.monotonic()
     out = make_remote(timeout=0.5).send({"input": "x"}, IDEM, 1)
-    assert out.kind == "unknown" and out.reason == "timeout after the request was written"
+    assert out.kind == "unknown" and out.reason == "timeout"
     assert time.monotonic() - started < 1.5
 
 

@@ -480,11 +480,11 @@ def classify_create_failure(
                            retry_after=reply.retry_after if kind == "not_delivered" else None)
     names = {type(e).__name__ for e in chain}
     if names & _TIMEOUT_NAMES:
-        why = "timeout after the request was written"
+        why = "timeout"  # the word the worker's own deadline uses too
     elif names & _RESET_NAMES:
-        why = "connection closed or reset after the request was written"
+        why = "connection reset after the request was sent"
     else:
-        why = "unexpected error after the request was written"
+        why = "unexpected error after the request was sent"
     return SendOutcome("unknown", error=_message(exc), reason=why)
 
 
