@@ -46,6 +46,10 @@ def parse_payload(config: Config, operation: str, payload: str | dict[str, Any])
             value = json.loads(payload)
         except json.JSONDecodeError as e:
             raise PayloadError(f"payload: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+        except RecursionError:
+            raise PayloadError("payload: nested too deeply to read; flatten it (at most 64 levels)") from None
+        except ValueError as e:  # e.g. an integer with more digits than Python converts
+            raise PayloadError(f"payload: not usable JSON ({str(e)[:120]})") from None
     else:
         value = payload
     if not isinstance(value, dict):

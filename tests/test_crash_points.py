@@ -186,7 +186,7 @@ def test_after_send_claim_is_held_and_never_sent(cp_env: dict[str, str], cp_sim:
     assert job["held_reason"] == HELD_NO_SEARCH
     assert cp_sim.count("create", idem=ikey) == 0
     assert cp_sim.count("create") == 0
-    assert cp_event_kinds(cp_env, "j-claim") == ["reserve", "send_started", "orphan_held"]
+    assert cp_event_kinds(cp_env, "j-claim") == ["reserve", "send_started", "stale_claimed", "orphan_held"]
     # Further passes leave a held job alone.
     assert cp_run(cp_env, "tick", offset=PAST_STALE).returncode == 0
     assert cp_job(cp_env, "j-claim")["state"] == "held"
