@@ -65,7 +65,7 @@ sink = "results"
 
 [notify.oncall]
 kind = "webhook"
-url = "{url}/v1/interactions"
+url = "{url}/v1/interactions?key=simulator"  # answers 400 (no model): an uncertain delivery
 events = ["held", "resolved"]
 timeout_seconds = 2
 """
