@@ -1,4 +1,10 @@
-"""The README's quick start, run literally; and `reclaim demo` headless, leaving no process behind."""
+"""The README's quick start, run literally; and `reclaim demo` headless, leaving no process behind.
+
+The quick start names a fixed port (8765) for a human to type. The test runs the very same commands
+but lets the simulator pick a free port (`--port 0`), then points the starter config `reclaim init`
+wrote at that port -- after checking that the config pointed at the README's port -- so two runs (or
+anything else on 8765) never collide.
+"""
 
 from __future__ import annotations
 
@@ -43,19 +49,38 @@ def test_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     for k in ("RECLAIM_LEDGER", "RECLAIM_CONFIG", "RECLAIM_NOW", "RECLAIM_CLOCK_OFFSET"):
         env.pop(k, None)
+    commands = _quickstart_commands()
+    sim_cmds = [c for c in commands if shlex.split(c.rstrip("&"))[:2] == ["reclaim", "simulator"]]
+    assert len(sim_cmds) == 1 and sim_cmds[0].endswith("&"), commands
+    readme_port = re.search(r"--port (\d+)\b", sim_cmds[0])
+    assert readme_port, sim_cmds[0]
+    readme_url = f"http://127.0.0.1:{readme_port.group(1)}"
+    sim_url = ""
     background: list[subprocess.Popen[bytes]] = []
     outputs: list[tuple[str, int, str]] = []
     try:
-        for cmd in _quickstart_commands():
+        for cmd in commands:
             if cmd.endswith("&"):
                 argv = shlex.split(cmd[:-1])
+                if cmd == sim_cmds[0]:
+                    argv[argv.index("--port") + 1] = "0"  # the only change: a free port instead of 8765
                 background.append(subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE))
                 assert background[-1].stdout is not None
-                assert "listening on" in background[-1].stdout.readline().decode()
+                line = background[-1].stdout.readline().decode()
+                assert "listening on" in line, line
+                if cmd == sim_cmds[0]:
+                    sim_url = line.split("listening on", 1)[1].strip()
                 continue
             res = subprocess.run(shlex.split(cmd), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
             outputs.append((cmd, res.returncode, res.stdout + res.stderr))
             assert res.returncode == 0, (cmd, res.stdout, res.stderr)
+            if shlex.split(cmd)[:2] == ["reclaim", "init"]:
+                # The starter config points at the port the README starts the simulator on; repoint it.
+                toml = tmp_path / "reclaim.toml"
+                text = toml.read_text(encoding="utf-8")
+                assert f'base_url = "{readme_url}"' in text, text
+                toml.write_text(text.replace(readme_url, sim_url), encoding="utf-8")
+        assert sim_url.startswith("http://127.0.0.1:"), sim_url
         status = subprocess.run(["reclaim", "status", "--json"], cwd=tmp_path, env=env, capture_output=True,
                                 text=True, timeout=60)
         doc = json.loads(status.stdout)
@@ -64,7 +89,7 @@ def test_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
         assert "reserved" in submits[0] and "duplicate" in submits[1]
         assert len(list((tmp_path / "results").glob("*.json"))) == 1
         calls = json.loads(subprocess.run(["python", "-c", "import urllib.request;print(urllib.request.urlopen("
-                                           "'http://127.0.0.1:8765/_sim/calls').read().decode())"],
+                                           f"'{sim_url}/_sim/calls').read().decode())"],
                                           env=env, capture_output=True, text=True, timeout=30).stdout)
         assert calls["by_method"]["create"] == 1
     finally:
