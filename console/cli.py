@@ -18,7 +18,7 @@ import typer
 
 from console import output
 from console.live import age
-from ledger import queries, triage
+from ledger import evidence, queries, triage
 from ledger.clock import Clock, clock_from_env, iso, parse_time
 from ledger.config import Config, load_config
 from ledger.db import connect, create_ledger
@@ -306,6 +306,8 @@ def status(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFI
         today = queries.quota_today(conn, cfg, clock.now())
         fenced = queries.fenced_write_count(conn)
         pauses = paused_remotes(conn)
+        duplicates = evidence.duplicate_count(conn)
+        webhooks = evidence.refusal_counts(conn)
     if as_json:
         output.emit_json({
             "paused_remotes": {
@@ -319,6 +321,8 @@ def status(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFI
                 for name, q in ((q.operation, q) for q in today)
             },
             "fenced_writes": fenced,
+            "duplicate_sends": duplicates,
+            "webhook_counters": webhooks,
         })
         return
     output.table("jobs by state", ["state", "jobs"], [[s, n] for s, n in states.items()])
@@ -326,11 +330,75 @@ def status(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFI
                  [[q.operation, q.used, q.limit, q.remaining, ops.get(q.operation, {}).get("held", 0)] for q in today])
     if fenced:
         output.line(f"fenced writes refused so far: {fenced}")
+    if duplicates:
+        output.line(f"DUPLICATE SENDS detected: {duplicates} (a second remote interaction for one idem key; "
+                    "see 'reclaim events' kind duplicate_send)")
+    if webhooks:
+        output.line("webhook deliveries refused or repeated: " + ", ".join(f"{k} {v}" for k, v in webhooks.items()))
     for name, p in pauses.items():
         output.line(
             f"remote {name} is PAUSED since {iso(p.paused_at)} ({p.reason}; {p.refusals} refusal(s)); "
             f"next probe {iso(p.probe_at)}; 'reclaim resume {name} --reason ...' once it is fixed"
         )
+
+
+@app.command()
+def receiver(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (put TLS in front for the internet).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port (0 = any free one).", min=0, max=65535)] = 8766,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+) -> None:
+    """Serve the webhook endpoint: verified deliveries become evidence; the rest get a 4xx and a counter."""
+    import errno
+
+    from ledger.receiver import make_server
+
+    with _guard(False):
+        cfg = load_config(config)
+        connect(ledger).close()
+        try:
+            server = make_server(ledger, cfg, clock=clock_from_env(), host=host, port=port)
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise BadInput(f"receiver: port {port} on {host} is in use; pick another with --port") from None
+            raise BadInput(f"receiver: cannot listen on {host}:{port} ({e.strerror})") from None
+
+    def on_signal(signum: int, frame: object) -> None:
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    output.line(f"receiver listening on http://{host}:{server.server_address[1]}/")
+    sys.stdout.flush()
+    server.serve_forever(poll_interval=0.2)
+    server.server_close()
+
+
+@app.command(name="evidence")
+def evidence_cmd(
+    job_id: Annotated[str | None, typer.Argument(help="A job id (or --orphans).")] = None,
+    orphans: Annotated[bool, typer.Option("--orphans", help="Evidence for idem keys the ledger does not know.")] = False,
+    operation: OperationOpt = None,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    as_json: JsonOpt = False,
+) -> None:
+    """What the remote said about a job (queries, webhooks, fenced outcomes), or the orphan evidence."""
+    from ledger import evidence as ev_mod
+
+    with _guard(as_json):
+        conn = connect(ledger, readonly=True)
+        if orphans or job_id is None:
+            items = ev_mod.orphans(conn)
+        else:
+            items = ev_mod.for_job(conn, triage.get_job(conn, _resolve(conn, job_id, operation)))
+    if as_json:
+        output.emit_json({"evidence": [e.to_dict() for e in items]})
+        return
+    output.table("orphan evidence (idem keys the ledger does not know)" if orphans or job_id is None else
+                 f"evidence for {job_id}", ["id", "at", "source", "idem key", "attempt", "handle", "says", "ref"],
+                 [[e.id, iso(e.at), e.source, e.idem_key, e.attempt, e.handle or "", e.remote_state, e.ref or ""]
+                  for e in items])
 
 
 @app.command()
@@ -366,13 +434,19 @@ def show(
         key = _resolve(conn, job_id, operation)
         job = triage.get_job(conn, key)
         events = queries.job_events(conn, key)
+        found = evidence.for_job(conn, job)
     if as_json:
-        output.emit_json({"job": job.to_dict(), "events": [e.to_dict() for e in events]})
+        output.emit_json({"job": job.to_dict(), "events": [e.to_dict() for e in events],
+                          "evidence": [e.to_dict() for e in found]})
         return
     output.table(f"job {job.job_id} / {job.operation}", ["field", "value"],
                  [[k, iso(v) if k.endswith("_at") or k.endswith("_until") else v]
                   for k, v in job.to_dict().items() if k not in ("payload", "result")] +
                  [["payload", job.payload], ["result", job.result]])
+    if found:
+        output.table("evidence: what the remote said (queries, signed webhooks, fenced accepted sends)",
+                     ["at", "source", "attempt", "handle", "says", "ref"],
+                     [[iso(e.at), e.source, e.attempt, e.handle or "", e.remote_state, e.ref or ""] for e in found])
     _print_events(events)
 
 
@@ -607,15 +681,19 @@ def reconcile(
     handle: Annotated[str, typer.Option("--handle", help="The remote's id for this job.")],
     operation: OperationOpt = None,
     reason: ReasonOpt = "",
+    unverified: Annotated[bool, typer.Option(
+        "--unverified", help="Attach without asking the remote (it cannot be asked); needs --reason.")] = False,
     ledger: LedgerOpt = DEFAULT_LEDGER,
     config: ConfigOpt = DEFAULT_CONFIG,
     operator: OperatorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The remote did run it: attach its handle, move to submitted; nothing is sent (approver)."""
+    """The remote did run it: verify the handle carries this job's idem key, attach it, move to submitted;
+    nothing is sent (approver)."""
     _triage_cmd(as_json, ledger, config, job_id, operation,
-                lambda c, cfg, k, clk: triage.reconcile(c, cfg, k, handle, actor=_operator(operator), clock=clk,
-                                                        reason=reason))
+                lambda c, cfg, k, clk: triage.reconcile(
+                    c, cfg, k, handle, actor=_operator(operator), clock=clk, reason=reason, unverified=unverified,
+                    remote=None if unverified else RemoteCache(cfg).for_operation(k.operation)))
 
 
 @app.command()

@@ -431,12 +431,7 @@ def perform(
 ) -> str:
     """Run one operator action through the ledger; return what happened. Raises Refused / BadInput, writing nothing."""
     if action == "query":
-        job = triage.get_job(conn, key)
-        why = triage.refusal(conn, config, job, "query", actor, clock.now())
-        if why is not None:
-            raise Refused(f"query refused: {why}")
-        status = triage.query_remote(config, job, remotes.for_operation(job.operation))
-        triage.record_query(conn, config, key, status, actor=actor, clock=clock)
+        status = triage.query_job(conn, config, key, remotes.for_operation(key.operation), actor=actor, clock=clock)
         said = status.error or (f"handle {status.handle}" if status.handle else "")
         return f"remote says {status.state}" + (f": {said}" if said else "")
     if action == "finding":
@@ -451,8 +446,9 @@ def perform(
         attempt = applied.job.attempt if applied.job else "?"
         return f"released: attempt {attempt} will be sent once by the next worker pass"
     if action == "reconcile":
-        triage.reconcile(conn, config, key, given.handle, actor=actor, clock=clock, reason=given.note)
-        return f"reconciled with handle {given.handle}: submitted, nothing sent"
+        triage.reconcile(conn, config, key, given.handle, actor=actor, clock=clock, reason=given.note,
+                         remote=remotes.for_operation(key.operation))
+        return f"reconciled with handle {given.handle} (verified with the remote): submitted, nothing sent"
     if action == "reject":
         triage.reject(conn, config, key, actor=actor, clock=clock, reason=given.note)
         return "rejected: closed without re-sending"

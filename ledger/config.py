@@ -33,6 +33,9 @@ class Policy:
     outcome_retry_seconds: float = 10.0
     # A paused remote is probed (one due job sent) this long after its last refusal.
     remote_probe_seconds: float = 60.0
+    # Strong evidence (the remote's own record carrying our idem key) reconciles a held job by itself;
+    # false: a finding by `reclaim` says so and a person reconciles.
+    reconcile_on_evidence: bool = True
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,9 @@ class RemoteConfig:
     lookup_url: str | None = None
     dedupes_by_key: bool = False
     header_env: dict[str, str] = field(default_factory=dict)
+    # gemini: the variable holding the static project webhook's `whsec_` signing secret; when set,
+    # creates carry webhook_config.user_metadata {idem, attempt} and `reclaim receiver` verifies deliveries.
+    webhook_secret_env: str | None = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +175,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         remote_probe_seconds=_positive(
             float(_typed(p, "remote_probe_seconds", (int, float), pp, 60)), "policy.remote_probe_seconds"
         ),
+        reconcile_on_evidence=_typed(p, "reconcile_on_evidence", (bool,), pp, True),
     )
 
     operators: dict[str, frozenset[str]] = {}
@@ -211,6 +218,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
             lookup_url=_typed(r, "lookup_url", (str,), path, None),
             dedupes_by_key=_typed(r, "dedupes_by_key", (bool,), path, False),
             header_env=dict(headers),
+            webhook_secret_env=_typed(r, "webhook_secret_env", (str,), path, None) or None,
         )
 
     operations: dict[str, OperationConfig] = {}

@@ -158,7 +158,50 @@ CREATE TABLE remote_pauses (
 );
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6]
+# Evidence: what the remote said about a job, append-only, from a query, a webhook or a fenced outcome.
+_V7 = """
+CREATE TABLE evidence (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    at           REAL NOT NULL,
+    source       TEXT NOT NULL,
+    idem_key     TEXT NOT NULL,
+    attempt      INTEGER,
+    handle       TEXT,
+    remote_state TEXT NOT NULL,
+    job_id       TEXT,
+    operation    TEXT,
+    ref          TEXT,
+    detail       TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX evidence_idem ON evidence (idem_key, attempt, id);
+CREATE INDEX evidence_handle ON evidence (handle);
+CREATE INDEX evidence_orphans ON evidence (job_id, id);
+CREATE TRIGGER evidence_no_update BEFORE UPDATE ON evidence
+BEGIN SELECT RAISE(ABORT, 'evidence is append-only'); END;
+CREATE TRIGGER evidence_no_delete BEFORE DELETE ON evidence
+BEGIN SELECT RAISE(ABORT, 'evidence is append-only'); END;
+
+CREATE TABLE evidence_handled (
+    evidence_id INTEGER PRIMARY KEY,
+    at          REAL NOT NULL,
+    outcome     TEXT NOT NULL
+);
+
+CREATE TABLE webhook_deliveries (
+    webhook_id  TEXT PRIMARY KEY,
+    received_at REAL NOT NULL,
+    signature   TEXT NOT NULL,
+    type        TEXT,
+    evidence_id INTEGER
+);
+
+CREATE TABLE webhook_refusals (
+    reason TEXT PRIMARY KEY,
+    n      INTEGER NOT NULL
+);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -215,7 +215,8 @@ def job_fingerprint(conn: sqlite3.Connection) -> str:
     import hashlib
 
     h = hashlib.sha256()
-    for table in ("jobs", "events", "quota_usage", "fenced_writes", "outbox", "state_counts"):
+    for table in ("jobs", "events", "quota_usage", "fenced_writes", "outbox", "state_counts", "evidence",
+                  "evidence_handled", "webhook_deliveries", "remote_pauses"):
         for row in conn.execute(f"SELECT * FROM {table} ORDER BY rowid"):
             h.update(repr(tuple(row)).encode())
     return h.hexdigest()

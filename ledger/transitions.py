@@ -47,6 +47,8 @@ TRANSITIONS: dict[tuple[str | None, str], str] = {
     ("failed", "assign"): "failed",
     **{(s, "remote_query"): s for s in STATES},
     **{(s, "remote_resumed"): s for s in STATES},
+    **{(s, "evidence"): s for s in STATES},
+    **{(s, "duplicate_send"): s for s in STATES},
 }
 
 # Events a worker writes: they must name the epoch they hold.
@@ -137,11 +139,29 @@ def _encode(column: str, value: Any) -> Any:
 def record_fenced(
     conn: sqlite3.Connection, key: JobKey, *, at: float, actor: str, event: str, epoch: int | None, detail: dict[str, Any]
 ) -> None:
-    """Count a write refused because its epoch was stale, keeping what it tried to say."""
-    conn.execute(
+    """Count a write refused because its epoch was stale, keeping what it tried to say.
+
+    A fenced *accepted* outcome still names a real remote interaction: its handle is kept as evidence
+    (source `fenced_outcome`), so `query`, `show` and the release rule see it.
+    """
+    cur = conn.execute(
         "INSERT INTO fenced_writes (at, job_id, operation, actor, event, epoch, detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (at, key.job_id, key.operation, actor, event, epoch, json.dumps(detail, sort_keys=True, ensure_ascii=False)),
     )
+    handle = detail.get("handle")
+    if event in ("accepted", "orphan_found") and isinstance(handle, str) and handle:
+        from ledger import evidence
+
+        row = conn.execute(
+            "SELECT idem_key FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)
+        ).fetchone()
+        if row is not None:
+            attempt = detail.get("attempt")
+            evidence.record(
+                conn, at=at, source="fenced_outcome", idem_key=row[0],
+                attempt=attempt if isinstance(attempt, int) else None, handle=handle, remote_state="running",
+                job=key, ref=f"fenced-{cur.lastrowid}", detail={"actor": actor, "epoch": epoch, "event": event},
+            )
 
 
 def apply(

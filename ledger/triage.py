@@ -8,9 +8,11 @@ and either writes its event (with who, when and why) or raises Refused with the 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ledger import evidence
 from ledger.clock import Clock, day_of
 from ledger.config import Config
 from ledger.db import write_tx
@@ -82,6 +84,13 @@ def latest_query(conn: sqlite3.Connection, key: JobKey) -> Event | None:
     return _latest(conn, key, "remote_query", current_attempt_start(conn, key))
 
 
+_SOURCE_WORDS = {
+    "query": "a query",
+    "webhook": "a signed webhook",
+    "fenced_outcome": "an accepted send whose late write was fenced",
+}
+
+
 def refusal(conn: sqlite3.Connection, config: Config, job: Job, action: str, actor: str, now: float) -> str | None:
     """Why `actor` may not take `action` on `job` now, or None when it is allowed. Writes nothing."""
     if action not in ACTIONS:
@@ -101,15 +110,17 @@ def _release_refusal(conn: sqlite3.Connection, config: Config, job: Job, actor: 
     finding = latest_finding(conn, job.key)
     if config.policy.release_requires_finding and finding is None:
         return "a release needs a finding first: query the remote and record what was found"
+    ran = evidence.says_it_ran(conn, job)
+    if ran is not None:
+        said = "is still running" if ran.remote_state == "running" else "completed"
+        where = f" ({ran.handle})" if ran.handle else ""
+        return (f"evidence from {_SOURCE_WORDS.get(ran.source, ran.source)} says the remote {said} it{where}; "
+                "reconcile instead (only newer evidence that it is not there lifts this)")
     if finding is not None:
         if config.policy.four_eyes and finding.actor == actor:
             return f"four-eyes: {actor} wrote the finding this release rests on; another approver must release"
         if finding.detail.get("category") in ("in_progress", "completed_reply_lost"):
             return f"the finding says {finding.detail['category']}: the remote ran it; reconcile instead"
-    query = latest_query(conn, job.key)
-    if query is not None and query.detail.get("remote_state") in ("completed", "running"):
-        said = "is still running" if query.detail["remote_state"] == "running" else "completed"
-        return f"the last query says the remote {said} it; reconcile instead"
     op = config.operations.get(job.operation)
     if op is None:
         return f"operation {job.operation!r} is no longer declared in the config"
@@ -146,7 +157,8 @@ def preview(conn: sqlite3.Connection, config: Config, key: JobKey, action: str, 
             "query": "asks the remote about this job (a read; nothing is sent) and records the reply",
             "finding": "records what you found; nothing is sent",
             "assign": "sets the owner and due time; nothing is sent",
-            "reconcile": "attaches the handle and marks the job submitted; nothing is sent",
+            "reconcile": "asks the remote whether the handle carries this job's idem key, then attaches it and "
+                         "marks the job submitted; nothing is sent (unverified: attaches it without asking)",
             "reject": "closes the job as rejected; nothing is sent",
             "remediate": "closes the job as remediated by other means; nothing is sent",
             "release": "sends 1 new request",
@@ -166,11 +178,14 @@ def _act(
     detail: dict[str, Any],
     fields: dict[str, Any] | None = None,
     count_today: bool = False,
+    check: Callable[[sqlite3.Connection], str | None] | None = None,
 ) -> Applied:
     with write_tx(conn):
         now = clock.now()
         job = get_job(conn, key)
         why = refusal(conn, config, job, action, actor, now)
+        if why is None and check is not None:
+            why = check(conn)
         if why is not None:
             raise Refused(f"{action} refused for {key.job_id} / {key.operation}: {why}")
         if count_today:
@@ -188,30 +203,69 @@ def _act(
 DECISIONS = frozenset({"release", "reconcile", "reject", "remediate"})
 
 
-def query_remote(config: Config, job: Job, remote: Remote) -> RemoteStatus:
-    """Ask the remote about a job by handle, or by key when it can be searched. No ledger access."""
-    if job.handle:
-        return remote.lookup(job.handle)
+def query_remote(config: Config, job: Job, remote: Remote, handle: str | None = None) -> RemoteStatus:
+    """Ask the remote about a job by handle (the job's, or `handle` from evidence), or by key when it can
+    be searched. No ledger access."""
+    handle = job.handle or handle
+    if handle:
+        return remote.lookup(handle)
     if remote.capabilities.search_by_key:
         return remote.search(job.idem_key)
     return RemoteStatus(
         "error",
-        error=f"no handle recorded; {remote.kind} cannot be searched by idem key, so the remote cannot answer",
+        error=where_to_look(config, job, remote),
         snapshot={"asked": False},
     )
+
+
+def where_to_look(config: Config, job: Job, remote: Remote) -> str:
+    """For a job with no handle and no evidence: what cannot be asked, and where a person can look."""
+    if remote.kind == "gemini":
+        rc = config.remotes[config.operations[job.operation].remote] if job.operation in config.operations else None
+        console = getattr(remote, "console_url", None)
+        here = f"; the demo's simulator lists them at {console(job.idem_key)}" if callable(console) and rc and rc.base_url else ""
+        return (
+            "no handle recorded and Gemini interactions cannot be listed or searched: look in AI Studio's logs "
+            f"for interactions labelled idem={job.idem_key} attempt={job.attempt}{here}; a signed webhook, if "
+            "configured, would have named it"
+        )
+    return f"no handle recorded; {remote.kind} cannot be searched by idem key, so the remote cannot answer"
 
 
 def record_query(
     conn: sqlite3.Connection, config: Config, key: JobKey, status: RemoteStatus, *, actor: str, clock: Clock
 ) -> Applied:
-    """Record a remote query's reply (and its raw snapshot) as an event on the job."""
-    detail = {
+    """Record a remote query's reply (and its raw snapshot) as an event on the job, and as evidence when
+    the remote answered (a failed query adds no evidence)."""
+    detail: dict[str, Any] = {
         "remote_state": status.state,
         "handle": status.handle,
         "error": status.error,
         "snapshot": status.snapshot,
     }
-    return _act(conn, config, key, "query", "remote_query", actor=actor, clock=clock, detail=detail)
+    if status.state == "not_found" and status.handle:
+        detail["meaning"] = "the remote no longer has it (retention): this says nothing about whether it ran"
+    applied = _act(conn, config, key, "query", "remote_query", actor=actor, clock=clock, detail=detail)
+    said = _EVIDENCE_STATE.get(status.state)
+    if said is not None and applied.job is not None:
+        if said == "absent" and status.handle:
+            said = "gone"  # a handle the remote once accepted, now unknown: its records expired
+        with write_tx(conn):
+            evidence.record(
+                conn, at=clock.now(), source="query", idem_key=applied.job.idem_key, attempt=applied.job.attempt,
+                handle=status.handle, remote_state=said, job=key, ref=f"event-{applied.event_id}",
+                detail={"actor": actor},
+            )
+    return applied
+
+
+_EVIDENCE_STATE = {
+    "completed": "completed",
+    "running": "running",
+    "needs_person": "running",
+    "failed": "failed",
+    "not_found": "absent",
+}
 
 
 def query_job(
@@ -222,7 +276,8 @@ def query_job(
     why = refusal(conn, config, job, "query", actor, clock.now())
     if why is not None:
         raise Refused(f"query refused for {key.job_id} / {key.operation}: {why}")
-    status = query_remote(config, job, remote)
+    known = evidence.known_handle(conn, job)
+    status = query_remote(config, job, remote, known.handle if known else None)
     record_query(conn, config, key, status, actor=actor, clock=clock)
     return status
 
@@ -280,16 +335,66 @@ def release(
     )
 
 
+def verify_handle(config: Config, job: Job, handle: str, remote: Remote) -> str | None:
+    """Ask the remote whether `handle` is this job's: None when it is, else which check failed.
+
+    A Gemini handle must exist and carry the job's idem key in its labels; an HTTP handle must answer
+    the lookup with the job's idempotency key. A remote that cannot be asked is a refusal too.
+    """
+    if not remote.capabilities.lookup_by_handle:
+        return f"{remote.kind} remote {remote.name} cannot look a handle up: reconcile with --unverified and a reason"
+    status = remote.lookup(handle)
+    if status.state == "error":
+        return f"the remote could not be asked about {handle} ({status.error}); try again, or --unverified with a reason"
+    if status.state == "not_found":
+        return f"the remote does not know {handle}; check the handle"
+    snap = status.snapshot if isinstance(status.snapshot, dict) else {}
+    labels = snap.get("labels") if isinstance(snap.get("labels"), dict) else {}
+    carried = labels.get("idem") if labels else snap.get("key")
+    if carried != job.idem_key:
+        what = f"idem key {carried}" if carried else "no idem key"
+        return f"{handle} carries {what}, not this job's {job.idem_key}: it is another job's interaction"
+    return None
+
+
 def reconcile(
-    conn: sqlite3.Connection, config: Config, key: JobKey, handle: str, *, actor: str, clock: Clock, reason: str = ""
+    conn: sqlite3.Connection, config: Config, key: JobKey, handle: str, *, actor: str, clock: Clock, reason: str = "",
+    remote: Remote | None = None, unverified: bool = False,
 ) -> Applied:
-    """The remote did run it: attach the handle and move to submitted; nothing is sent."""
+    """The remote did run it: attach the handle and move to submitted; nothing is sent.
+
+    The handle is first verified with the remote (`verify_handle`); `unverified=True` skips that and
+    needs a reason, and is recorded as unverified. A handle attached to another job is always refused.
+    """
     if not handle.strip():
         raise BadInput("handle: required; the remote's id for this job (from 'reclaim query' or the remote's console)")
+    if unverified and not reason.strip():
+        raise BadInput("reason: required for an unverified reconcile; say where you saw that the remote ran it")
+    job = get_job(conn, key)
+    why = refusal(conn, config, job, "reconcile", actor, clock.now())
+    if why is None:
+        owner = evidence.handle_owner(conn, handle)
+        if owner is not None and owner != key:
+            why = f"handle {handle} is already attached to job {owner.job_id} / {owner.operation}"
+    if why is None and not unverified:
+        if remote is None:
+            raise BadInput("reconcile: no remote to verify the handle with; pass the remote or --unverified")
+        why = verify_handle(config, job, handle, remote)
+    if why is not None:
+        raise Refused(f"reconcile refused for {key.job_id} / {key.operation}: {why}")
     return _act(
         conn, config, key, "reconcile", "reconcile", actor=actor, clock=clock,
-        detail={"handle": handle, "reason": reason}, fields={"handle": handle},
+        detail={"handle": handle, "reason": reason, "verified": not unverified},
+        fields={"handle": handle, "held_reason": None},
+        check=lambda c: _handle_taken(c, key, handle),
     )
+
+
+def _handle_taken(conn: sqlite3.Connection, key: JobKey, handle: str) -> str | None:
+    owner = evidence.handle_owner(conn, handle)
+    if owner is not None and owner != key:
+        return f"handle {handle} is already attached to job {owner.job_id} / {owner.operation}"
+    return None
 
 
 def reject(conn: sqlite3.Connection, config: Config, key: JobKey, *, actor: str, clock: Clock, reason: str) -> Applied:

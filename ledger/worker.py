@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ledger import journal
+from ledger import evidence, journal
 from ledger.clock import Clock
 from ledger.config import Config
 from ledger.crashpoints import crashpoint
@@ -60,6 +60,9 @@ class TickReport:
     abandoned: int = 0
     remote_refused: int = 0
     journal_replayed: int = 0
+    evidence_polled: int = 0
+    reconciled_by_evidence: int = 0
+    duplicates: int = 0
     notifications: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
@@ -243,6 +246,111 @@ def replay_journal(conn: sqlite3.Connection, config: Config, *, clock: Clock, re
             applied = record_send_outcome(conn, config, claim, outcome, now=clock.now(), journaled=rec)
             report.journal_replayed += applied.ok
             report.fenced += not applied.ok and applied.refusal == "fenced"
+
+
+def act_on_evidence(
+    conn: sqlite3.Connection, config: Config, remotes: RemoteCache, *, clock: Clock, owner: str, report: TickReport
+) -> None:
+    """Act on webhook evidence no pass has handled yet (see ledger.evidence).
+
+    A submitted job named by it is polled at once. A held job with no handle is reconciled once a GET of
+    the interaction shows the job's idem key and attempt in its labels (actor `reclaim`, the webhook id
+    in the reason), or gets a finding by `reclaim` when `reconcile_on_evidence` is off. An interaction
+    other than the job's own for the same idem key is a duplicate send: recorded on the job, cancelled
+    while it runs, never delivered. Evidence for a send still under way waits for the next pass.
+    """
+    for ev in list(evidence.unhandled(conn)):
+        assert ev.job is not None
+        row = conn.execute(
+            "SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (ev.job.job_id, ev.job.operation)
+        ).fetchone()
+        if row is None or ev.job.operation not in config.operations or not ev.handle:
+            _handled(conn, ev.id, "nothing to do", clock)
+            continue
+        job = Job.from_row(row)
+        if job.state == "reserving" and job.send_started_at is not None:
+            continue  # a send is under way or awaits recovery: decide once it has an outcome
+        remote = remotes.for_operation(job.operation)
+        if (job.handle and ev.handle != job.handle) or (ev.attempt is not None and ev.attempt < job.attempt):
+            _duplicate(conn, config, job, ev, remote, clock=clock, owner=owner, report=report)
+        elif job.state == "submitted" and ev.handle == job.handle:
+            status = remote.lookup(job.handle)
+            with write_tx(conn):
+                record_poll(conn, config, job, status, actor=owner, now=clock.now())
+                evidence.mark_handled(conn, ev.id, f"polled: {status.state}", clock.now())
+            report.evidence_polled += 1
+        elif job.state == "held" and not job.handle and ev.attempt in (None, job.attempt):
+            _reconcile_from_evidence(conn, config, job, ev, remote, clock=clock, report=report)
+        else:
+            _handled(conn, ev.id, f"recorded (job {job.state})", clock)
+
+
+def _handled(conn: sqlite3.Connection, evidence_id: int, outcome: str, clock: Clock) -> None:
+    with write_tx(conn):
+        evidence.mark_handled(conn, evidence_id, outcome, clock.now())
+
+
+def _reconcile_from_evidence(
+    conn: sqlite3.Connection, config: Config, job: Job, ev: evidence.Evidence, remote: Remote, *, clock: Clock,
+    report: TickReport,
+) -> None:
+    from ledger.triage import verify_handle
+
+    assert ev.handle is not None
+    why = verify_handle(config, job, ev.handle, remote)
+    if why is not None and "could not be asked" in why:
+        return  # the GET failed: ask again next pass
+    now = clock.now()
+    with write_tx(conn):
+        if why is not None:
+            evidence.mark_handled(conn, ev.id, f"not reconciled: {why}", now)
+            return
+        if evidence.handle_owner(conn, ev.handle) not in (None, job.key):
+            evidence.mark_handled(conn, ev.id, "not reconciled: the handle belongs to another job", now)
+            return
+        reason = (f"webhook {ev.ref}: the remote's own record {ev.handle} carries this job's idem key "
+                  f"(checked by GET); {ev.remote_state}")
+        if config.policy.reconcile_on_evidence:
+            applied = apply(
+                conn, job.key, "reconcile", actor="reclaim", now=now, expected_state="held",
+                expected_epoch=job.epoch, bump_epoch=True,
+                detail={"handle": ev.handle, "reason": reason, "verified": True, "evidence_id": ev.id},
+                fields={"handle": ev.handle, "held_reason": None}, notify=config.notify,
+            )
+            report.reconciled_by_evidence += applied.ok
+            outcome = "reconciled" if applied.ok else f"not reconciled: {applied.refusal}"
+        else:
+            category = "completed_reply_lost" if ev.remote_state == "completed" else "in_progress"
+            apply(
+                conn, job.key, "finding", actor="reclaim", now=now, expected_state="held",
+                detail={"category": category, "note": reason, "suggested_handle": ev.handle,
+                        "evidence_id": ev.id, "query_event_id": None, "snapshot": None},
+            )
+            outcome = "finding recorded"
+        evidence.mark_handled(conn, ev.id, outcome, now)
+
+
+def _duplicate(
+    conn: sqlite3.Connection, config: Config, job: Job, ev: evidence.Evidence, remote: Remote, *, clock: Clock,
+    owner: str, report: TickReport,
+) -> None:
+    assert ev.handle is not None
+    status = remote.lookup(ev.handle)
+    cancelled: str | None = None
+    cancel = getattr(remote, "cancel", None)
+    if status.state == "running" and callable(cancel):
+        cancelled = cancel(ev.handle).state
+    with write_tx(conn):
+        current = conn.execute(
+            "SELECT state FROM jobs WHERE job_id = ? AND operation = ?", (job.job_id, job.operation)
+        ).fetchone()
+        apply(
+            conn, job.key, "duplicate_send", actor=owner, now=clock.now(), expected_state=current[0],
+            detail={"handle": ev.handle, "attempt": ev.attempt, "job_handle": job.handle, "job_attempt": job.attempt,
+                    "remote_state": status.state, "cancel": cancelled, "webhook_id": ev.ref, "evidence_id": ev.id},
+        )
+        evidence.mark_handled(conn, ev.id, "duplicate" + (f", cancel: {cancelled}" if cancelled else ""), clock.now())
+    report.duplicates += 1
 
 
 def send_within_window(config: Config, claim: Claim, remote: Remote) -> SendOutcome:
@@ -558,6 +666,7 @@ def tick(
     owner = owner or worker_id()
     report = TickReport()
     replay_journal(conn, config, clock=clock, report=report)
+    act_on_evidence(conn, config, remotes, clock=clock, owner=owner, report=report)
     recover_stale(conn, config, remotes, clock=clock, owner=owner, report=report)
     send_due(conn, config, remotes, clock=clock, owner=owner, report=report, stop=stop, progress=progress)
     poll_submitted(conn, config, remotes, clock=clock, owner=owner, report=report, stop=stop, progress=progress)

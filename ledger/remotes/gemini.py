@@ -255,14 +255,22 @@ def _sdk_client(*, api_key: str, base_url: str, timeout_ms: int, attempts: int, 
         raise ConfigError(f"the google-genai client cannot be built: {e}") from None
 
 
-def create_kwargs(payload: dict[str, Any], *, model: str, idem_key: str, attempt: int) -> dict[str, Any]:
-    """The arguments of the one `interactions.create` a send makes (and `validate_payload` checks)."""
+def create_kwargs(
+    payload: dict[str, Any], *, model: str, idem_key: str, attempt: int, webhooks: bool = False
+) -> dict[str, Any]:
+    """The arguments of the one `interactions.create` a send makes (and `validate_payload` checks).
+
+    With `webhooks`, the create asks the project's webhook to echo the idem key and attempt back in
+    `user_metadata`, so a delivery names the job even when the create's reply was lost.
+    """
     kwargs: dict[str, Any] = {
         "model": model,
         "input": payload["input"],
         "background": True,
         "labels": {"idem": idem_key, "attempt": str(attempt)},
     }
+    if webhooks:
+        kwargs["webhook_config"] = {"user_metadata": {"idem": idem_key, "attempt": str(attempt)}}
     if "system_instruction" in payload:
         kwargs["system_instruction"] = payload["system_instruction"]
     if "generation_config" in payload:
@@ -280,6 +288,8 @@ class GeminiRemote:
         self.name = rc.name
         self.model = rc.model
         self.timeout = float(rc.timeout_seconds)
+        self.webhooks = bool(rc.webhook_secret_env)
+        self.base_url = rc.base_url
         key = os.environ.get(rc.api_key_env) or ("simulator" if rc.base_url else None)
         if key is None:
             raise ConfigError(f"remote {rc.name}: environment variable {rc.api_key_env} is not set (the API key)")
@@ -313,6 +323,13 @@ class GeminiRemote:
         except Exception:  # half-built (the constructor raised) or interpreter shutdown
             pass
 
+    def console_url(self, idem_key: str) -> str | None:
+        """Where a person can list this idem key's interactions: the simulator's read-only console when
+        `base_url` points at it; None for Google (AI Studio's logs, filtered by the label)."""
+        if not self.base_url:
+            return None
+        return f"{self.base_url.rstrip('/')}/console/interactions?label=idem={idem_key}&format=html"
+
     def send(
         self, payload: dict[str, Any], idem_key: str, attempt: int, window: SendWindow | None = None
     ) -> SendOutcome:
@@ -320,7 +337,7 @@ class GeminiRemote:
         ctx = _SendContext(OpenWindow() if window is None else window, self.timeout)
         token = _CURRENT_SEND.set(ctx)
         try:
-            kwargs = create_kwargs(payload, model=self.model, idem_key=idem_key, attempt=attempt)
+            kwargs = create_kwargs(payload, model=self.model, idem_key=idem_key, attempt=attempt, webhooks=self.webhooks)
             interaction = self._create_client.interactions.create(**kwargs)
         except Exception as exc:
             return classify_create_failure(exc, written=ctx.written, refusal=ctx.window.refusal, model=self.model)

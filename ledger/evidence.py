@@ -1,0 +1,160 @@
+"""Evidence: what the remote itself says about a job, kept append-only with its source and time.
+
+"The remote's records decide." A query's reply, a signed webhook delivery, and an accepted outcome
+that was fenced (its handle is real even though the write came too late) are all evidence. It is
+never forgotten: a release is refused while any evidence for the current attempt says the remote
+completed or is running the job, until newer evidence positively says it is not there (a failed
+query adds nothing).
+
+Webhook deliveries are recorded by the receiver (no remote call there); every worker pass then acts
+on the evidence nobody handled yet (`act_on_evidence`): a submitted job is polled at once; a held job
+with no handle is reconciled once a GET of the interaction shows our idem key in its labels (or,
+with `[policy] reconcile_on_evidence = false`, a finding by `reclaim` says so); a second interaction
+for the same idem key is recorded as a duplicate and cancelled while it runs; an idem key the ledger
+does not know stays orphan evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.model import Job, JobKey
+
+# What a piece of evidence says the remote did. "absent": positively not there (a 404 for our
+# handle, a search that found nothing); "gone": it was there once and the remote no longer keeps it.
+SAYS_RAN = frozenset({"completed", "running"})
+SAYS_NOT_RUNNING = frozenset({"absent", "failed"})
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One piece of evidence as stored."""
+
+    id: int
+    at: float
+    source: str
+    idem_key: str
+    attempt: int | None
+    handle: str | None
+    remote_state: str
+    job: JobKey | None
+    ref: str | None
+    detail: dict[str, Any]
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Evidence:
+        """Build from an `evidence` row."""
+        return cls(
+            id=row["id"], at=row["at"], source=row["source"], idem_key=row["idem_key"], attempt=row["attempt"],
+            handle=row["handle"], remote_state=row["remote_state"],
+            job=JobKey(row["job_id"], row["operation"]) if row["job_id"] is not None else None,
+            ref=row["ref"], detail=json.loads(row["detail"]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        d = dict(self.__dict__)
+        d["job"] = {"job_id": self.job.job_id, "operation": self.job.operation} if self.job else None
+        return d
+
+
+def record(
+    conn: sqlite3.Connection, *, at: float, source: str, idem_key: str, attempt: int | None, handle: str | None,
+    remote_state: str, job: JobKey | None, ref: str | None = None, detail: dict[str, Any] | None = None,
+) -> int:
+    """Append one piece of evidence (inside the caller's transaction); return its id."""
+    cur = conn.execute(
+        "INSERT INTO evidence (at, source, idem_key, attempt, handle, remote_state, job_id, operation, ref, detail) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (at, source, idem_key, attempt, handle, remote_state, job.job_id if job else None,
+         job.operation if job else None, ref, json.dumps(detail or {}, sort_keys=True, ensure_ascii=False)),
+    )
+    assert cur.lastrowid is not None
+    return cur.lastrowid
+
+
+def for_job(conn: sqlite3.Connection, job: Job, *, attempt: int | None = None) -> list[Evidence]:
+    """Every piece of evidence for the job's idem key (one attempt when given), oldest first."""
+    if attempt is None:
+        rows = conn.execute("SELECT * FROM evidence WHERE idem_key = ? ORDER BY id", (job.idem_key,))
+    else:
+        rows = conn.execute(
+            "SELECT * FROM evidence WHERE idem_key = ? AND attempt = ? ORDER BY id", (job.idem_key, attempt)
+        )
+    return [Evidence.from_row(r) for r in rows]
+
+
+def says_it_ran(conn: sqlite3.Connection, job: Job) -> Evidence | None:
+    """The evidence that the remote completed or is running the current attempt, unless newer evidence
+    positively says it is not there; None when nothing says it ran. A failed query adds nothing."""
+    standing: Evidence | None = None
+    for ev in for_job(conn, job, attempt=job.attempt):
+        if ev.remote_state in SAYS_RAN:
+            standing = ev
+        elif ev.remote_state in SAYS_NOT_RUNNING and (standing is None or ev.handle in (None, standing.handle)):
+            standing = None
+    return standing
+
+
+def known_handle(conn: sqlite3.Connection, job: Job) -> Evidence | None:
+    """The newest evidence for the current attempt that names a handle (a webhook, a fenced accepted
+    outcome, a query): what `query` asks about when the job itself has none."""
+    for ev in reversed(for_job(conn, job, attempt=job.attempt)):
+        if ev.handle:
+            return ev
+    return None
+
+
+def handle_owner(conn: sqlite3.Connection, handle: str) -> JobKey | None:
+    """The job a handle is attached to, if any."""
+    row = conn.execute("SELECT job_id, operation FROM jobs WHERE handle = ? LIMIT 1", (handle,)).fetchone()
+    return JobKey(row[0], row[1]) if row else None
+
+
+def unhandled(conn: sqlite3.Connection, limit: int = 200) -> Iterator[Evidence]:
+    """Webhook evidence for a known job that no pass has acted on yet, oldest first."""
+    rows = conn.execute(
+        "SELECT e.* FROM evidence e LEFT JOIN evidence_handled h ON h.evidence_id = e.id "
+        "WHERE h.evidence_id IS NULL AND e.source = 'webhook' AND e.job_id IS NOT NULL ORDER BY e.id LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return (Evidence.from_row(r) for r in rows)
+
+
+def mark_handled(conn: sqlite3.Connection, evidence_id: int, outcome: str, now: float) -> None:
+    """Record that a pass acted on a piece of evidence (inside the caller's transaction)."""
+    conn.execute(
+        "INSERT INTO evidence_handled (evidence_id, at, outcome) VALUES (?, ?, ?) "
+        "ON CONFLICT (evidence_id) DO NOTHING",
+        (evidence_id, now, outcome),
+    )
+
+
+def orphans(conn: sqlite3.Connection, limit: int = 200) -> list[Evidence]:
+    """Evidence for idem keys the ledger does not know, newest first."""
+    rows = conn.execute(
+        "SELECT * FROM evidence WHERE job_id IS NULL ORDER BY id DESC LIMIT ?", (limit,)
+    ).fetchall()
+    return [Evidence.from_row(r) for r in rows]
+
+
+def duplicate_count(conn: sqlite3.Connection) -> int:
+    """How many second remote interactions for one idem key were detected."""
+    return int(conn.execute("SELECT COUNT(*) FROM events WHERE kind = 'duplicate_send'").fetchone()[0])
+
+
+def count_refusal(conn: sqlite3.Connection, reason: str) -> None:
+    """Count one refused webhook delivery by reason (its own small transaction; nothing else changes)."""
+    conn.execute(
+        "INSERT INTO webhook_refusals (reason, n) VALUES (?, 1) ON CONFLICT (reason) DO UPDATE SET n = n + 1",
+        (reason,),
+    )
+
+
+def refusal_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    """Refused webhook deliveries by reason."""
+    return {r[0]: r[1] for r in conn.execute("SELECT reason, n FROM webhook_refusals ORDER BY reason")}
