@@ -291,12 +291,13 @@ def test_received_and_running_is_reconciled_without_a_second_post(env: Env) -> N
     # Even a finding that would allow a release does not: the last query says the remote is running it.
     env.act(triage.record_finding, key, "cannot_determine", "bucket size unchanged so far", actor="bob")
     before = env.fingerprint()
-    with pytest.raises(Refused, match="the last query says the remote is still running it; reconcile instead"):
+    with pytest.raises(Refused, match="evidence from a query says the remote is still running it"):
         env.act(triage.release, key, actor="carol")
     assert env.fingerprint() == before
     env.act(triage.record_finding, key, "in_progress", f"{status.handle} running", actor="bob")
 
-    env.act(triage.reconcile, key, status.handle, actor="carol", reason="the remote is running it")
+    env.act(triage.reconcile, key, status.handle, actor="carol", reason="the remote is running it",
+            remote=remote_for(env.cfg, OP))
     assert env.job(key).state == "submitted" and env.job(key).handle == status.handle
 
     def consumed() -> bool:
@@ -322,11 +323,12 @@ def test_completed_with_reply_lost_is_reconciled_with_its_counts(env: Env) -> No
     assert status.snapshot["selected"] == status.snapshot["deleted"] == 100
     env.act(triage.record_finding, key, "cannot_determine", "no reply seen", actor="bob")
     before = env.fingerprint()
-    with pytest.raises(Refused, match="the last query says the remote completed it; reconcile instead"):
+    with pytest.raises(Refused, match="evidence from a query says the remote completed it"):
         env.act(triage.release, key, actor="carol")
     assert env.fingerprint() == before
     env.act(triage.record_finding, key, "completed_reply_lost", "deleted 100/100", actor="bob")
-    env.act(triage.reconcile, key, status.handle, actor="carol", reason="completed, reply lost")
+    env.act(triage.reconcile, key, status.handle, actor="carol", reason="completed, reply lost",
+            remote=remote_for(env.cfg, OP))
     env.tick()
     job = env.job(key)
     assert job.state == "consumed" and job.result["deleted"] == 100
@@ -373,7 +375,8 @@ def test_orphan_is_attached_only_when_the_remote_dedupes_by_key(env: Env, dedupe
         status = env.act(triage.query_job, key, remote, actor="bob")
         assert status.state == "completed" and status.handle
         env.act(triage.record_finding, key, "completed_reply_lost", "found by key", actor="bob")
-        env.act(triage.reconcile, key, status.handle, actor="carol", reason="found by key")
+        env.act(triage.reconcile, key, status.handle, actor="carol", reason="found by key",
+            remote=remote_for(env.cfg, OP))
         env.tick(cfg)
         assert env.job(key).state == "consumed" and env.sim.count("cleanup") == 1
 
@@ -557,7 +560,8 @@ def test_secret_header_never_reaches_the_ledger(env: Env) -> None:
     remote = remote_for(env.cfg, OP)
     status = env.act(triage.query_job, key, remote, actor="bob")
     env.act(triage.record_finding, key, "completed_reply_lost", "seen", actor="bob")
-    env.act(triage.reconcile, key, status.handle, actor="carol", reason="seen")
+    env.act(triage.reconcile, key, status.handle, actor="carol", reason="seen",
+            remote=remote_for(env.cfg, OP))
     env.tick()
     assert env.job(key).state == "consumed"
 

@@ -158,7 +158,10 @@ class MJob:
     releases: int = 0
     sends: int = 0
     finding: tuple[str, str] | None = None  # (author, category) in the current attempt
-    query_state: str | None = None  # the latest query's remote state in the current attempt
+    # Evidence for the current attempt: what says the remote ran it (state, handle), and the newest handle
+    # any evidence named (queries and fenced accepted outcomes), which a query then asks about.
+    ran: tuple[str, str | None] | None = None
+    ev_handle: str | None = None
 
     @property
     def idem(self) -> str:
@@ -340,6 +343,8 @@ class LedgerMachine(RuleBasedStateMachine):
         elif m.epoch != claim.epoch:
             assert not applied.ok and applied.refusal == "fenced"
             self.fenced += 1
+            if outcome.kind == "accepted" and claim.job.attempt == m.attempt:
+                self._evidence(m, "running", outcome.handle)  # a fenced accepted send is evidence
             event(f"zombie write: fenced, job now {m.state}")
         else:
             assert not applied.ok and applied.refusal == "state"
@@ -506,8 +511,9 @@ class LedgerMachine(RuleBasedStateMachine):
     # -- triage ---------------------------------------------------------------------------------------
     def _query(self, m: MJob, actor: str) -> None:
         fake = self.fakes[m.op]
-        if m.handle:
-            expected = fake.lookup(m.handle).state
+        asked = m.handle or m.ev_handle
+        if asked:
+            expected = fake.lookup(asked).state
         elif SEARCHABLE[m.op]:
             expected = fake.search(m.idem).state
         else:
@@ -517,7 +523,19 @@ class LedgerMachine(RuleBasedStateMachine):
             self.conn, self.cfg, m.key, fake, actor=actor, clock=self.clock))
         if allowed:
             assert status.state == expected
-            m.query_state = expected
+            self._evidence(m, expected, status.handle)
+
+    def _evidence(self, m: MJob, state: str, handle: str | None) -> None:
+        """What ledger.evidence keeps: 'ran' until newer evidence positively says it is not there."""
+        said = {"completed": "completed", "running": "running", "failed": "failed", "not_found": "absent"}.get(state)
+        if said == "absent" and handle:
+            said = "gone"  # a handle the remote once had: says nothing either way
+        if said in ("completed", "running"):
+            m.ran = (said, handle)
+        elif said in ("absent", "failed") and m.ran is not None and handle in (None, m.ran[1]):
+            m.ran = None
+        if said is not None and handle:
+            m.ev_handle = handle
 
     def _finding(self, m: MJob, actor: str, category: str) -> None:
         allowed = "triage" in self.roles(actor) and m.state in ("held", "failed")
@@ -534,7 +552,7 @@ class LedgerMachine(RuleBasedStateMachine):
             and m.finding is not None
             and m.finding[0] != actor
             and m.finding[1] not in ("in_progress", "completed_reply_lost")
-            and m.query_state not in ("completed", "running")
+            and m.ran is None
             and self.quota[(m.op, day)] < QUOTA[m.op]
         )
         self.expect(allowed, lambda: triage.release(self.conn, self.cfg, m.key, actor=actor, clock=self.clock,
@@ -544,7 +562,7 @@ class LedgerMachine(RuleBasedStateMachine):
             m.state, m.attempt, m.releases = "reserving", m.attempt + 1, m.releases + 1
             m.epoch += 1  # a decision fences whatever was in flight for the old state
             m.handle = m.send_started = m.next_try = m.lease_until = m.held_reason = None
-            m.finding = m.query_state = None
+            m.finding = m.ran = m.ev_handle = None
             self.quota[(m.op, day)] += 1
 
     @precondition(lambda self: self.jobs)
@@ -587,12 +605,14 @@ class LedgerMachine(RuleBasedStateMachine):
     @rule(i=pick, actor=actor_st, use_remote=st.booleans())
     def reconcile(self, i: int, actor: str, use_remote: bool) -> None:
         m = self.job(i, ("held",))
-        handle = (self.fakes[m.op].latest(m.idem) if use_remote else None) or f"manual-{m.job_id}"
+        handle = (self.fakes[m.op].latest(m.idem) if use_remote else None) or f"manual-{m.job_id}-{m.op}"
         allowed = "approver" in self.roles(actor) and m.state == "held"
+        # The fake remote keeps no labels to verify: the model reconciles as a person who checked elsewhere.
         self.expect(allowed, lambda: triage.reconcile(self.conn, self.cfg, m.key, handle, actor=actor,
-                                                      clock=self.clock, reason="seen in the remote console"))
+                                                      clock=self.clock, reason="seen in the remote console",
+                                                      unverified=True))
         if allowed:
-            m.state, m.handle = "submitted", handle
+            m.state, m.handle, m.held_reason = "submitted", handle, None
             m.epoch += 1
 
     @precondition(lambda self: self.jobs)

@@ -18,6 +18,7 @@ from ledger.config import Config, parse_config
 from ledger.db import connect
 from ledger.errors import BadInput, Refused
 from ledger.model import JobKey, idem_key
+from ledger.remotes import remote_for
 from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, submit_now, tick
 
@@ -165,12 +166,13 @@ def test_release_refused_when_the_last_query_says_completed_or_running(
     assert status.state == remote_state
     _finding(conn, cfg, res.key, "alice", clock, category="cannot_determine")
     before = fingerprint(ledger_path)
-    with pytest.raises(Refused, match=f"the last query says the remote {says}; reconcile instead"):
+    with pytest.raises(Refused, match=f"evidence from a query says the remote {says}"):
         triage.release(conn, cfg, res.key, actor="carol", clock=clock)
     assert fingerprint(ledger_path) == before
     assert not triage.preview(conn, cfg, res.key, "release", "carol", clock).allowed
 
-    triage.reconcile(conn, cfg, res.key, job.handle, actor="carol", clock=clock, reason="the remote has it")
+    triage.reconcile(conn, cfg, res.key, job.handle, actor="carol", clock=clock, reason="the remote has it",
+                     remote=remote_for(cfg, OP))
     assert read_job(ledger_path, "flaky").state == "submitted"
     assert sim.count("create") == 1
 
@@ -246,7 +248,8 @@ def test_reconcile_attaches_the_handle_without_sending(
         triage.reconcile(conn, cfg, res.key, "  ", actor="carol", clock=clock)
     assert fingerprint(ledger_path) == before
 
-    triage.reconcile(conn, cfg, res.key, found["id"], actor="carol", clock=clock, reason="found in the console")
+    triage.reconcile(conn, cfg, res.key, found["id"], actor="carol", clock=clock, reason="found in the console",
+                     remote=remote_for(cfg, OP))
     job = read_job(ledger_path, "hung")
     assert (job.state, job.handle) == ("submitted", found["id"])
     _tick(conn, standard, clock)

@@ -93,7 +93,9 @@ async def test_vanished_ledger_goes_stale_and_recovers(demo: Demo) -> None:
         moved = demo.ledger.with_suffix(".moved")
         os.rename(demo.ledger, moved)
         await wait_until(pilot, lambda: header.has_class("-stale"), timeout=5.0, what="the STALE badge")
-        assert "STALE" in screen_text(app) and "gone" in app.stale
+        # The class is set first; the badge is on screen once the next frame is drawn.
+        await wait_until(pilot, lambda: "STALE" in screen_text(app), timeout=5.0, what="STALE on screen")
+        assert "gone" in app.stale
         os.rename(moved, demo.ledger)
         await wait_until(pilot, lambda: not header.has_class("-stale"), timeout=5.0, what="recovery")
         add_job(demo, "after recovery")
