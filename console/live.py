@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar, cast
 from zoneinfo import ZoneInfo
 
-from ledger import dispatch, queries, triage
+from ledger import dispatch, evidence, queries, triage
 from ledger.clock import Clock, parse_time
 from ledger.config import Config
 from ledger.db import connect
 from ledger.errors import BadInput, LedgerError, Refused
+from ledger.evidence import Evidence
 from ledger.model import GROUPS, Event, Job, JobKey
 from ledger.queries import JobFilter, QuotaDay
 from ledger.remote_health import paused_remotes
@@ -262,6 +263,19 @@ class JobDetail:
     latest_finding: Event | None
     can_answer: list[str]
     previews: dict[str, triage.Preview] = field(default_factory=dict)
+    evidence: list[Evidence] = field(default_factory=list)
+
+    @property
+    def duplicates(self) -> list[Event]:
+        """Second remote interactions detected for this job's idem key (a send twice), oldest first."""
+        return [e for e in self.events if e.kind == "duplicate_send"]
+
+    def suggested_handle(self) -> str | None:
+        """The handle evidence names for the current attempt (a webhook, a fenced accepted send, a query)."""
+        for ev in reversed(self.evidence):
+            if ev.handle and ev.attempt in (None, self.job.attempt):
+                return ev.handle
+        return None
 
     @property
     def findings(self) -> list[Event]:
@@ -285,12 +299,14 @@ class JobDetail:
                 return "in_progress"
             if state == "completed":
                 return "completed_reply_lost"
-            if state == "not_found":
-                return "not_received"
+            if state == "not_found" and not self.latest_query.detail.get("handle"):
+                return "not_received"  # a search by key found nothing; a 404 for a handle says nothing
         return None
 
 
-def remote_lines(config: Config, remotes: RemoteCache, job: Job) -> list[str]:
+def remote_lines(
+    config: Config, remotes: RemoteCache, job: Job, conn: sqlite3.Connection | None = None
+) -> list[str]:
     """What the remote can and cannot answer for this job, in plain sentences (never pretending)."""
     op = config.operations.get(job.operation)
     if op is None:
@@ -301,6 +317,11 @@ def remote_lines(config: Config, remotes: RemoteCache, job: Job) -> list[str]:
         return [f"remote {op.remote}: cannot be built ({e})"]
     lines = [f"remote {remote.name} ({remote.kind}): " + "; ".join(remote.capabilities.explain())]
     caps = remote.capabilities
+    found = evidence.known_handle(conn, job) if conn is not None else None
+    if not job.handle and found is not None and found.handle:
+        lines.append(f"no handle recorded, but {found.source} evidence names {found.handle}: a query asks the remote "
+                     "about it")
+        return lines
     if job.handle:
         if caps.lookup_by_handle:
             lines.append(f"handle {job.handle} is recorded: a query asks the remote about it")
@@ -309,11 +330,13 @@ def remote_lines(config: Config, remotes: RemoteCache, job: Job) -> list[str]:
     elif caps.search_by_key:
         lines.append(f"no handle recorded; a query searches {remote.kind} by idem key {job.idem_key}")
     else:
-        what = "Gemini" if remote.kind == "gemini" else remote.name
-        how = "by label" if remote.kind == "gemini" else "by idem key"
+        lines.append(triage.where_to_look(config, job, remote))
+    rc = config.remotes.get(op.remote)
+    if remote.kind == "gemini" and rc is not None:
         lines.append(
-            f"no handle recorded; {what} cannot be searched {how}: the remote cannot answer for this job, "
-            "look in its console or logs and record a finding"
+            "signed webhooks are on: a delivery for this job's idem key becomes evidence and is acted on"
+            if rc.webhook_secret_env else
+            "webhooks are off (no webhook_secret_env on this remote): nothing tells reclaim what happened"
         )
     return lines
 
@@ -339,8 +362,9 @@ def load_job(
         fenced=queries.fenced_writes_for(conn, key),
         latest_query=triage.latest_query(conn, key),
         latest_finding=triage.latest_finding(conn, key),
-        can_answer=remote_lines(config, remotes, job),
+        can_answer=remote_lines(config, remotes, job, conn),
         previews=previews,
+        evidence=evidence.for_job(conn, job),
     )
 
 

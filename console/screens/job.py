@@ -50,6 +50,9 @@ def snapshot_text(detail: JobDetail, tz: str) -> Text:
         (clock_time(q.at, tz, with_date=True), ""), " by ", safe_text(q.actor, 40), " — remote state ",
         (str(q.detail.get("remote_state")), "bold"),
     )
+    if q.detail.get("remote_state") == "not_found" and q.detail.get("handle"):
+        text.append("\nthe remote no longer has it (retention): this says nothing about whether it ran; "
+                    "the finding it supports is cannot_determine", style="bold")
     for label in ("handle", "error"):
         if q.detail.get(label):
             text.append(f"\n{label}: ", style="bold")
@@ -57,6 +60,34 @@ def snapshot_text(detail: JobDetail, tz: str) -> Text:
     text.append("\n")
     text.append_text(safe_json(q.detail.get("snapshot"), 1500))
     return text
+
+
+_SOURCES = {"query": "query", "webhook": "signed webhook", "fenced_outcome": "fenced accepted send"}
+
+
+def evidence_text(detail: JobDetail, tz: str) -> Text:
+    """Every source of evidence for the job, newest last, with duplicate sends in red."""
+    text = Text()
+    for d in detail.duplicates:
+        text.append(f"{clock_time(d.at, tz, with_date=True)}  DUPLICATE SEND: ", style="bold red")
+        text.append_text(safe_text(d.detail.get("handle"), 120, style="bold red"))
+        text.append(f" (attempt {d.detail.get('attempt')}; cancel: {d.detail.get('cancel') or 'not needed'}) "
+                    "— a second remote interaction for this idem key; never delivered as the result\n", style="red")
+    for ev in detail.evidence:
+        text.append(f"{clock_time(ev.at, tz, with_date=True)}  ")
+        text.append(_SOURCES.get(ev.source, ev.source), style="bold")
+        text.append(f"  attempt {ev.attempt if ev.attempt is not None else '?'}  says ")
+        said = {"gone": "the remote no longer has it (retention)", "absent": "not there"}.get(
+            ev.remote_state, ev.remote_state)
+        text.append(said, style="bold")
+        if ev.handle:
+            text.append("  handle ")
+            text.append_text(safe_text(ev.handle, 120))
+        if ev.ref:
+            text.append("  ")
+            text.append_text(safe_text(ev.ref, 80, style="dim"))
+        text.append("\n")
+    return _or_none(text, "None yet: no query answered, no webhook delivery, no fenced accepted send.")
 
 
 class JobScreen(ReclaimScreen):
@@ -87,6 +118,8 @@ class JobScreen(ReclaimScreen):
             yield HeldExplanation(id="job-why")
             yield Label("What the remote can answer", classes="section")
             yield Static("", id="job-remote", classes="section-body")
+            yield Label("Evidence: what the remote said", classes="section")
+            yield Static("", id="job-evidence", classes="section-body")
             yield Label("Latest remote snapshot", classes="section")
             yield Static("", id="job-snapshot", classes="section-body")
             yield Label("Findings", classes="section")
@@ -163,6 +196,7 @@ class JobScreen(ReclaimScreen):
         self.query_one("#job-why", HeldExplanation).show(detail)
         self.query_one("#job-remote", Static).update(Text("\n").join(safe_text(line, 300) for line in detail.can_answer))
         self.query_one("#job-snapshot", Static).update(snapshot_text(detail, tz))
+        self.query_one("#job-evidence", Static).update(evidence_text(detail, tz))
         findings = Text()
         for f in detail.findings:
             findings.append(f"{clock_time(f.at, tz, with_date=True)}  ")

@@ -182,14 +182,17 @@ class TriageScreen(ReclaimScreen):
         tz = self.reclaim.config.timezone
         self.query_one("#triage-title", Label).update(Text.assemble(("Triage  ", "bold"), job_title(detail)))
         self.query_one("#triage-why", HeldExplanation).show(detail)
-        self.query_one("#triage-remote", Static).update(safe_text(detail.can_answer[-1], 300))
+        self.query_one("#triage-remote", Static).update(
+            Text("\n").join(safe_text(line, 300) for line in detail.can_answer[1:])  # the first is the remote's kind
+        )
         self.query_one("#triage-last-query", Static).update(query_line(detail, tz))
         for action, preview in detail.previews.items():
             self.query_one(f"#action-{action}", GuardedAction).set_guard(preview.allowed, preview.reason,
                                                                           preview.summary)
         handle = self.query_one("#decision-handle", Input)
-        if not handle.value and detail.latest_query is not None and detail.latest_query.detail.get("handle"):
-            handle.value = clean(detail.latest_query.detail["handle"], 200)
+        suggested = detail.suggested_handle()
+        if not handle.value and suggested:
+            handle.value = clean(suggested, 200)  # from evidence (a webhook, a fenced send, a query)
         self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

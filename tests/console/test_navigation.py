@@ -135,7 +135,7 @@ async def test_job_screen_shows_everything(demo: Demo) -> None:
         await wait_loaded(pilot, JobScreen)
         text = widget_text(app)
         assert "article today #07" in text and "blog/post-0007" in text
-        assert "no handle recorded; Gemini cannot be searched by label" in text
+        assert "no handle recorded and Gemini interactions cannot be listed or searched" in text
         assert "1. Not delivered" in text and "2. Delivered and running" in text and "3. Completed, reply lost" in text
         assert "not_received" in text and "proxy log shows the connection reset" in text  # the finding
         assert '"asked": false' in text  # the latest remote snapshot

@@ -105,7 +105,7 @@ async def test_whole_triage_ends_in_one_more_send(tmp_path: Path, console_sim: S
     app = make_app(ledger, config, "bob", clock=clock)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_triage(pilot, key)
-        assert "no handle recorded; Gemini cannot be searched by label" in widget_text(app)
+        assert "no handle recorded and Gemini interactions cannot be listed or searched" in widget_text(app)
         assert guard(screen, "release").allowed is False  # no finding yet
         await pilot.press("r")
         await confirm(pilot)
