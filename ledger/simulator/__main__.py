@@ -1,0 +1,7 @@
+"""``python -m ledger.simulator``."""
+
+import sys
+
+from ledger.simulator.cli import main
+
+sys.exit(main())

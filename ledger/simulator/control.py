@@ -1,0 +1,219 @@
+"""Settings, counters and inspection, and the ``/_sim/...`` control endpoints that expose them over HTTP.
+
+Control requests are not API calls: they are never counted, need no key, and no fault applies.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ledger.simulator.cleanup import CleanupMixin
+from ledger.simulator.console import RemoteConsoleMixin
+from ledger.simulator.gemini import GeminiMixin
+from ledger.simulator.webhooks import _check_webhook_secret, _check_webhook_url
+
+if TYPE_CHECKING:
+    from ledger.simulator.server import _Handler
+
+_FAULT_FIELDS = frozenset(
+    {"kind", "count", "match_idem", "method", "status", "seconds", "retry_after", "reason", "retry_delay",
+     "location", "end_status", "text"}
+)
+_WEBHOOK_FAULT_FIELDS = frozenset({"kind", "count", "match_idem", "seconds"})
+_CONFIG_FIELDS = frozenset(
+    {"dedupes_by_key", "cleanup_seconds", "complete_after", "cleanup_selected", "api_key", "unknown_models",
+     "webhook_url", "webhook_secret"}
+)
+
+
+class ControlMixin(GeminiMixin, CleanupMixin, RemoteConsoleMixin):
+    """configure / reset / calls / count / inspection, and the control endpoints."""
+
+    # -- config ------------------------------------------------------------------
+    def configure(
+        self,
+        *,
+        dedupes_by_key: bool | None = None,
+        cleanup_seconds: float | None = None,
+        complete_after: float | None = None,
+        cleanup_selected: int | None = None,
+        api_key: str | None = None,
+        unknown_models: Sequence[str] | None = None,
+        webhook_url: str | None = None,
+        webhook_secret: str | None = None,
+    ) -> dict[str, Any]:
+        """Change runtime settings (only the ones given); returns the resulting config.
+
+        ``api_key=""`` turns the key check off (None leaves it as it is). ``webhook_url`` (``http://``
+        on loopback) and ``webhook_secret`` (``whsec_...``): deliveries are made while both are set;
+        ``""`` unsets one. The secret is never echoed (``webhook_secret_set`` says whether there is one).
+        """
+        if webhook_url:
+            _check_webhook_url(webhook_url)
+        if webhook_secret:
+            _check_webhook_secret(webhook_secret)
+        with self._lock:
+            if api_key is not None:
+                self.api_key = api_key or None
+            if unknown_models is not None:
+                self.unknown_models = {str(m).removeprefix("models/") for m in unknown_models}
+            if dedupes_by_key is not None:
+                self.dedupes_by_key = bool(dedupes_by_key)
+            if cleanup_seconds is not None:
+                self.cleanup_seconds = float(cleanup_seconds)
+            if complete_after is not None:
+                self.complete_after = float(complete_after)
+            if cleanup_selected is not None:
+                self.cleanup_selected = int(cleanup_selected)
+            if webhook_url is not None or webhook_secret is not None:
+                self._set_webhook_target_locked(webhook_url, webhook_secret)
+            return self._config_locked()
+
+    def _config_locked(self) -> dict[str, Any]:
+        return {
+            "dedupes_by_key": self.dedupes_by_key,
+            "cleanup_seconds": self.cleanup_seconds,
+            "complete_after": self.complete_after,
+            "cleanup_selected": self.cleanup_selected,
+            "api_key_checked": self.api_key is not None,
+            "unknown_models": sorted(self.unknown_models),
+            **self._webhook_config_locked(),
+        }
+
+    def reset(self) -> None:
+        """Clear counters, fault rules/rates, stored interactions and jobs, webhook faults, queued deliveries
+        and the delivery log (ids keep growing; settings, webhook URL and secret stay)."""
+        with self._lock:
+            self._reset_counts()
+            self._rules.clear()
+            self._rates = {}
+            self._interactions.clear()
+            self._jobs.clear()
+            self._reset_webhooks_locked()
+
+    # -- counters ------------------------------------------------------------------
+    def calls(self) -> dict[str, Any]:
+        """Snapshot of request counts: ``{"total", "by_method", "by_idem"}``."""
+        with self._lock:
+            return {
+                "total": self._total,
+                "by_method": dict(self._by_method),
+                "by_idem": {k: dict(v) for k, v in self._by_idem.items()},
+            }
+
+    def count(self, method: str | None = "create", idem: str | None = None) -> int:
+        """Number of requests of ``method`` (None = all methods), optionally for one idem/key."""
+        with self._lock:
+            if idem is None:
+                return self._total if method is None else self._by_method.get(method, 0)
+            per = self._by_idem.get(idem, {})
+            return sum(per.values()) if method is None else per.get(method, 0)
+
+    # -- inspection -------------------------------------------------------------------
+    def interactions(self) -> list[dict[str, Any]]:
+        """All stored interactions (with idem, attempt, input, user_metadata), oldest first."""
+        now = time.monotonic()
+        with self._lock:
+            return [i.debug_json(now) for i in self._interactions.values()]
+
+    def interaction(self, interaction_id: str) -> dict[str, Any] | None:
+        """One stored interaction as a dict, or None."""
+        now = time.monotonic()
+        with self._lock:
+            rec = self._interactions.get(interaction_id)
+            return rec.debug_json(now) if rec else None
+
+    def interaction_arrival(self, interaction_id: str) -> float:
+        """``time.monotonic()`` when the create of this interaction was stored; KeyError if unknown."""
+        with self._lock:
+            return self._interactions[interaction_id].created_mono
+
+    def find_by_idem(self, idem: str) -> list[dict[str, Any]]:
+        """Stored interactions whose ``labels.idem`` equals ``idem``, oldest first."""
+        return [i for i in self.interactions() if i["idem"] == idem]
+
+    def cleanup_jobs(self) -> list[dict[str, Any]]:
+        """All stored clean-up jobs, oldest first."""
+        now = time.monotonic()
+        with self._lock:
+            return [j.to_json(now) for j in self._jobs.values()]
+
+    # -- control endpoints ----------------------------------------------------------
+    def _control(self, h: _Handler, verb: str, path: str, raw: bytes) -> None:
+        try:
+            body: Any = json.loads(raw) if raw else {}
+        except ValueError:
+            h.send_error_json(400, "control body must be JSON")
+            return
+        route = (verb, path.rstrip("/"))
+        try:
+            if route == ("GET", "/_sim/calls"):
+                h.send_json(200, self.calls())
+            elif route == ("POST", "/_sim/reset"):
+                self.reset()
+                h.send_json(200, {"ok": True})
+            elif route == ("GET", "/_sim/faults"):
+                h.send_json(200, {"faults": self.faults(), "rates": self.fault_rates()})
+            elif route == ("POST", "/_sim/faults"):
+                _need_object(body, "fault body")
+                if "rates" in body:
+                    self.set_fault_rates(body["rates"], seed=body.get("seed"))
+                else:
+                    _only(body, _FAULT_FIELDS, "fault")
+                    if "kind" not in body:
+                        raise ValueError("fault needs a kind")
+                    self.add_fault(**body)
+                h.send_json(200, {"ok": True, "faults": self.faults()})
+            elif route == ("DELETE", "/_sim/faults"):
+                self.clear_faults()
+                h.send_json(200, {"ok": True})
+            elif route == ("GET", "/_sim/config"):
+                h.send_json(200, self.configure())
+            elif route == ("POST", "/_sim/config"):
+                _need_object(body, "config body")
+                _only(body, _CONFIG_FIELDS, "config")
+                h.send_json(200, self.configure(**body))
+            elif route == ("GET", "/_sim/interactions"):
+                h.send_json(200, {"interactions": self.interactions()})
+            elif route == ("GET", "/_sim/cleanup"):
+                h.send_json(200, {"jobs": self.cleanup_jobs()})
+            elif route == ("GET", "/_sim/webhooks"):
+                h.send_json(200, self._webhooks_json())
+            elif route == ("POST", "/_sim/webhooks"):
+                _need_object(body, "webhook fault body")
+                _only(body, _WEBHOOK_FAULT_FIELDS, "webhook fault")
+                if "kind" not in body:
+                    raise ValueError("webhook fault needs a kind")
+                self.add_webhook_fault(**body)
+                h.send_json(200, {"ok": True, "faults": self.webhook_faults()})
+            elif route == ("DELETE", "/_sim/webhooks"):
+                self.clear_webhook_faults()
+                h.send_json(200, {"ok": True})
+            else:
+                h.send_error_json(404, f"no such control endpoint: {verb} {path}")
+        except (ValueError, TypeError) as exc:
+            h.send_error_json(400, str(exc))
+
+    def _webhooks_json(self) -> dict[str, Any]:
+        with self._lock:
+            config = self._webhook_config_locked()
+        return {
+            **config,
+            "deliveries": self.webhook_deliveries(),
+            "pending": self.pending_webhooks(),
+            "faults": self.webhook_faults(),
+        }
+
+
+def _need_object(body: Any, what: str) -> None:
+    if not isinstance(body, dict):
+        raise ValueError(f"{what} must be a JSON object")
+
+
+def _only(body: dict[str, Any], allowed: frozenset[str], what: str) -> None:
+    unknown = set(body) - allowed
+    if unknown:
+        raise ValueError(f"unknown {what} fields: {sorted(unknown)}")
