@@ -288,3 +288,26 @@ async def stage(pilot: Any, scene: str, demo: Demo) -> None:
     await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.focused is not None
                  and app.focused.id == "cancel")
     await pilot.pause()
+
+
+SCENE_URL = "http://127.0.0.1:8765"
+"""The simulator address pictures show (the README's): the fixture's own simulator listens on a free port."""
+
+
+def scene_config(config: Config) -> Config:
+    """`config` with every remote pointed at SCENE_URL instead of the fixture simulator's free port, so
+    pictures do not change with the port. Only for drawing: the scenes never call the remote."""
+    import dataclasses
+    from urllib.parse import urlsplit, urlunsplit
+
+    netloc = urlsplit(SCENE_URL).netloc
+
+    def fixed(url: str | None) -> str | None:
+        return urlunsplit(urlsplit(url)._replace(netloc=netloc)) if url else url
+
+    remotes = {
+        name: dataclasses.replace(rc, base_url=fixed(rc.base_url), url=fixed(rc.url),
+                                  lookup_url=fixed(rc.lookup_url))
+        for name, rc in config.remotes.items()
+    }
+    return dataclasses.replace(config, remotes=remotes)

@@ -20,13 +20,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from console.app import make_app  # noqa: E402
-from console.fixtures import SCENE_OPERATOR, SCENE_SIZE, SCENES, Demo, build_demo, stage  # noqa: E402
+from console.fixtures import SCENE_OPERATOR, SCENE_SIZE, SCENES, Demo, build_demo, scene_config, stage  # noqa: E402
 from ledger.simulator import Simulator  # noqa: E402
 
 
 async def shoot(demo: Demo, scene: str, out: Path) -> Path:
     """Run the console headless, drive it to `scene`, save the SVG."""
-    app = make_app(demo.ledger, demo.config, SCENE_OPERATOR, clock=demo.clock)
+    app = make_app(demo.ledger, scene_config(demo.config), SCENE_OPERATOR, clock=demo.clock)
     target = out / f"{scene}.svg"
     async with app.run_test(size=SCENE_SIZE) as pilot:
         await stage(pilot, scene, demo)
