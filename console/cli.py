@@ -870,12 +870,12 @@ def demo(
     no_ui: Annotated[bool, typer.Option("--no-ui", help="Run headless for --seconds, then stop.")] = False,
     seconds: Annotated[float, typer.Option("--seconds", help="How long --no-ui runs.")] = 10.0,
     operator: Annotated[str, typer.Option("--operator", help="The console's seat: alice (triage) or bob.")] = "alice",
-    rate: Annotated[float, typer.Option("--rate", help="New jobs per second.")] = 2.0,
+    rate: Annotated[float, typer.Option("--rate", help="New jobs per second.")] = 0.3,
 ) -> None:
     """Start a simulator and a worker with a job generator, open the console; stop them on quit."""
     from console.demo import run_demo
 
-    for old in ("reclaim.db", "reclaim.db-wal", "reclaim.db-shm"):
+    for old in ("reclaim.db", "reclaim.db-wal", "reclaim.db-shm", "reclaim.db.outcomes"):
         if (folder / old).exists():
             (folder / old).unlink()
             output.line(f"demo: removed the previous demo ledger {folder / old}; starting fresh")

@@ -6,7 +6,9 @@ started are stopped; the ledger stays for `reclaim status` and `reclaim show`.
 
 from __future__ import annotations
 
+import base64
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -41,24 +43,31 @@ model = "gemini-flash-latest"
 api_key_env = "GEMINI_API_KEY"
 base_url = "{url}"
 timeout_seconds = 1.5
+# The simulator delivers signed webhooks (as Gemini's project webhook does) to `reclaim receiver`.
+webhook_secret_env = "RECLAIM_DEMO_WEBHOOK_SECRET"
 
 [remotes.storage]
 kind = "http"
 url = "{url}/cleanup"
-lookup_url = "{url}/cleanup/{{handle}}"
+lookup_url = "{url}/cleanup/{{handle}}?key={{idem_key}}"
 dedupes_by_key = false
 timeout_seconds = 1.5
 
+# Sized for an hour of the demo's default rate (0.3 jobs/s) with room for releases.
 [operations."article.generate"]
 remote = "gemini"
-daily_quota = 500
+daily_quota = 3000
 sink = "results"
 
 [operations."storage.cleanup"]
 remote = "storage"
-daily_quota = 50
+daily_quota = 300
 sink = "results"
 """
+
+SECRET_ENV = "RECLAIM_DEMO_WEBHOOK_SECRET"
+WEBHOOK_DROP_RATE = 0.35
+"""Share of webhook deliveries the demo's simulator drops: those held jobs need a person."""
 
 
 @dataclass
@@ -67,10 +76,11 @@ class DemoProcesses:
 
     simulator: subprocess.Popen[str]
     feeder: subprocess.Popen[str] | None = None
+    receiver: subprocess.Popen[str] | None = None
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM each process, wait (bounded), then SIGKILL what is left."""
-        procs = [p for p in (self.feeder, self.simulator) if p is not None]
+        procs = [p for p in (self.feeder, self.receiver, self.simulator) if p is not None]
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -108,6 +118,31 @@ def prepare(folder: Path, url: str) -> tuple[Path, Path]:
     return ledger, config
 
 
+def start_receiver(ledger: Path, config: Path, log: Path) -> tuple[subprocess.Popen[str], str]:
+    """Start `reclaim receiver` on a free loopback port; return the process and its URL."""
+    cmd = [sys.executable, "-m", "console", "receiver", "--port", "0", "--ledger", str(ledger), "--config", str(config)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log.open("a"), text=True, start_new_session=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "listening on" not in line:
+        proc.kill()
+        raise RuntimeError(f"the webhook receiver did not start (see {log})")
+    return proc, line.strip().rsplit(" ", 1)[-1]
+
+
+def point_webhooks(sim_url: str, receiver_url: str, secret: str, drop_rate: float) -> None:
+    """Register the receiver as the simulator's project webhook (as one does once in AI Studio)."""
+    import json
+    import urllib.request
+
+    body = json.dumps({"webhook_url": receiver_url, "webhook_secret": secret, "webhook_drop_rate": drop_rate})
+    req = urllib.request.Request(f"{sim_url}/_sim/config", data=body.encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=5) as reply:
+        reply.read()
+
+
 def start_feeder(ledger: Path, config: Path, log: Path, rate: float) -> subprocess.Popen[str]:
     """Start the worker with its job generator in its own process."""
     cmd = [sys.executable, "-m", "console.demo_feed", "--ledger", str(ledger), "--config", str(config),
@@ -128,8 +163,12 @@ def run_demo(folder: Path, *, ui: bool, seconds: float, operator: str, rate: flo
     procs = DemoProcesses(simulator=sim)
     try:
         ledger, config = prepare(folder, url)
+        os.environ.setdefault(SECRET_ENV, "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode())
+        procs.receiver, receiver_url = start_receiver(ledger, config, log)
+        point_webhooks(url, receiver_url, os.environ[SECRET_ENV], WEBHOOK_DROP_RATE)
         procs.feeder = start_feeder(ledger, config, log, rate)
-        print(f"demo: simulator at {url}; ledger {ledger}; config {config}; logs {log}", flush=True)
+        print(f"demo: simulator at {url} (its remote console: {url}/console/interactions?format=html); "
+              f"webhooks to {receiver_url}; ledger {ledger}; config {config}; logs {log}", flush=True)
         if ui:
             from console.app import run_console
 
@@ -143,5 +182,5 @@ def run_demo(folder: Path, *, ui: bool, seconds: float, operator: str, rate: flo
                 time.sleep(0.2)
     finally:
         procs.stop()
-    print(f"demo stopped; the ledger stays: reclaim status --ledger {ledger} --config {config}", flush=True)
+    print(f"demo stopped; the ledger stays: .venv/bin/reclaim status --ledger {ledger} --config {config}", flush=True)
     return 0

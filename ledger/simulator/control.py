@@ -25,7 +25,7 @@ _FAULT_FIELDS = frozenset(
 _WEBHOOK_FAULT_FIELDS = frozenset({"kind", "count", "match_idem", "seconds"})
 _CONFIG_FIELDS = frozenset(
     {"dedupes_by_key", "cleanup_seconds", "complete_after", "cleanup_selected", "api_key", "unknown_models",
-     "webhook_url", "webhook_secret"}
+     "webhook_url", "webhook_secret", "webhook_drop_rate"}
 )
 
 
@@ -44,6 +44,7 @@ class ControlMixin(GeminiMixin, CleanupMixin, RemoteConsoleMixin):
         unknown_models: Sequence[str] | None = None,
         webhook_url: str | None = None,
         webhook_secret: str | None = None,
+        webhook_drop_rate: float | None = None,
     ) -> dict[str, Any]:
         """Change runtime settings (only the ones given); returns the resulting config.
 
@@ -55,7 +56,11 @@ class ControlMixin(GeminiMixin, CleanupMixin, RemoteConsoleMixin):
             _check_webhook_url(webhook_url)
         if webhook_secret:
             _check_webhook_secret(webhook_secret)
+        if webhook_drop_rate is not None and not 0.0 <= float(webhook_drop_rate) <= 1.0:
+            raise ValueError("webhook_drop_rate must be within [0, 1]")
         with self._lock:
+            if webhook_drop_rate is not None:
+                self.webhook_drop_rate = float(webhook_drop_rate)
             if api_key is not None:
                 self.api_key = api_key or None
             if unknown_models is not None:
@@ -78,6 +83,7 @@ class ControlMixin(GeminiMixin, CleanupMixin, RemoteConsoleMixin):
             "cleanup_seconds": self.cleanup_seconds,
             "complete_after": self.complete_after,
             "cleanup_selected": self.cleanup_selected,
+            "webhook_drop_rate": self.webhook_drop_rate,
             "api_key_checked": self.api_key is not None,
             "unknown_models": sorted(self.unknown_models),
             **self._webhook_config_locked(),

@@ -121,12 +121,14 @@ class FaultsMixin(_SimBase):
     _rates: dict[str, float]
     _rng: random.Random
     _webhook_rules: list[WebhookFaultRule]
+    webhook_drop_rate: float
 
     def _init_faults(self) -> None:
         self._rules = []
         self._rates = {}
         self._rng = random.Random()
         self._webhook_rules = []
+        self.webhook_drop_rate = 0.0
 
     def add_fault(
         self,
@@ -252,6 +254,8 @@ class FaultsMixin(_SimBase):
             if rule.count <= 0:
                 del self._webhook_rules[i]
             return WebhookFaultRule(kind=rule.kind, match_idem=rule.match_idem, seconds=rule.seconds)
+        if self.webhook_drop_rate > 0 and self._rng.random() < self.webhook_drop_rate:
+            return WebhookFaultRule(kind="drop", match_idem=idem)  # the demo's "no webhook came" case
         return None
 
     # -- picking and applying API faults ---------------------------------------

@@ -1,0 +1,115 @@
+"""Held jobs with and without webhook evidence, over the demo's fault mix: one run, two halves.
+
+Each half reserves N article jobs on a fresh ledger, runs worker passes against the loopback simulator
+(the demo's random create faults, the same seed) until nothing is in flight, and counts:
+
+- held: jobs that were held at some point;
+- resolved by evidence with no person: held jobs reclaim reconciled itself from a signed webhook;
+- left for a person: jobs still held at the end;
+- double sends: idem keys with more than one create at the simulator, plus duplicates reclaim detected
+  (no person releases anything here, so this must be 0).
+
+With webhooks on, the simulator delivers signed deliveries to an in-process `reclaim receiver` and
+drops the demo's share of them (`console.demo.WEBHOOK_DROP_RATE`); with webhooks off it sends none.
+
+    .venv/bin/python scripts/evidence_figures.py [N]
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from console.demo import WEBHOOK_DROP_RATE
+from ledger import evidence
+from ledger.clock import SystemClock
+from ledger.config import parse_config
+from ledger.db import connect, create_ledger
+from ledger.receiver import make_server
+from ledger.reserve import reserve
+from ledger.simulator import Simulator
+from ledger.worker import RemoteCache, tick
+
+FAULTS = {"accept_then_hang": 0.04, "complete_lose_reply": 0.03, "status": 0.02, "drop_before_accept": 0.01,
+          "status:400": 0.02}
+SECRET_ENV = "RECLAIM_FIGURES_WEBHOOK_SECRET"
+
+
+def _config(url: str, webhooks: bool, sink: Path) -> Any:
+    gemini: dict[str, Any] = {"kind": "gemini", "base_url": url, "model": "gemini-sim", "timeout_seconds": 1.5}
+    if webhooks:
+        gemini["webhook_secret_env"] = SECRET_ENV
+    return parse_config({
+        "policy": {"lease_seconds": 10, "stale_reserving_seconds": 5, "retry_backoff_seconds": 0.2},
+        "remotes": {"gemini": gemini},
+        "operations": {"article.generate": {"remote": "gemini", "daily_quota": 100_000, "sink": str(sink)}},
+    }, base_dir=sink.parent)
+
+
+def run_half(n: int, webhooks: bool, folder: Path, seed: int = 7) -> dict[str, Any]:
+    """One half: N jobs, passes until settled; the figures."""
+    ledger = folder / ("on.db" if webhooks else "off.db")
+    create_ledger(ledger)
+    clock = SystemClock()
+    with Simulator(complete_after=0.0) as sim:
+        sim.set_fault_rates(FAULTS, seed=seed)
+        cfg = _config(sim.url, webhooks, folder / "results")
+        server = None
+        if webhooks:
+            server = make_server(ledger, cfg, clock=clock)
+            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+            sim.configure(webhook_url=f"http://127.0.0.1:{server.server_address[1]}/",
+                          webhook_secret=os.environ[SECRET_ENV], webhook_drop_rate=WEBHOOK_DROP_RATE)
+        conn = connect(ledger, check_same_thread=False)
+        for i in range(n):
+            reserve(conn, cfg, "article.generate", {"input": f"figure job {i}"}, clock=clock, job_id=f"fig-{i}")
+        remotes = RemoteCache(cfg)
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline:
+            tick(conn, cfg, clock=clock, remotes=remotes, owner="figures")
+            busy = conn.execute(
+                "SELECT COUNT(*) FROM jobs WHERE state IN ('reserving', 'submitted', 'done')").fetchone()[0]
+            pending = sim.pending_webhooks() if webhooks else 0
+            unhandled = sum(1 for _ in evidence.unhandled(conn))
+            if busy == 0 and pending == 0 and unhandled == 0:
+                break
+            time.sleep(0.1)
+        if server is not None:
+            server.shutdown()
+        creates: dict[str, int] = {}
+        for i in sim.interactions():
+            creates[i["labels"].get("idem", "")] = creates.get(i["labels"].get("idem", ""), 0) + 1
+        held_ever = conn.execute("SELECT COUNT(DISTINCT job_id) FROM events WHERE to_state = 'held'").fetchone()[0]
+        by_evidence = conn.execute(
+            "SELECT COUNT(*) FROM events WHERE kind = 'reconcile' AND actor = 'reclaim'").fetchone()[0]
+        left = conn.execute("SELECT COUNT(*) FROM jobs WHERE state = 'held'").fetchone()[0]
+        states = dict(conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
+        doubles = sum(1 for c in creates.values() if c > 1) + evidence.duplicate_count(conn)
+        deliveries = len(sim.webhook_deliveries()) if webhooks else 0
+        conn.close()
+    return {"webhooks": "on" if webhooks else "off", "jobs": n, "held": held_ever, "resolved_by_evidence": by_evidence,
+            "left_for_a_person": left, "double_sends": doubles, "webhook_deliveries_logged": deliveries,
+            "states": states}
+
+
+def main(argv: list[str]) -> int:
+    n = int(argv[1]) if len(argv) > 1 else 500
+    os.environ.setdefault(SECRET_ENV, "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode())
+    with tempfile.TemporaryDirectory(prefix="reclaim-evidence-") as d:
+        rows = [run_half(n, True, Path(d)), run_half(n, False, Path(d))]
+    for r in rows:
+        print(f"webhooks {r['webhooks']}: {r['jobs']} jobs, held {r['held']}, resolved by evidence with no person "
+              f"{r['resolved_by_evidence']}, left for a person {r['left_for_a_person']}, double sends "
+              f"{r['double_sends']}; end states {r['states']}; deliveries logged {r['webhook_deliveries_logged']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
