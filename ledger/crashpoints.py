@@ -9,6 +9,7 @@ import signal
 POINTS = (
     "after_reserve_commit",
     "after_send_claim",
+    "after_window_check",
     "after_remote_accept",
     "after_done",
     "after_deliver",

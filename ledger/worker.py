@@ -338,7 +338,7 @@ def _duplicate(
     status = remote.lookup(ev.handle)
     cancelled: str | None = None
     cancel = getattr(remote, "cancel", None)
-    if status.state == "running" and callable(cancel):
+    if status.state in ("running", "needs_person") and callable(cancel):  # still live at the remote: stop it
         cancelled = cancel(ev.handle).state
     with write_tx(conn):
         current = conn.execute(

@@ -55,6 +55,7 @@ from google.genai._gaos.google_genai import _normalize_create_body
 from google.genai.client import DebugConfig
 
 from ledger.config import RemoteConfig
+from ledger.crashpoints import crashpoint
 from ledger.errors import ConfigError, PayloadError
 from ledger.remotes.base import (
     Capabilities,
@@ -208,6 +209,7 @@ class _SendContext:
                 )
             self.window.check()  # the last thing before the first byte of the request is written
             self.written = True
+            crashpoint("after_window_check")  # tests stop a sender inside the window's residual gap here
         if step in ("send_request_headers", "receive_response_headers", "receive_response_body"):
             self._bound(info)
 
