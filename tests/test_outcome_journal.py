@@ -193,3 +193,37 @@ def test_journal_appends_survive_a_torn_tail_and_replay_clears_them(tmp_path: Pa
         assert len(records) == 2
     assert journal.pending(ledger) == []
     assert path.stat().st_size == journal.JOURNAL_BYTES  # the space stays allocated
+
+
+def test_when_even_the_journal_fails_one_stderr_line_carries_the_job_and_the_handle(
+    ledger_path: Path, make_config: Callable[..., dict[str, Any]], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from ledger.clock import ManualClock
+    from ledger.config import parse_config
+    from ledger.leases import claim_for_send
+    from ledger.remotes.base import SendOutcome
+    from ledger.worker import OutcomeNotRecorded, commit_outcome
+
+    cfg = parse_config(make_config(base_url="http://127.0.0.1:9", policy={"outcome_retry_seconds": 0}),
+                       base_dir=tmp_path)
+    clock = ManualClock(1_796_126_400.0)
+    conn = connect(ledger_path)
+    res = reserve(conn, cfg, OP, {"input": "x"}, clock=clock, job_id="nowhere")
+    claim = claim_for_send(conn, cfg, res.key, owner="w", now=clock.now())
+    assert claim is not None
+    path = journal.journal_path(ledger_path)
+    path.unlink()
+    path.mkdir()  # the journal cannot be opened
+    holder = sqlite3.connect(ledger_path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(OutcomeNotRecorded) as raised:
+            commit_outcome(conn, cfg, claim, SendOutcome("accepted", handle="v1_keepme"), clock=clock)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        conn.close()
+    assert raised.value.exit_code == 8 and "stderr only" in str(raised.value)
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "UNRECORDED" in line and "'nowhere'" in line and "v1_keepme" in line
