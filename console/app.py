@@ -30,6 +30,7 @@ from console.bindings import Keymap, config_file_for, load_keymap
 from console.live import FEED_SIZE, Abandoned, Follower, LedgerSource, Pulse, clock_time, detached
 from console.sanitize import clean
 from console.screens.base import ReclaimScreen
+from console.screens.evidence import EvidenceScreen
 from console.screens.help import HelpScreen
 from console.screens.job import JobScreen
 from console.screens.jobs import JobListScreen
@@ -192,6 +193,7 @@ class ReclaimApp(App[int]):
             self.notify(clean(problem, 300), severity="warning", markup=False)
         self.install_screen(JobListScreen(), "jobs")
         self.install_screen(QuotasScreen(), "quotas")
+        self.install_screen(EvidenceScreen(), "evidence")
         self.install_screen(NotificationsScreen(), "notifications")
         self.push_screen(OverviewScreen())
         self.follow()
@@ -359,6 +361,10 @@ class ReclaimApp(App[int]):
     def action_quotas(self) -> None:
         """Show the quotas."""
         self.show_screen("quotas")
+
+    def action_orphan_evidence(self) -> None:
+        """Show the evidence for idem keys no job carries."""
+        self.show_screen("evidence")
 
     def action_notifications(self) -> None:
         """Show the notifications."""

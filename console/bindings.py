@@ -22,6 +22,7 @@ APP: list[Binding] = [
     Binding("j", "jobs", "Jobs", id="app.jobs"),
     Binding("u", "quotas", "Quotas", id="app.quotas"),
     Binding("n", "notifications", "Notifications", id="app.notifications"),
+    Binding("v", "orphan_evidence", "Orphan evidence", id="app.orphan_evidence", show=False),
     Binding("p", "toggle_pause", "Pause live", id="app.pause"),
     Binding("ctrl+r", "refresh", "Refresh", id="app.refresh", show=False),
     *[
@@ -77,6 +78,10 @@ QUOTAS: list[Binding] = [
     Binding("escape", "back", "Back", id="quotas.back"),
 ]
 
+EVIDENCE: list[Binding] = [
+    Binding("escape", "back", "Back", id="evidence.back"),
+]
+
 CONFIRM: list[Binding] = [
     Binding("escape", "cancel", "Cancel", id="confirm.cancel"),
 ]
@@ -93,6 +98,7 @@ SCOPES: dict[str, list[Binding]] = {
     "Triage": TRIAGE,
     "Notifications": NOTIFICATIONS,
     "Quotas": QUOTAS,
+    "Orphan evidence": EVIDENCE,
     "Confirmation": CONFIRM,
     "Help": HELP,
 }

@@ -1,0 +1,78 @@
+"""Orphan evidence: signed webhook deliveries (and other evidence) for idem keys the ledger does not know.
+
+A delivery the remote signed, naming an interaction created with an idem key no job here carries, is
+kept rather than dropped: it may be a job whose reservation was lost, another ledger's job sharing the
+remote project, or a test. This screen lists them, newest first, with what the remote said.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import DataTable, Label
+from textual.worker import get_current_worker
+
+from console.bindings import EVIDENCE
+from console.live import clock_time
+from console.sanitize import safe_text
+from console.screens.base import ReclaimScreen
+from console.widgets.key_footer import KeyFooter
+from console.widgets.ledger_header import LedgerHeader
+from ledger import evidence
+from ledger.evidence import Evidence
+
+
+class EvidenceScreen(ReclaimScreen):
+    """The orphan evidence table (read-only)."""
+
+    BINDINGS = EVIDENCE
+
+    class Loaded(Message):
+        """The orphan evidence arrived."""
+
+        def __init__(self, rows: list[Evidence]) -> None:
+            self.rows = rows
+            super().__init__()
+
+    def compose(self) -> ComposeResult:
+        yield LedgerHeader()
+        with Vertical(id="evidence-body"):
+            yield Label("Orphan evidence — the remote named idem keys no job in this ledger carries",
+                        classes="panel-title")
+            yield DataTable(id="evidence-table", cursor_type="row", zebra_stripes=True)
+            yield Label("", id="evidence-empty")
+        yield KeyFooter()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#evidence-table", DataTable)
+        table.add_columns("received", "source", "idem key", "attempt", "handle", "says", "ref")
+
+    def reload(self) -> None:
+        self.load()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="evidence")
+    def load(self) -> None:
+        """Read the orphan evidence off the UI thread."""
+        app = self.reclaim
+        with app.source.reading() as conn:
+            rows = evidence.orphans(conn)
+        if not get_current_worker().is_cancelled:
+            self.post_message(self.Loaded(rows))
+
+    def on_evidence_screen_loaded(self, message: Loaded) -> None:
+        tz = self.reclaim.config.timezone
+        table = self.query_one("#evidence-table", DataTable)
+        table.clear()
+        for ev in message.rows:
+            table.add_row(
+                Text(clock_time(ev.at, tz, with_date=True)), Text(ev.source), safe_text(ev.idem_key, 64),
+                Text(str(ev.attempt) if ev.attempt is not None else "?"), safe_text(ev.handle or "", 80),
+                Text(ev.remote_state), safe_text(ev.ref or "", 60),
+            )
+        self.query_one("#evidence-empty", Label).update(
+            "" if message.rows else Text("None: every piece of evidence names a job in this ledger.", style="dim")
+        )
+        self.loaded = True
