@@ -179,6 +179,7 @@ def _act(
     fields: dict[str, Any] | None = None,
     count_today: bool = False,
     check: Callable[[sqlite3.Connection], str | None] | None = None,
+    after: Callable[[sqlite3.Connection, Applied], None] | None = None,
 ) -> Applied:
     with write_tx(conn):
         now = clock.now()
@@ -197,6 +198,8 @@ def _act(
         )
         if not applied.ok:
             raise Refused(f"{action} refused for {key.job_id} / {key.operation}: the job changed meanwhile; look again")
+        if after is not None:
+            after(conn, applied)  # in the same transaction as the event
         return applied
 
 
@@ -245,18 +248,19 @@ def record_query(
     }
     if status.state == "not_found" and status.handle:
         detail["meaning"] = "the remote no longer has it (retention): this says nothing about whether it ran"
-    applied = _act(conn, config, key, "query", "remote_query", actor=actor, clock=clock, detail=detail)
     said = _EVIDENCE_STATE.get(status.state)
-    if said is not None and applied.job is not None:
-        if said == "absent" and status.handle:
-            said = "gone"  # a handle the remote once accepted, now unknown: its records expired
-        with write_tx(conn):
+    if said == "absent" and status.handle:
+        said = "gone"  # a handle the remote once accepted, now unknown: its records expired
+
+    def keep(c: sqlite3.Connection, applied: Applied) -> None:
+        if said is not None and applied.job is not None:
             evidence.record(
-                conn, at=clock.now(), source="query", idem_key=applied.job.idem_key, attempt=applied.job.attempt,
+                c, at=clock.now(), source="query", idem_key=applied.job.idem_key, attempt=applied.job.attempt,
                 handle=status.handle, remote_state=said, job=key, ref=f"event-{applied.event_id}",
                 detail={"actor": actor},
             )
-    return applied
+
+    return _act(conn, config, key, "query", "remote_query", actor=actor, clock=clock, detail=detail, after=keep)
 
 
 _EVIDENCE_STATE = {
@@ -335,11 +339,12 @@ def release(
     )
 
 
-def verify_handle(config: Config, job: Job, handle: str, remote: Remote) -> str | None:
+def verify_handle(config: Config, job: Job, handle: str, remote: Remote, attempt: int | None = None) -> str | None:
     """Ask the remote whether `handle` is this job's: None when it is, else which check failed.
 
-    A Gemini handle must exist and carry the job's idem key in its labels; an HTTP handle must answer
-    the lookup with the job's idempotency key. A remote that cannot be asked is a refusal too.
+    A Gemini handle must exist and carry the job's idem key in its labels (and, when `attempt` is given
+    and the labels carry one, that attempt); an HTTP handle must answer the lookup with the job's
+    idempotency key. A remote that cannot be asked is a refusal too.
     """
     if not remote.capabilities.lookup_by_handle:
         return f"{remote.kind} remote {remote.name} cannot look a handle up: reconcile with --unverified and a reason"
@@ -354,6 +359,9 @@ def verify_handle(config: Config, job: Job, handle: str, remote: Remote) -> str 
     if carried != job.idem_key:
         what = f"idem key {carried}" if carried else "no idem key"
         return f"{handle} carries {what}, not this job's {job.idem_key}: it is another job's interaction"
+    label_attempt = labels.get("attempt") if labels else None
+    if attempt is not None and label_attempt is not None and str(label_attempt) != str(attempt):
+        return f"{handle} is attempt {label_attempt}'s interaction, not attempt {attempt}'s"
     return None
 
 

@@ -297,7 +297,7 @@ def _reconcile_from_evidence(
     from ledger.triage import verify_handle
 
     assert ev.handle is not None
-    why = verify_handle(config, job, ev.handle, remote)
+    why = verify_handle(config, job, ev.handle, remote, attempt=job.attempt)
     if why is not None and "could not be asked" in why:
         return  # the GET failed: ask again next pass
     now = clock.now()
