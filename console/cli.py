@@ -19,6 +19,7 @@ import typer
 from console import output
 from console.live import age
 from ledger import evidence, queries, triage
+from ledger.audit import head as audit_head
 from ledger.clock import Clock, clock_from_env, iso, parse_time
 from ledger.config import Config, load_config
 from ledger.db import connect, create_ledger
@@ -28,6 +29,7 @@ from ledger.errors import (
     EXIT_QUOTA_EXCEEDED,
     EXIT_RESERVED_NOT_SENT,
     EXIT_SEND_TAKEN_OVER,
+    EXIT_VERIFY_FAILED,
     BadInput,
     LedgerError,
 )
@@ -308,6 +310,7 @@ def status(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFI
         pauses = paused_remotes(conn)
         duplicates = evidence.duplicate_count(conn)
         webhooks = evidence.refusal_counts(conn)
+        event_count, head_hash = audit_head(conn)
     if as_json:
         output.emit_json({
             "paused_remotes": {
@@ -322,12 +325,14 @@ def status(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFI
             },
             "fenced_writes": fenced,
             "duplicate_sends": duplicates,
+            "audit": {"events": event_count, "head_hash": head_hash},
             "webhook_counters": webhooks,
         })
         return
     output.table("jobs by state", ["state", "jobs"], [[s, n] for s, n in states.items()])
     output.table("today by operation", ["operation", "used", "limit", "remaining", "held"],
                  [[q.operation, q.used, q.limit, q.remaining, ops.get(q.operation, {}).get("held", 0)] for q in today])
+    output.line(f"audit chain: {event_count} events, head hash {head_hash or '-'} (keep a copy; 'reclaim verify' checks it)")
     if fenced:
         output.line(f"fenced writes refused so far: {fenced}")
     if duplicates:
@@ -399,6 +404,42 @@ def evidence_cmd(
                  f"evidence for {job_id}", ["id", "at", "source", "idem key", "attempt", "handle", "says", "ref"],
                  [[e.id, iso(e.at), e.source, e.idem_key, e.attempt, e.handle or "", e.remote_state, e.ref or ""]
                   for e in items])
+
+
+@app.command()
+def verify(
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check the audit chain, every job against the replay of its events, and SQLite's integrity.
+
+    Exit 0 with the head hash and counts, or 11 naming the first event or job that does not match.
+    """
+    from ledger.audit import verify as verify_ledger
+
+    with _guard(as_json):
+        conn = connect(ledger, readonly=True)
+        try:
+            verdict = verify_ledger(conn)
+        except sqlite3.DatabaseError as e:
+            verdict = None
+            damage = str(e)
+        finally:
+            conn.close()
+    if verdict is None:
+        output.error(f"ledger {ledger}: SQLite cannot read it ({damage}); restore it from a backup",
+                     as_json=as_json, code=EXIT_VERIFY_FAILED)
+        raise typer.Exit(EXIT_VERIFY_FAILED)
+    if as_json:
+        output.emit_json(verdict.to_dict())
+    else:
+        output.line(f"events {verdict.events}, jobs {verdict.jobs}, head hash {verdict.head_hash or '-'}")
+        for problem in (verdict.chain_break, verdict.job_mismatch, *verdict.integrity[:5]):
+            if problem:
+                output.line(f"BROKEN: {problem}")
+        if verdict.ok:
+            output.line("ok: the chain holds, every job equals the replay of its events, SQLite finds no damage")
+    raise typer.Exit(0 if verdict.ok else EXIT_VERIFY_FAILED)
 
 
 @app.command()

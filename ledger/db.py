@@ -201,7 +201,28 @@ CREATE TABLE webhook_refusals (
 );
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
+# The audit chain: each event carries the previous event's hash and its own. The columns come here; the
+# existing events are chained in Python (`_chain_existing`), then the triggers that guard the chain.
+_V8 = """
+ALTER TABLE events ADD COLUMN prev_hash TEXT;
+ALTER TABLE events ADD COLUMN hash TEXT;
+DROP TRIGGER events_no_update;
+"""
+
+_V8_TRIGGERS = """
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+CREATE TRIGGER events_no_replace BEFORE INSERT ON events
+WHEN EXISTS (SELECT 1 FROM events WHERE id = NEW.id)
+  OR EXISTS (SELECT 1 FROM events WHERE job_id = NEW.job_id AND operation = NEW.operation AND seq = NEW.seq)
+BEGIN SELECT RAISE(ABORT, 'events are append-only: an event with this id or sequence exists'); END;
+CREATE TRIGGER events_chain BEFORE INSERT ON events
+WHEN NEW.hash IS NULL OR length(NEW.hash) != 64
+  OR NEW.prev_hash IS NOT (SELECT hash FROM events ORDER BY id DESC LIMIT 1)
+BEGIN SELECT RAISE(ABORT, 'the event does not chain to the last one'); END;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -266,12 +287,31 @@ def _migrate(conn: sqlite3.Connection, path: Path, from_version: int) -> None:
         for i in range(version, SCHEMA_VERSION):
             for stmt in _statements(MIGRATIONS[i]):
                 conn.execute(stmt)
+            if i + 1 == 8:
+                _chain_existing(conn)
+                for stmt in _statements(_V8_TRIGGERS):
+                    conn.execute(stmt)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except sqlite3.Error as e:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         _raise_locked_or(e, path)
+
+
+def _chain_existing(conn: sqlite3.Connection) -> None:
+    """Hash-chain the events a ledger already holds, in id order (schema version 8)."""
+    from ledger.audit import event_hash
+
+    prev: str | None = None
+    rows = conn.execute(
+        "SELECT id, at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail FROM events "
+        "ORDER BY id"
+    ).fetchall()
+    for row in rows:
+        digest = event_hash(prev, *row[1:])
+        conn.execute("UPDATE events SET prev_hash = ?, hash = ? WHERE id = ?", (prev, digest, row[0]))
+        prev = digest
 
 
 def create_ledger(path: str | Path) -> bool:

@@ -16,6 +16,7 @@ EXIT_LEDGER_UNUSABLE = 7
 EXIT_LEDGER_LOCKED = 8
 EXIT_RESERVED_NOT_SENT = 9  # reserved (committed), but this process did not send it: a worker will
 EXIT_SEND_TAKEN_OVER = 10  # this process's send was fenced: another worker or a person moved the job on
+EXIT_VERIFY_FAILED = 11  # `reclaim verify` found a break in the audit chain, a job its events disagree with, or damage
 
 
 class LedgerError(Exception):

@@ -109,12 +109,14 @@ class Event:
     to_state: str | None
     epoch: int | None
     detail: dict[str, Any]
+    hash: str | None = None  # its link in the audit chain
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Event:
         """Build an Event from a `SELECT * FROM events` row."""
         d = dict(row)
         d["detail"] = json.loads(d["detail"])
+        d.pop("prev_hash", None)
         return cls(**d)
 
     def to_dict(self) -> dict[str, Any]:

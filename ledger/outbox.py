@@ -95,6 +95,9 @@ def enqueue_for_transition(
             "attempt": job.attempt,
             "held_reason": job.held_reason,
         }
+        # The audit chain's head as of this event: a copy outside the ledger that anchors it.
+        head = conn.execute("SELECT hash FROM events WHERE id = ?", (event_id,)).fetchone()
+        body["ledger_head"] = {"event_id": event_id, "hash": head[0] if head else None}
         if kind == "paused":  # the remote refuses every job: say what it answered
             body["remote_error"] = job.last_error
         conn.execute(

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.audit import event_hash
 from ledger.config import NotifyConfig
 from ledger.model import STATES, Job, JobKey, canonical_json
 from ledger.outbox import enqueue_for_transition
@@ -105,24 +106,18 @@ def append_event(
     epoch: int | None,
     detail: dict[str, Any] | None = None,
 ) -> int:
-    """Append one event with the job's next sequence number; return its id."""
+    """Append one event with the job's next sequence number, chained to the last event; return its id."""
+    seq = conn.execute(
+        "SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)
+    ).fetchone()[0]
+    last = conn.execute("SELECT hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
+    prev = last[0] if last else None
+    text = json.dumps(detail or {}, sort_keys=True, ensure_ascii=False)
+    digest = event_hash(prev, at, key.job_id, key.operation, seq, actor, kind, from_state, to_state, epoch, text)
     cur = conn.execute(
-        "INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail) "
-        "VALUES (?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ? AND operation = ?), "
-        "?, ?, ?, ?, ?, ?)",
-        (
-            at,
-            key.job_id,
-            key.operation,
-            key.job_id,
-            key.operation,
-            actor,
-            kind,
-            from_state,
-            to_state,
-            epoch,
-            json.dumps(detail or {}, sort_keys=True, ensure_ascii=False),
-        ),
+        "INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, "
+        "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (at, key.job_id, key.operation, seq, actor, kind, from_state, to_state, epoch, text, prev, digest),
     )
     assert cur.lastrowid is not None
     return cur.lastrowid

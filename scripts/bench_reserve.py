@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ledger.audit import event_hash
 from ledger.clock import SystemClock, day_of
 from ledger.config import Config, parse_config
 from ledger.db import BUSY_TIMEOUT_MS, connect, create_ledger
@@ -113,11 +114,15 @@ def run_raw(path: Path, n: int, synchronous: str, quota: int = 10**9) -> float:
         )
         detail = json.dumps({"idem_key": ikey, "quota_day": day, "quota_used": used + 1, "quota_limit": quota},
                             sort_keys=True)
+        seq = ex("SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ? AND operation = ?",
+                 (jid, op)).fetchone()[0]
+        last = ex("SELECT hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
+        prev = last[0] if last else None
+        digest = event_hash(prev, now, jid, op, seq, "reclaim", "reserve", None, "reserving", 0, detail)
         ex(
-            "INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail) "
-            "VALUES (?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ? AND operation = ?), "
-            "?, ?, ?, ?, ?, ?)",
-            (now, jid, op, jid, op, "reclaim", "reserve", None, "reserving", 0, detail),
+            "INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, "
+            "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (now, jid, op, seq, "reclaim", "reserve", None, "reserving", 0, detail, prev, digest),
         )
         ex("COMMIT")
     dt = time.perf_counter() - t0

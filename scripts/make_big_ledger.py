@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ledger.audit import event_hash
 from ledger.db import connect, create_ledger
 
 OPERATIONS = ("article.summarize", "article.translate", "report.digest")
@@ -206,9 +207,17 @@ def generate(path: Path, n: int, held: int, days: int, now: float, seed: int, co
         "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
     )
     ev_sql = (
-        "INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?)"
+        "INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, "
+        "prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
     )
+
+    def chained(rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+        """Each event with the audit chain's previous hash and its own, in insertion (id) order."""
+        prev: str | None = None
+        for row in rows:
+            digest = event_hash(prev, *row)
+            yield (*row, prev, digest)
+            prev = digest
 
     def load(sql: str, rows: Iterator[tuple[Any, ...]]) -> int:
         total = 0
@@ -223,7 +232,7 @@ def generate(path: Path, n: int, held: int, days: int, now: float, seed: int, co
 
     jobs = load(job_sql, g.jobs())
     t_jobs = time.perf_counter() - t0
-    events = load(ev_sql, g.events())
+    events = load(ev_sql, chained(g.events()))
     t_events = time.perf_counter() - t0 - t_jobs
     conn.execute("BEGIN")
     conn.executemany("INSERT INTO quota_usage (operation, day, used) VALUES (?, ?, ?)",

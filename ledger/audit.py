@@ -1,0 +1,98 @@
+"""The audit chain, and `verify`: is this ledger what its own history says it is?
+
+Every event carries the hash of the event before it and its own: sha256 over the previous hash and the
+event's canonical form, written in the same transaction as the event. Triggers refuse UPDATE, DELETE and
+REPLACE on events and any event that does not chain to the last one; `verify` checks what triggers
+cannot (someone who dropped them, or edited the file): it recomputes the chain, rebuilds every job's
+state, epoch and attempt from the events and compares them with the `jobs` table, and runs SQLite's
+integrity check. The head hash (the newest event's) is shown by `status` and sent with notifications,
+so a copy outside the ledger anchors it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger import replay
+
+
+def event_hash(
+    prev_hash: str | None, at: float, job_id: str, operation: str, seq: int, actor: str, kind: str,
+    from_state: str | None, to_state: str | None, epoch: int | None, detail: str,
+) -> str:
+    """The hash an event must carry: sha256 of the previous hash and the event's canonical JSON."""
+    body = json.dumps(
+        [prev_hash, repr(float(at)), job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail],
+        ensure_ascii=False, separators=(",", ":"),
+    )
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def head(conn: sqlite3.Connection) -> tuple[int, str | None]:
+    """(number of events, the newest event's hash) — the anchor to keep outside the ledger."""
+    row = conn.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
+    count = conn.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+    return int(count), (row[1] if row else None)
+
+
+@dataclass
+class Verdict:
+    """What `verify` found: ok, or the first break of each kind, and the counts it read."""
+
+    events: int = 0
+    jobs: int = 0
+    head_hash: str | None = None
+    chain_break: str | None = None
+    job_mismatch: str | None = None
+    integrity: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when the chain holds, the jobs equal their replay, and SQLite finds no damage."""
+        return self.chain_break is None and self.job_mismatch is None and not self.integrity
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"ok": self.ok, **self.__dict__}
+
+
+def verify(conn: sqlite3.Connection) -> Verdict:
+    """Check the chain, the jobs against the replay of the events, and SQLite's integrity (one snapshot)."""
+    v = Verdict()
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN")
+    try:
+        v.integrity = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
+        prev: str | None = None
+        for row in conn.execute(
+            "SELECT id, at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, prev_hash, hash "
+            "FROM events ORDER BY id"
+        ):
+            v.events += 1
+            if v.chain_break is not None:
+                continue
+            if row[11] != prev:
+                v.chain_break = (f"event {row[0]} ({row[2]} / {row[3]} seq {row[4]}): its previous hash does not "
+                                 "match the event before it (an event was removed or inserted)")
+                continue
+            want = event_hash(prev, *row[1:11])
+            if row[12] != want:
+                v.chain_break = (f"event {row[0]} ({row[2]} / {row[3]} seq {row[4]}, {row[6]}): its content does not "
+                                 "match its hash (the event was rewritten)")
+            prev = row[12]
+        v.head_hash = prev
+        v.jobs = int(conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
+        bad = replay.mismatches(conn)
+        if bad:
+            m = bad[0]
+            v.job_mismatch = (f"job {m.key.job_id} / {m.key.operation}: the table says {m.from_table} but its events "
+                              f"say {m.from_events} (a write bypassed the state machine)")
+    finally:
+        if own:
+            conn.execute("COMMIT")
+    return v

@@ -1,0 +1,130 @@
+"""The audit chain: events hash-chained in their own transaction; `reclaim verify` finds every tampering.
+
+Each tampering is done as an attacker with the file would: straight SQL on the ledger, with the guarding
+triggers dropped first where they would refuse it. `verify` must name the first event or job that does
+not match, and exit 11; an untouched ledger verifies with exit 0 and the head hash `status` shows.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger.db import APPLICATION_ID, MIGRATIONS, _statements, connect
+from ledger.simulator import Simulator
+
+OP = "article.generate"
+
+
+@pytest.fixture
+def worked(sim: Simulator, ledger_path: Path, config_path: Path, run_cli: Callable[..., Any]) -> Path:
+    """A ledger after a small workload: sends, a held job, a finding, a release, a tick."""
+    sim.add_fault("status", status=503, match_idem=None)
+    for i in range(3):
+        run_cli("submit", OP, "--payload", json.dumps({"input": f"x{i}"}), "--job-id", f"j{i}")
+    assert run_cli("finding", "j0", "--category", "not_received", "--note", "nothing", operator="alice").rc == 0
+    assert run_cli("release", "j0", "--reason", "not received", operator="bob").rc == 0
+    assert run_cli("tick").rc in (0, 4)
+    return ledger_path
+
+
+def _tamper(ledger: Path, *sql: str) -> None:
+    conn = sqlite3.connect(ledger, isolation_level=None)
+    try:
+        for stmt in sql:
+            conn.execute(stmt)
+    finally:
+        conn.close()
+
+
+DROP_GUARDS = (
+    "DROP TRIGGER events_no_update", "DROP TRIGGER events_no_delete", "DROP TRIGGER events_no_replace",
+    "DROP TRIGGER events_chain",
+)
+
+
+def test_an_untouched_ledger_verifies_and_status_shows_the_same_head(
+    worked: Path, run_cli: Callable[..., Any],
+) -> None:
+    out = run_cli("verify", "--json")
+    assert out.rc == 0, out
+    doc = json.loads(out.stdout)
+    assert doc["ok"] and doc["events"] > 5 and doc["jobs"] == 3 and len(doc["head_hash"]) == 64
+    status = json.loads(run_cli("status", "--json").stdout)
+    assert status["audit"] == {"events": doc["events"], "head_hash": doc["head_hash"]}
+
+
+def test_replace_update_and_delete_on_events_are_refused_by_the_triggers(worked: Path) -> None:
+    conn = sqlite3.connect(worked, isolation_level=None)
+    try:
+        row = conn.execute("SELECT * FROM events ORDER BY id LIMIT 1").fetchone()
+        cols = ", ".join("?" for _ in row)
+        with pytest.raises(sqlite3.DatabaseError, match="append-only|does not chain"):
+            conn.execute(f"REPLACE INTO events VALUES ({cols})", row)
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            conn.execute("UPDATE events SET actor = 'mallory' WHERE id = ?", (row[0],))
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            conn.execute("DELETE FROM events WHERE id = ?", (row[0],))
+        with pytest.raises(sqlite3.DatabaseError, match="does not chain"):
+            conn.execute(
+                "INSERT INTO events (at, job_id, operation, seq, actor, kind, detail, prev_hash, hash) "
+                "VALUES (1, 'j9', 'op', 1, 'mallory', 'note', '{}', NULL, ?)", ("0" * 64,))
+    finally:
+        conn.close()
+
+
+def test_verify_names_an_event_rewritten_by_replace(worked: Path, run_cli: Callable[..., Any]) -> None:
+    conn = sqlite3.connect(worked, isolation_level=None)
+    (victim,) = conn.execute("SELECT id FROM events WHERE kind = 'release'").fetchone()
+    conn.close()
+    _tamper(worked, *DROP_GUARDS,
+            f"REPLACE INTO events SELECT id, at, job_id, operation, seq, 'carol', kind, from_state, to_state, epoch, "
+            f"detail, prev_hash, hash FROM events WHERE id = {victim}")
+    out = run_cli("verify")
+    assert out.rc == 11 and f"event {victim} " in out.stdout and "rewritten" in out.stdout, out
+
+
+def test_verify_names_a_job_moved_by_a_bare_update(worked: Path, run_cli: Callable[..., Any]) -> None:
+    _tamper(worked, "UPDATE jobs SET state = 'reserving', send_started_at = NULL WHERE job_id = 'j1'")
+    out = run_cli("verify")
+    assert out.rc == 11 and "job j1 / article.generate" in out.stdout and "bypassed" in out.stdout, out
+
+
+def test_verify_names_the_event_after_a_deleted_one(worked: Path, run_cli: Callable[..., Any]) -> None:
+    conn = sqlite3.connect(worked, isolation_level=None)
+    ids = [r[0] for r in conn.execute("SELECT id FROM events ORDER BY id")]
+    conn.close()
+    _tamper(worked, *DROP_GUARDS, f"DELETE FROM events WHERE id = {ids[2]}")
+    out = run_cli("verify")
+    assert out.rc == 11 and f"event {ids[3]} " in out.stdout and "removed or inserted" in out.stdout, out
+
+
+def test_the_migration_chains_the_events_an_older_ledger_holds(tmp_path: Path) -> None:
+    path = tmp_path / "v7.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    for script in MIGRATIONS[:7]:
+        for stmt in _statements(script):
+            conn.execute(stmt)
+    conn.execute("PRAGMA user_version = 7")
+    conn.execute("INSERT INTO jobs (job_id, operation, idem_key, payload, state, epoch, quota_day, created_at, "
+                 "updated_at) VALUES ('old', 'op', 'k-old', '{}', 'held', 1, '2026-12-01', 1, 2)")
+    for seq, (kind, to, epoch) in enumerate([("reserve", "reserving", 0), ("send_started", "reserving", 1),
+                                             ("send_unknown", "held", 1)], start=1):
+        conn.execute("INSERT INTO events (at, job_id, operation, seq, actor, kind, to_state, epoch) "
+                     "VALUES (?, 'old', 'op', ?, 'w', ?, ?, ?)", (seq, seq, kind, to, epoch))
+    conn.close()
+    from ledger.audit import verify
+
+    migrated = connect(path)  # migrates to the current version, chaining the three events
+    try:
+        verdict = verify(migrated)
+        assert verdict.ok and verdict.events == 3 and verdict.head_hash, verdict
+    finally:
+        migrated.close()
