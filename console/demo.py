@@ -12,6 +12,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,12 +175,16 @@ def run_demo(folder: Path, *, ui: bool, seconds: float, operator: str, rate: flo
 
             run_console(ledger, load_config(config), operator, False, config_path=config)
         else:
+            # SIGTERM / SIGINT end a headless demo early, the same clean way as its time running out.
+            stopping = threading.Event()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: stopping.set())
             deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and not stopping.is_set():
                 if procs.feeder.poll() is not None:
                     print("demo: the worker exited early; see the log", file=sys.stderr)
                     return 1
-                time.sleep(0.2)
+                stopping.wait(0.2)
     finally:
         procs.stop()
     print(f"demo stopped; the ledger stays: .venv/bin/reclaim status --ledger {ledger} --config {config}", flush=True)
