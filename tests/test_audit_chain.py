@@ -64,7 +64,7 @@ def test_replace_update_and_delete_on_events_are_refused_by_the_triggers(worked:
     try:
         row = conn.execute("SELECT * FROM events ORDER BY id LIMIT 1").fetchone()
         cols = ", ".join("?" for _ in row)
-        with pytest.raises(sqlite3.DatabaseError, match="append-only|does not chain"):
+        with pytest.raises(sqlite3.DatabaseError, match=r"append-only|does not chain"):
             conn.execute(f"REPLACE INTO events VALUES ({cols})", row)
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
             conn.execute("UPDATE events SET actor = 'mallory' WHERE id = ?", (row[0],))
