@@ -389,14 +389,12 @@ def evidence_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """What the remote said about a job (queries, webhooks, fenced outcomes), or the orphan evidence."""
-    from ledger import evidence as ev_mod
-
     with _guard(as_json):
         conn = connect(ledger, readonly=True)
         if orphans or job_id is None:
-            items = ev_mod.orphans(conn)
+            items = evidence.orphans(conn)
         else:
-            items = ev_mod.for_job(conn, triage.get_job(conn, _resolve(conn, job_id, operation)))
+            items = evidence.for_job(conn, triage.get_job(conn, _resolve(conn, job_id, operation)))
     if as_json:
         output.emit_json({"evidence": [e.to_dict() for e in items]})
         return
