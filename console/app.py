@@ -38,10 +38,11 @@ from console.screens.notifications import NotificationsScreen
 from console.screens.overview import OverviewScreen
 from console.screens.quotas import QuotasScreen
 from console.screens.triage import TriageScreen
-from ledger.clock import Clock, clock_from_env
+from ledger.clock import Clock, process_clock
 from ledger.config import Config
 from ledger.db import connect
 from ledger.errors import LedgerError
+from ledger.identity import Identity
 from ledger.model import Event, JobKey
 from ledger.worker import RemoteCache
 
@@ -117,13 +118,16 @@ class ReclaimApp(App[int]):
         """A follower poll that had stalled returned with nothing new: the view is live again."""
 
     def __init__(
-        self, source: LedgerSource, config: Config, operator: str, *, clock: Clock, keymap: Keymap | None = None,
-        poll_seconds: float = POLL_SECONDS,
+        self, source: LedgerSource, config: Config, operator: str | Identity, *, clock: Clock,
+        keymap: Keymap | None = None, poll_seconds: float = POLL_SECONDS,
     ) -> None:
         super().__init__()
         self.source = source
         self.config = config
-        self.operator = operator
+        self.identity = operator if isinstance(operator, Identity) else Identity(operator, config.identity_source)
+        self.operator = self.identity.name
+        self.head_hash: str | None = None
+        """The audit chain's head as of the last pulse (the newest event's hash)."""
         self.clock = clock
         self.keymap = keymap or Keymap({})
         self.poll_seconds = poll_seconds
@@ -143,7 +147,7 @@ class ReclaimApp(App[int]):
     def roles(self) -> list[str]:
         """The operator's roles, strongest first (a plain viewer has just 'viewer')."""
         roles = self.config.roles_of(self.operator)
-        named = [r for r in ("approver", "triage") if r in roles]
+        named = [r for r in ("approver", "triage", "sender") if r in roles]
         return named or ["viewer"]
 
     @property
@@ -262,6 +266,7 @@ class ReclaimApp(App[int]):
         self.feed = list(pulse.events if pulse.reset else (self.feed + pulse.events))[-FEED_SIZE:]
         self.stale = ""
         self.remotes_paused = pulse.paused_remotes
+        self.head_hash = pulse.head_hash
         self.last_seen = pulse.seen_at
         screen = self.screen
         if isinstance(screen, ReclaimScreen):
@@ -389,7 +394,8 @@ class ReclaimApp(App[int]):
 
 
 def make_app(
-    ledger_path: str | Path, config: Config, operator: str, read_only: bool = False, clock: Clock | None = None,
+    ledger_path: str | Path, config: Config, operator: str | Identity, read_only: bool = False,
+    clock: Clock | None = None,
     *, config_path: str | Path | None = None, keymap: Keymap | None = None, poll_seconds: float = POLL_SECONDS,
 ) -> ReclaimApp:
     """Build the console over `ledger_path` for `operator` (read-only: the ledger opens `mode=ro`, no actions).
@@ -400,13 +406,13 @@ def make_app(
     if keymap is None:
         keymap = load_keymap(config_file_for(config.base_dir, config_path))
     return ReclaimApp(
-        LedgerSource(ledger_path, read_only), config, operator, clock=clock or clock_from_env(), keymap=keymap,
+        LedgerSource(ledger_path, read_only), config, operator, clock=clock or process_clock(), keymap=keymap,
         poll_seconds=poll_seconds,
     )
 
 
 def run_console(
-    ledger_path: str | Path, config: Config, operator: str, read_only: bool = False, *,
+    ledger_path: str | Path, config: Config, operator: str | Identity, read_only: bool = False, *,
     config_path: str | Path | None = None,
 ) -> int:
     """Check the ledger opens (raising the ledger's one-line error if not), then run the console until quit."""

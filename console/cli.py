@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import getpass
+import json
 import os
 import signal
 import sqlite3
@@ -18,9 +18,9 @@ import typer
 
 from console import output
 from console.live import age
-from ledger import evidence, queries, triage
+from ledger import evidence, identity, queries, triage
 from ledger.audit import head as audit_head
-from ledger.clock import Clock, clock_from_env, iso, parse_time
+from ledger.clock import Clock, iso, parse_time, process_clock
 from ledger.config import Config, load_config
 from ledger.db import connect, create_ledger
 from ledger.errors import (
@@ -33,6 +33,7 @@ from ledger.errors import (
     BadInput,
     LedgerError,
 )
+from ledger.identity import Identity
 from ledger.model import Event, Job, JobKey
 from ledger.remote_health import paused_remotes
 from ledger.remote_health import resume as resume_remote
@@ -53,7 +54,9 @@ ConfigOpt = Annotated[
     Path, typer.Option("--config", envvar="RECLAIM_CONFIG", help="Config file (TOML).", show_default=True)
 ]
 OperatorOpt = Annotated[
-    str | None, typer.Option("--operator", envvar="RECLAIM_OPERATOR", help="Who you are (default: OS user).")
+    str | None,
+    typer.Option("--operator", envvar="RECLAIM_OPERATOR",
+                 help="Who you are; honoured only with [identity] source = \"declared\" (default: the OS account)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 OperationOpt = Annotated[
@@ -65,13 +68,17 @@ STARTER_CONFIG = """\
 # reclaim config (written by `reclaim init`). See the README for every key.
 timezone = "UTC"
 
+[identity]
+source = "os"   # the acting operator is the OS account running the command ("declared": --operator, demos only)
+
 [policy]
 four_eyes = true
 release_requires_finding = true
 stale_reserving_seconds = 120
 lease_seconds = 60
 
-[operators]
+[operators]                # OS account = roles: viewer, triage, approver, sender
+{account} = ["sender"]   # the scheduler's account (wrote this file): only a sender may submit, tick, run workers
 alice = ["triage"]
 bob = ["triage", "approver"]
 
@@ -92,13 +99,19 @@ DEFAULT_LEDGER = Path("reclaim.db")
 DEFAULT_CONFIG = Path("reclaim.toml")
 
 
-def _operator(name: str | None) -> str:
-    if name:
-        return name
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
+def _identity(cfg: Config, name: str | None) -> Identity:
+    return identity.resolve(cfg, name)
+
+
+def _operator(cfg: Config, name: str | None) -> str:
+    return identity.resolve(cfg, name).name
+
+
+def _sender(cfg: Config, name: str | None, what: str) -> str:
+    """The acting identity's name, after checking it holds the sender role `what` needs."""
+    who = identity.resolve(cfg, name)
+    identity.require_role(cfg, who, "sender", what)
+    return who.name
 
 
 def _fail(e: LedgerError, as_json: bool) -> typer.Exit:
@@ -123,7 +136,7 @@ def _guard(as_json: bool) -> Iterator[None]:
 def _open(ledger: Path, config: Path, *, readonly: bool = False) -> tuple[sqlite3.Connection, Config, Clock]:
     cfg = load_config(config)
     conn = connect(ledger, readonly=readonly)
-    return conn, cfg, clock_from_env()
+    return conn, cfg, process_clock()
 
 
 def _resolve(conn: sqlite3.Connection, job_id: str, operation: str | None) -> JobKey:
@@ -154,7 +167,7 @@ def init(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG,
         if config.exists():
             load_config(config)
         elif config.parent.is_dir():
-            config.write_text(STARTER_CONFIG, encoding="utf-8")
+            config.write_text(STARTER_CONFIG.replace("{account}", json.dumps(identity.os_account())), encoding="utf-8")
             wrote_config = True
         created = create_ledger(ledger)
     if as_json:
@@ -184,8 +197,8 @@ def submit(
     """
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config)
-        res = submit_now(conn, cfg, operation, payload, clock=clock, job_id=job_id, target=target,
-                         actor=_operator(operator))
+        actor = _sender(cfg, operator, "submit jobs")
+        res = submit_now(conn, cfg, operation, payload, clock=clock, job_id=job_id, target=target, actor=actor)
     doc: dict[str, Any] = {"outcome": res.outcome, "state": res.state, "job_id": res.key.job_id,
                            "operation": res.key.operation}
     if res.blocking:
@@ -257,13 +270,15 @@ def _print_report(report: TickReport, as_json: bool) -> None:
 
 @app.command(name="tick")
 def tick_cmd(
-    ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, as_json: JsonOpt = False
+    ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Run one worker pass and exit: recover stale sends, send due jobs, poll, deliver, notify."""
     progress, finish = _progress_for(as_json)
     try:
         with _guard(as_json):
             conn, cfg, clock = _open(ledger, config)
+            _sender(cfg, operator, "run a worker pass (it sends)")
             report = tick(conn, cfg, clock=clock, progress=progress)
     finally:
         finish()
@@ -276,9 +291,10 @@ def worker(
     interval: Annotated[float, typer.Option("--interval", help="Seconds between passes.")] = 1.0,
     ledger: LedgerOpt = DEFAULT_LEDGER,
     config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run passes until SIGINT/SIGTERM; the job under way is finished and recorded first."""
+    """Run passes until SIGINT/SIGTERM; the job under way is finished and recorded first (sender role)."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
@@ -292,6 +308,7 @@ def worker(
     signal.signal(signal.SIGTERM, on_signal)
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config)
+        _sender(cfg, operator, "run a worker (it sends)")
         passes = run_worker(conn, cfg, clock=clock, stop=stop, interval=interval,
                             on_pass=(lambda r: _print_report(r, as_json)) if as_json else None)
     if not as_json:
@@ -299,10 +316,14 @@ def worker(
 
 
 @app.command()
-def status(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, as_json: JsonOpt = False) -> None:
-    """Jobs per state and per operation, and today's quota."""
+def status(
+    ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Jobs per state and per operation, today's quota, the audit head, and who you are acting as."""
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config, readonly=True)
+        who = _identity(cfg, operator)
         states = queries.state_counts(conn)
         ops = queries.operation_counts(conn)
         today = queries.quota_today(conn, cfg, clock.now())
@@ -327,8 +348,11 @@ def status(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFI
             "duplicate_sends": duplicates,
             "audit": {"events": event_count, "head_hash": head_hash},
             "webhook_counters": webhooks,
+            "identity": {"operator": who.name, "source": who.source, "verified": who.verified,
+                         "roles": sorted(cfg.roles_of(who.name))},
         })
         return
+    output.line(f"{who.label}; roles: {', '.join(sorted(cfg.roles_of(who.name)))}")
     output.table("jobs by state", ["state", "jobs"], [[s, n] for s, n in states.items()])
     output.table("today by operation", ["operation", "used", "limit", "remaining", "held"],
                  [[q.operation, q.used, q.limit, q.remaining, ops.get(q.operation, {}).get("held", 0)] for q in today])
@@ -353,17 +377,22 @@ def receiver(
     port: Annotated[int, typer.Option("--port", help="Port (0 = any free one).", min=0, max=65535)] = 8766,
     ledger: LedgerOpt = DEFAULT_LEDGER,
     config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
 ) -> None:
-    """Serve the webhook endpoint: verified deliveries become evidence; the rest get a 4xx and a counter."""
+    """Serve the webhook endpoint: verified deliveries become evidence; the rest get a 4xx and a counter.
+
+    Runs as the scheduler's account (sender role): it writes to the ledger on the remote's word.
+    """
     import errno
 
     from ledger.receiver import make_server
 
     with _guard(False):
         cfg = load_config(config)
+        _sender(cfg, operator, "run the webhook receiver (it writes evidence)")
         connect(ledger).close()
         try:
-            server = make_server(ledger, cfg, clock=clock_from_env(), host=host, port=port)
+            server = make_server(ledger, cfg, clock=process_clock(), host=host, port=port)
         except OSError as e:
             if e.errno == errno.EADDRINUSE:
                 raise BadInput(f"receiver: port {port} on {host} is in use; pick another with --port") from None
@@ -452,7 +481,7 @@ def resume(
     """Lift a remote's pause (approver): its due jobs are sent again from the next pass."""
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config)
-        resume_remote(conn, cfg, remote, actor=_operator(operator), reason=reason, now=clock.now())
+        resume_remote(conn, cfg, remote, actor=_operator(cfg, operator), reason=reason, now=clock.now())
     if as_json:
         output.emit_json({"remote": remote, "paused": False})
     else:
@@ -504,6 +533,7 @@ def jobs(
     limit: Annotated[int, typer.Option("--limit", help="Rows per page.")] = 50,
     page: Annotated[int, typer.Option("--page", help="Page number, from 1.")] = 1,
     ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
     operator: OperatorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -511,19 +541,22 @@ def jobs(
     from ledger.model import GROUPS
     from ledger.views import get_view
 
-    me = _operator(operator)
     with _guard(as_json):
+        # Who you are matters only for a saved view or `owner:me`: a plain listing needs no config.
+        needs_me = view is not None or "owner:me" in filter_text.split()
+        me = _operator(load_config(config), operator) if needs_me else None
         if limit < 1 or limit > 1000 or page < 1:
             raise BadInput("--limit must be 1 to 1000 and --page at least 1")
         conn = connect(ledger, readonly=True)
         if view is not None:
+            assert me is not None
             saved = get_view(conn, me, view)
             group, filter_text = saved.group, saved.filter
         if group not in GROUPS:
             raise BadInput(f"group {group!r}: unknown (groups: {', '.join(GROUPS)})")
         rows = queries.list_jobs(conn, group, limit=limit, offset=(page - 1) * limit, oldest_first=not newest_first,
                                  flt=queries.JobFilter.parse(filter_text, me=me))
-        now = clock_from_env().now()
+        now = process_clock().now()
     if as_json:
         output.emit_json({"group": group, "page": page, "jobs": [j.to_dict() for j in rows]})
         return
@@ -538,17 +571,18 @@ def views(
     filter_text: Annotated[str, typer.Option("--filter", help="The view's filter.")] = "",
     delete: Annotated[str | None, typer.Option("--delete", help="Delete the view with this name.")] = None,
     ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
     operator: OperatorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List your saved views, or save / delete one (kept in the ledger, per operator)."""
     from ledger.views import delete_view, list_views, save_view
 
-    me = _operator(operator)
     with _guard(as_json):
+        me = _operator(load_config(config), operator)
         conn = connect(ledger, readonly=save is None and delete is None)
         if save is not None:
-            save_view(conn, me, save, group, filter_text, clock=clock_from_env())
+            save_view(conn, me, save, group, filter_text, clock=process_clock())
         if delete is not None:
             delete_view(conn, me, delete)
         saved = list_views(conn, me)
@@ -608,7 +642,7 @@ def query(
     """Ask the remote side about a job (a read) and record its reply as an event."""
     def act(conn: sqlite3.Connection, cfg: Config, key: JobKey, clock: Clock) -> dict[str, Any]:
         remote = RemoteCache(cfg).for_operation(key.operation)
-        st = triage.query_job(conn, cfg, key, remote, actor=_operator(operator), clock=clock)
+        st = triage.query_job(conn, cfg, key, remote, actor=_operator(cfg, operator), clock=clock)
         return {"remote_state": st.state, "handle": st.handle, "error": st.error,
                 "can_answer": remote.capabilities.explain()}
 
@@ -628,7 +662,7 @@ def finding(
 ) -> None:
     """Record what you found about a held job (triage role)."""
     _triage_cmd(as_json, ledger, config, job_id, operation,
-                lambda c, cfg, k, clk: triage.record_finding(c, cfg, k, category, note, actor=_operator(operator),
+                lambda c, cfg, k, clk: triage.record_finding(c, cfg, k, category, note, actor=_operator(cfg, operator),
                                                              clock=clk))
 
 
@@ -651,7 +685,7 @@ def assign(
         output.error(f"--due {due!r}: not an ISO time; use e.g. 2026-12-03T09:00Z", as_json=as_json)
         raise typer.Exit(2) from None
     _triage_cmd(as_json, ledger, config, job_id, operation,
-                lambda c, cfg, k, clk: triage.assign(c, cfg, k, owner, due_at, actor=_operator(operator), clock=clk,
+                lambda c, cfg, k, clk: triage.assign(c, cfg, k, owner, due_at, actor=_operator(cfg, operator), clock=clk,
                                                      reason=reason))
 
 
@@ -671,7 +705,6 @@ def bulk_assign(
 
     Without --yes it only says how many jobs would change.
     """
-    me = _operator(operator)
     try:
         due_at = parse_time(due)
     except ValueError:
@@ -679,6 +712,7 @@ def bulk_assign(
         raise typer.Exit(2) from None
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config)
+        me = _operator(cfg, operator)
         flt = queries.JobFilter.parse(filter_text, me=me)
         keys: list[JobKey] = []
         while True:
@@ -710,7 +744,7 @@ def release(
 ) -> None:
     """Re-submit a held job: a new attempt with the same idem key, sent by the next pass (approver)."""
     _triage_cmd(as_json, ledger, config, job_id, operation,
-                lambda c, cfg, k, clk: triage.release(c, cfg, k, actor=_operator(operator), clock=clk,
+                lambda c, cfg, k, clk: triage.release(c, cfg, k, actor=_operator(cfg, operator), clock=clk,
                                                       reason=reason))
 
 
@@ -731,7 +765,7 @@ def reconcile(
     nothing is sent (approver)."""
     _triage_cmd(as_json, ledger, config, job_id, operation,
                 lambda c, cfg, k, clk: triage.reconcile(
-                    c, cfg, k, handle, actor=_operator(operator), clock=clk, reason=reason, unverified=unverified,
+                    c, cfg, k, handle, actor=_operator(cfg, operator), clock=clk, reason=reason, unverified=unverified,
                     remote=None if unverified else RemoteCache(cfg).for_operation(k.operation)))
 
 
@@ -747,7 +781,7 @@ def reject(
 ) -> None:
     """Close a held job without re-sending (approver)."""
     _triage_cmd(as_json, ledger, config, job_id, operation,
-                lambda c, cfg, k, clk: triage.reject(c, cfg, k, actor=_operator(operator), clock=clk,
+                lambda c, cfg, k, clk: triage.reject(c, cfg, k, actor=_operator(cfg, operator), clock=clk,
                                                      reason=reason))
 
 
@@ -763,7 +797,7 @@ def remediate(
 ) -> None:
     """Close a held job as done by another allowed means (approver)."""
     _triage_cmd(as_json, ledger, config, job_id, operation,
-                lambda c, cfg, k, clk: triage.remediate(c, cfg, k, note, actor=_operator(operator),
+                lambda c, cfg, k, clk: triage.remediate(c, cfg, k, note, actor=_operator(cfg, operator),
                                                         clock=clk))
 
 
@@ -844,7 +878,7 @@ def notification_cmd(
 
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config)
-        resolve_uncertain(conn, cfg, event_id, decision, actor=_operator(operator), clock=clock, note=note)
+        resolve_uncertain(conn, cfg, event_id, decision, actor=_operator(cfg, operator), clock=clock, note=note)
     if as_json:
         output.emit_json({"event_id": event_id, "decision": decision})
     else:
@@ -892,7 +926,7 @@ def console(
     with _guard(False):
         cfg = load_config(config)
         connect(ledger, readonly=True).close()
-        run_console(ledger, cfg, _operator(operator), read_only, config_path=config)
+        run_console(ledger, cfg, _identity(cfg, operator), read_only, config_path=config)
 
 
 def main() -> None:

@@ -24,8 +24,12 @@ DEMO_OPERATORS = {"alice": ["triage"], "bob": ["triage", "approver"]}
 
 CONFIG_TEMPLATE = """\
 # Written by `reclaim demo`. Two seats: alice (triage) and bob (triage, approver), so the four-eyes
-# rule can be seen: alice records the finding, bob releases.
+# rule can be seen: alice records the finding, bob releases. Both seats are on one machine, so names are
+# declared (--operator), not taken from the OS account: every screen says so.
 timezone = "UTC"
+
+[identity]
+source = "declared"
 
 [policy]
 four_eyes = true
@@ -37,6 +41,7 @@ retry_backoff_seconds = 5
 [operators]
 alice = ["triage"]
 bob = ["triage", "approver"]
+scheduler = ["sender"]   # the worker and the webhook receiver
 
 [remotes.gemini]
 kind = "gemini"
@@ -123,7 +128,7 @@ def start_receiver(ledger: Path, config: Path, log: Path) -> tuple[subprocess.Po
     """Start `reclaim receiver` on a free loopback port; return the process and its URL."""
     cmd = [sys.executable, "-m", "console", "receiver", "--port", "0", "--ledger", str(ledger), "--config", str(config)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log.open("a"), text=True, start_new_session=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", "RECLAIM_OPERATOR": "scheduler"})
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if "listening on" not in line:

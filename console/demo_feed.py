@@ -43,11 +43,11 @@ def main(argv: list[str] | None = None) -> int:
             if n % 10 == 0 and "storage.cleanup" in config.operations:
                 bucket = BUCKETS[(n // 10) % len(BUCKETS)]
                 reserve(conn, config, "storage.cleanup", {"bucket": bucket, "older_than_days": 30}, clock=clock,
-                        job_id=f"retention-check #{n} {bucket} {day}", target=bucket, actor="demo-feed")
+                        job_id=f"retention-check #{n} {bucket} {day}", target=bucket, actor="scheduler")
             else:
                 topic = TOPICS[n % len(TOPICS)]
                 reserve(conn, config, "article.generate", {"input": f"Write four lines about {topic}."},
-                        clock=clock, job_id=f"article #{n} {topic} {day}", actor="demo-feed")
+                        clock=clock, job_id=f"article #{n} {topic} {day}", actor="scheduler")
             next_job += 1.0 / max(args.rate, 0.01)
         report = tick(conn, config, clock=clock, remotes=remotes, owner=owner, stop=stop)
         print(f"pass: {report.as_dict()}", flush=True)

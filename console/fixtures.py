@@ -32,6 +32,9 @@ WORKER = "worker-1"
 CONFIG = """\
 timezone = "UTC"
 
+[identity]
+source = "declared"
+
 [policy]
 four_eyes = true
 release_requires_finding = true

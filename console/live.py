@@ -117,6 +117,7 @@ class Pulse:
     seen_at: float
     reset: bool = False
     paused_remotes: tuple[str, ...] = ()  # remotes that refuse every job: nothing is sent to them
+    head_hash: str | None = None  # the newest event's hash: the audit chain's head, to compare with a kept copy
 
     def touches(self, key: JobKey) -> bool:
         """True when this pulse may concern the job `key` (any new event for it, or a full reload)."""
@@ -139,6 +140,7 @@ class Follower:
         self._inode: tuple[int, int] | None = None
         self._version: int | None = None
         self._cursor = 0
+        self._head: str | None = None
 
     def _identity(self) -> tuple[int, int]:
         st = os.stat(self.source.path)
@@ -176,8 +178,8 @@ class Follower:
         if len(events) == self.feed_size * 10:  # a burst: jump to the newest instead of replaying it
             return self._reload()
         if events:
-            self._cursor = events[-1].id
-        return Pulse(version, counts, events, self.clock.now(), paused_remotes=self._paused())
+            self._cursor, self._head = events[-1].id, events[-1].hash
+        return Pulse(version, counts, events, self.clock.now(), paused_remotes=self._paused(), head_hash=self._head)
 
     def _reload(self) -> Pulse:
         assert self._conn is not None
@@ -185,7 +187,9 @@ class Follower:
         counts = queries.group_counts(self._conn)
         events = list(reversed(queries.latest_events(self._conn, self.feed_size)))
         self._cursor = events[-1].id if events else queries.last_event_id(self._conn)
-        return Pulse(self._version, counts, events, self.clock.now(), reset=True, paused_remotes=self._paused())
+        self._head = events[-1].hash if events else None
+        return Pulse(self._version, counts, events, self.clock.now(), reset=True, paused_remotes=self._paused(),
+                     head_hash=self._head)
 
     def _paused(self) -> tuple[str, ...]:
         assert self._conn is not None

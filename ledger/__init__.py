@@ -3,7 +3,7 @@
 Plain functions over a SQLite file; no Textual import. See `reserve`, `worker.tick`, `triage`.
 """
 
-from ledger.clock import Clock, ManualClock, SystemClock, clock_from_env
+from ledger.clock import Clock, ManualClock, SystemClock, process_clock
 from ledger.config import Config, load_config, parse_config
 from ledger.db import connect, create_ledger, write_tx
 from ledger.errors import (
@@ -40,12 +40,12 @@ __all__ = [
     "ReserveResult",
     "SystemClock",
     "UnknownOperation",
-    "clock_from_env",
     "connect",
     "create_ledger",
     "idem_key",
     "load_config",
     "parse_config",
+    "process_clock",
     "reserve",
     "write_tx",
 ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -58,13 +57,21 @@ def parse_time(value: str) -> float:
     return dt.timestamp()
 
 
-def clock_from_env() -> Clock:
-    """The clock for a process: RECLAIM_NOW freezes it, RECLAIM_CLOCK_OFFSET shifts it (seconds)."""
-    fixed = os.environ.get("RECLAIM_NOW")
-    if fixed:
-        return ManualClock(parse_time(fixed))
-    offset = os.environ.get("RECLAIM_CLOCK_OFFSET")
-    return SystemClock(float(offset) if offset else 0.0)
+_process_clock: Clock = SystemClock()
+
+
+def process_clock() -> Clock:
+    """The clock every command of this process reads: the system clock, unless `use_clock` swapped it.
+
+    No environment variable moves it: only code running in the process (a test harness) can.
+    """
+    return _process_clock
+
+
+def use_clock(clock: Clock) -> None:
+    """Make `process_clock()` return `clock` from now on (for a harness that embeds the CLI)."""
+    global _process_clock
+    _process_clock = clock
 
 
 def day_of(ts: float, tz: str) -> str:

@@ -11,7 +11,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ledger.errors import ConfigError
 
-ROLES = frozenset({"viewer", "triage", "approver"})
+ROLES = frozenset({"viewer", "triage", "approver", "sender"})
+IDENTITY_SOURCES = ("os", "declared")
 REMOTE_KINDS = frozenset({"gemini", "http"})
 NOTIFY_EVENTS = frozenset({"held", "resolved", "consumed", "paused"})
 
@@ -91,6 +92,8 @@ class Config:
     operations: dict[str, OperationConfig] = field(default_factory=dict)
     notify: dict[str, NotifyConfig] = field(default_factory=dict)
     base_dir: Path = field(default_factory=Path.cwd)
+    # Where the acting operator's name comes from: "os" (the process's account) or "declared" (--operator).
+    identity_source: str = "os"
 
     def roles_of(self, operator: str) -> frozenset[str]:
         """The operator's roles; unknown names are viewers."""
@@ -142,7 +145,7 @@ def _positive(value: float, path: str, allow_zero: bool = False) -> float:
 
 def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
     """Validate a parsed TOML document; raise ConfigError naming the first bad key."""
-    known_top = {"timezone", "policy", "operators", "remotes", "operations", "notify", "keys"}
+    known_top = {"timezone", "policy", "operators", "remotes", "operations", "notify", "keys", "identity"}
     for k in raw:
         if k not in known_top:
             raise ConfigError(f"config key {k}: unknown key (expected one of {', '.join(sorted(known_top))})")
@@ -151,6 +154,15 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
         raise ConfigError(f"config key timezone: unknown time zone {tz!r} (use an IANA name such as 'UTC')") from None
+
+    ident = _table(raw, "identity")
+    _known(ident, {"source"}, ("identity",))
+    identity_source = _typed(ident, "source", (str,), ("identity",), "os")
+    if identity_source not in IDENTITY_SOURCES:
+        raise ConfigError(
+            f"config key identity.source: {identity_source!r} is not one of {', '.join(IDENTITY_SOURCES)} "
+            "(\"os\": the account running the process; \"declared\": --operator, for demos and tests)"
+        )
 
     p = _table(raw, "policy")
     pp = ("policy",)
@@ -298,6 +310,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         operations=operations,
         notify=notify,
         base_dir=base_dir or Path.cwd(),
+        identity_source=identity_source,
     )
 
 

@@ -84,6 +84,19 @@ def latest_query(conn: sqlite3.Connection, key: JobKey) -> Event | None:
     return _latest(conn, key, "remote_query", current_attempt_start(conn, key))
 
 
+def attempt_authors(conn: sqlite3.Connection, key: JobKey) -> dict[str, str]:
+    """Everyone who wrote a finding or queried the remote in the job's current attempt, with what they did."""
+    rows = conn.execute(
+        "SELECT actor, kind FROM events WHERE job_id = ? AND operation = ? AND id > ? "
+        "AND kind IN ('finding', 'remote_query') ORDER BY id",
+        (key.job_id, key.operation, current_attempt_start(conn, key)),
+    ).fetchall()
+    did: dict[str, set[str]] = {}
+    for actor, kind in rows:
+        did.setdefault(actor, set()).add("wrote a finding" if kind == "finding" else "queried the remote")
+    return {actor: " and ".join(sorted(what, reverse=True)) for actor, what in did.items()}
+
+
 _SOURCE_WORDS = {
     "query": "a query",
     "webhook": "a signed webhook",
@@ -116,9 +129,12 @@ def _release_refusal(conn: sqlite3.Connection, config: Config, job: Job, actor: 
         where = f" ({ran.handle})" if ran.handle else ""
         return (f"evidence from {_SOURCE_WORDS.get(ran.source, ran.source)} says the remote {said} it{where}; "
                 "reconcile instead (only newer evidence that it is not there lifts this)")
+    if config.policy.four_eyes:
+        authored = attempt_authors(conn, job.key)
+        if actor in authored:
+            return (f"four-eyes: {actor} {authored[actor]} for this attempt; an approver who did neither must "
+                    "release")
     if finding is not None:
-        if config.policy.four_eyes and finding.actor == actor:
-            return f"four-eyes: {actor} wrote the finding this release rests on; another approver must release"
         if finding.detail.get("category") in ("in_progress", "completed_reply_lost"):
             return f"the finding says {finding.detail['category']}: the remote ran it; reconcile instead"
     op = config.operations.get(job.operation)

@@ -59,7 +59,7 @@ def config_toml(daily_quota: int) -> str:
         f'[operations."{op}"]\nremote = "gemini"\ndaily_quota = {daily_quota}\n' for op in OPERATIONS
     )
     return (
-        'timezone = "UTC"\n\n[operators]\nalice = ["triage", "approver"]\nbob = ["triage"]\n'
+        'timezone = "UTC"\n\n[identity]\nsource = "declared"\n\n[operators]\nalice = ["triage", "approver"]\nbob = ["triage"]\n'
         'carol = ["approver"]\n\n[remotes.gemini]\nkind = "gemini"\nbase_url = "http://127.0.0.1:9"\n'
         'model = "gemini-sim"\n\n' + ops
     )

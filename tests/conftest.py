@@ -25,7 +25,7 @@ Fixtures (all function-scoped):
 - `run_cli`        `run_cli(*args, ledger=..., config=..., now=None, operator=None, env=None,
                    timeout=60, prefix=None) -> CliResult(rc, stdout, stderr)`: runs `[*prefix, reclaim, *ARGS]` with env
                    RECLAIM_LEDGER / RECLAIM_CONFIG (default: the `ledger_path` / `config_path` paths,
-                   whether or not they exist) and RECLAIM_NOW=`now` when given; cwd is `tmp_path`.
+                   whether or not they exist) and RECLAIM_TEST_NOW=`now` (the test launcher's clock) when given; cwd is `tmp_path`.
 
 - `start_cli`      `start_cli(*args, **same keywords as run_cli) -> Popen`: starts `reclaim ARGS` without
                    waiting (stdout/stderr piped, text). `proc.communicate(timeout=...)` collects it;
@@ -74,6 +74,16 @@ def _reclaim_command() -> list[str]:
 
 RECLAIM = _reclaim_command()
 """The argv prefix that runs the installed `reclaim` CLI with this interpreter's environment."""
+CLOCKED_RECLAIM = [sys.executable, str(Path(__file__).with_name("clocked_reclaim.py"))]
+"""The same CLI with the clock RECLAIM_TEST_NOW / RECLAIM_TEST_CLOCK_OFFSET ask for (test-only launcher)."""
+SENDER = "scheduler"
+"""The tests' scheduler account: the one operator with the sender role (submit, tick, worker)."""
+
+
+def reclaim_argv(env: dict[str, str]) -> list[str]:
+    """The argv prefix for a CLI run in `env`: the clocked launcher when the env asks for a test clock."""
+    clocked = "RECLAIM_TEST_NOW" in env or "RECLAIM_TEST_CLOCK_OFFSET" in env
+    return CLOCKED_RECLAIM if clocked else RECLAIM
 
 
 class CliResult(NamedTuple):
@@ -150,9 +160,11 @@ def build_config(
     policy: dict[str, Any] | None = None,
     operators: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
-    """The tests' standard config: alice triage, bob triage+approver, carol approver; one gemini op."""
+    """The tests' standard config: declared identity; alice triage, bob triage+approver, carol approver,
+    scheduler sender; one gemini op."""
     return {
         "timezone": "UTC",
+        "identity": {"source": "declared"},
         "policy": {
             "lease_seconds": 60,
             "stale_reserving_seconds": 120,
@@ -161,7 +173,7 @@ def build_config(
         },
         "operators": operators
         if operators is not None
-        else {"alice": ["triage"], "bob": ["triage", "approver"], "carol": ["approver"]},
+        else {"alice": ["triage"], "bob": ["triage", "approver"], "carol": ["approver"], SENDER: ["sender"]},
         "remotes": {
             "gemini": {"kind": "gemini", "base_url": base_url, "model": MODEL, "timeout_seconds": timeout_seconds}
         },
@@ -298,14 +310,13 @@ def read_job() -> Callable[..., Job | None]:
 
 def cli_env(ledger: Path, config: Path, now: float | str | None = None, operator: str | None = None,
             extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment a `reclaim` subprocess gets: no inherited RECLAIM_* except what is given."""
+    """The environment a `reclaim` subprocess gets: no inherited RECLAIM_* except what is given; the
+    operator is `operator`, else the scheduler (declared identity); `now` freezes the test launcher's clock."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RECLAIM_")}
     env.update(RECLAIM_LEDGER=str(ledger), RECLAIM_CONFIG=str(config), PYTHONDONTWRITEBYTECODE="1",
-               NO_COLOR="1", COLUMNS="200")
+               NO_COLOR="1", COLUMNS="200", RECLAIM_OPERATOR=operator if operator is not None else SENDER)
     if now is not None:
-        env["RECLAIM_NOW"] = str(now)
-    if operator is not None:
-        env["RECLAIM_OPERATOR"] = operator
+        env["RECLAIM_TEST_NOW"] = str(now)
     env.update(extra or {})
     return env
 
@@ -326,7 +337,7 @@ def run_cli(tmp_path: Path) -> Callable[..., CliResult]:
     ) -> CliResult:
         full_env = cli_env(ledger or tmp_path / "reclaim.db", config or tmp_path / "reclaim.toml", now, operator, env)
         proc = subprocess.run(
-            [*(prefix or []), *RECLAIM, *args],
+            [*(prefix or []), *reclaim_argv(full_env), *args],
             cwd=tmp_path,
             env=full_env,
             capture_output=True,
@@ -354,7 +365,7 @@ def start_cli(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
     ) -> subprocess.Popen[str]:
         full_env = cli_env(ledger or tmp_path / "reclaim.db", config or tmp_path / "reclaim.toml", now, operator, env)
         proc = subprocess.Popen(
-            [*RECLAIM, *args], cwd=tmp_path, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            [*reclaim_argv(full_env), *args], cwd=tmp_path, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL, text=True,
         )
         started.append(proc)

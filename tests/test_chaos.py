@@ -45,6 +45,7 @@ LEASE_SECONDS = 30
 STALE_SECONDS = 60
 SETTLE_OFFSET = str(LEASE_SECONDS + STALE_SECONDS + 30)
 WORKER = Path(__file__).with_name("chaos_worker.py")
+CLOCKED = Path(__file__).with_name("clocked_reclaim.py")  # the CLI with a test clock (test-only)
 # Faults whose outcome is "sent, outcome unknown" (held) or just slowness. No 4xx "not delivered"
 # faults: those legitimately allow a second POST of the same key, and this test asserts at most one.
 FAULTS: list[dict[str, Any]] = [
@@ -63,7 +64,7 @@ def chaos_env(ledger: Path, config: Path, offset: str | None = None) -> dict[str
                PYTHONDONTWRITEBYTECODE="1")
     env.pop("GEMINI_API_KEY", None)
     if offset is not None:
-        env["RECLAIM_CLOCK_OFFSET"] = offset
+        env["RECLAIM_TEST_CLOCK_OFFSET"] = offset
     return env
 
 
@@ -184,6 +185,12 @@ def test_random_kills_never_send_twice(tmp_path: Path, chaos_sim: Simulator) -> 
     sink = tmp_path / "results"
     config.write_text(
         f"""
+[identity]
+source = "declared"
+
+[operators]
+chaos = ["sender"]
+
 [policy]
 lease_seconds = {LEASE_SECONDS}
 stale_reserving_seconds = {STALE_SECONDS}
@@ -292,7 +299,7 @@ sink = "{sink}"
     sim.clear_faults()
     for _ in range(8):
         # Twice the skew: a send begun by a worker whose clock ran SETTLE_OFFSET ahead must look stale too.
-        done = subprocess.run([sys.executable, "-m", "console", "tick"],
+        done = subprocess.run([sys.executable, str(CLOCKED), "tick"],
                               env=chaos_env(ledger, settle_config, str(2 * int(SETTLE_OFFSET))),
                               capture_output=True, text=True, timeout=120)
         assert done.returncode in (0, 4), done.stderr

@@ -2,7 +2,7 @@
 
 Counted at the receiving end: `sim.count("cleanup")` is the number of clean-up POSTs that reached the
 simulator. Every ledger read is done on a fresh connection. Times come from a ManualClock (in process)
-or RECLAIM_NOW (subprocesses); waiting for the simulator's job to finish is a bounded poll, never a sleep.
+or the test launcher tests/clocked_reclaim.py (subprocesses); waiting for the simulator's job to finish is a bounded poll, never a sleep.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from ledger.reserve import quota_used
 from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, submit_now, tick
 
+CLOCKED = Path(__file__).with_name("clocked_reclaim.py")  # the CLI with a test clock (test-only)
 ROOT = Path(__file__).resolve().parents[1]
 OP = "storage.cleanup"
 T0 = parse_time("2026-12-01T10:00:00Z")
@@ -63,7 +64,11 @@ stale_reserving_seconds = {STALE}
 lease_seconds = {LEASE}
 retry_backoff_seconds = 30
 
+[identity]
+source = "declared"
+
 [operators]
+scheduler = ["sender"]
 alice = ["triage", "approver"]
 bob = ["triage"]
 carol = ["approver"]
@@ -194,9 +199,9 @@ def kinds(events: list[Event]) -> list[str]:
 def reclaim(env: Env, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run the `reclaim` CLI in a subprocess against this test's ledger and config."""
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("RECLAIM_")}
-    penv = {**inherited, "RECLAIM_NOW": str(env.clock.now()), **(extra_env or {})}
+    penv = {**inherited, "RECLAIM_TEST_NOW": str(env.clock.now()), "RECLAIM_OPERATOR": "scheduler", **(extra_env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "console", *args, "--ledger", str(env.ledger), "--config", str(env.config_path)],
+        [sys.executable, str(CLOCKED), *args, "--ledger", str(env.ledger), "--config", str(env.config_path)],
         env=penv, cwd=ROOT, capture_output=True, text=True, timeout=60,
     )
 

@@ -23,6 +23,7 @@ from ledger.db import connect
 from ledger.model import idem_key
 from ledger.simulator import Simulator
 
+CLOCKED = Path(__file__).with_name("clocked_reclaim.py")  # the CLI with a test clock (test-only)
 OP = "article.generate"
 LEASE_SECONDS = 30
 STALE_SECONDS = 60
@@ -43,6 +44,12 @@ def cp_env(tmp_path: Path, cp_sim: Simulator) -> dict[str, str]:
     config = tmp_path / "reclaim.toml"
     config.write_text(
         f"""
+[identity]
+source = "declared"
+
+[operators]
+"cp-test" = ["sender"]
+
 [policy]
 lease_seconds = {LEASE_SECONDS}
 stale_reserving_seconds = {STALE_SECONDS}
@@ -74,9 +81,9 @@ def cp_run(env: dict[str, str], *args: str, crash_at: str | None = None, offset:
     if crash_at:
         e["RECLAIM_CRASH_AT"] = crash_at
     if offset:
-        e["RECLAIM_CLOCK_OFFSET"] = offset
+        e["RECLAIM_TEST_CLOCK_OFFSET"] = offset
     return subprocess.run(
-        [sys.executable, "-m", "console", *args], env=e, capture_output=True, text=True, timeout=60
+        [sys.executable, str(CLOCKED), *args], env=e, capture_output=True, text=True, timeout=60
     )
 
 

@@ -18,7 +18,7 @@ import shutil
 import sqlite3
 import tempfile
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -158,6 +158,7 @@ class MJob:
     releases: int = 0
     sends: int = 0
     finding: tuple[str, str] | None = None  # (author, category) in the current attempt
+    authors: set[str] = field(default_factory=set)  # who queried or wrote a finding in the current attempt
     # Evidence for the current attempt: what says the remote ran it (state, handle), and the newest handle
     # any evidence named (queries and fenced accepted outcomes), which a query then asks about.
     ran: tuple[str, str | None] | None = None
@@ -523,6 +524,7 @@ class LedgerMachine(RuleBasedStateMachine):
             self.conn, self.cfg, m.key, fake, actor=actor, clock=self.clock))
         if allowed:
             assert status.state == expected
+            m.authors.add(actor)
             self._evidence(m, expected, status.handle)
 
     def _evidence(self, m: MJob, state: str, handle: str | None) -> None:
@@ -543,6 +545,7 @@ class LedgerMachine(RuleBasedStateMachine):
             self.conn, self.cfg, m.key, category, f"{actor} looked", actor=actor, clock=self.clock))
         if allowed:
             m.finding = (actor, category)
+            m.authors.add(actor)
 
     def _release(self, m: MJob, actor: str) -> None:
         day = self.today()
@@ -550,7 +553,7 @@ class LedgerMachine(RuleBasedStateMachine):
             "approver" in self.roles(actor)
             and m.state in ("held", "failed")
             and m.finding is not None
-            and m.finding[0] != actor
+            and actor not in m.authors  # four-eyes: no finding or query of this attempt is the approver's
             and m.finding[1] not in ("in_progress", "completed_reply_lost")
             and m.ran is None
             and self.quota[(m.op, day)] < QUOTA[m.op]
@@ -563,6 +566,7 @@ class LedgerMachine(RuleBasedStateMachine):
             m.epoch += 1  # a decision fences whatever was in flight for the old state
             m.handle = m.send_started = m.next_try = m.lease_until = m.held_reason = None
             m.finding = m.ran = m.ev_handle = None
+            m.authors = set()
             self.quota[(m.op, day)] += 1
 
     @precondition(lambda self: self.jobs)

@@ -32,6 +32,7 @@ from ledger.simulator import Simulator
 from ledger.transitions import apply
 from ledger.worker import submit_now, tick
 
+CLOCKED = Path(__file__).with_name("clocked_reclaim.py")  # the CLI with a test clock (test-only)
 ROOT = Path(__file__).resolve().parents[1]
 OP = "storage.cleanup"
 T0 = parse_time("2026-12-01T10:00:00Z")
@@ -51,7 +52,11 @@ lease_seconds = {LEASE}
 stale_reserving_seconds = 120
 retry_backoff_seconds = {BACKOFF}
 
+[identity]
+source = "declared"
+
 [operators]
+scheduler = ["sender"]
 bob = ["triage"]
 carol = ["approver"]
 vic = ["viewer"]
@@ -158,9 +163,10 @@ class Env:
 
     def reclaim(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
         inherited = {k: v for k, v in os.environ.items() if not k.startswith("RECLAIM_")}
-        penv = {**inherited, "RECLAIM_NOW": str(self.clock.now()), "RECLAIM_CONFIG": str(self.config_path), **extra}
+        penv = {**inherited, "RECLAIM_TEST_NOW": str(self.clock.now()), "RECLAIM_CONFIG": str(self.config_path),
+                "RECLAIM_OPERATOR": "scheduler", **extra}
         return subprocess.run(
-            [sys.executable, "-m", "console", *args, "--ledger", str(self.ledger)],
+            [sys.executable, str(CLOCKED), *args, "--ledger", str(self.ledger)],
             env=penv, cwd=ROOT, capture_output=True, text=True, timeout=60,
         )
 

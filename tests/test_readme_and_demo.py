@@ -48,7 +48,7 @@ def _wait(pred: Any, timeout: float, what: str) -> None:
 
 def test_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    for k in ("RECLAIM_LEDGER", "RECLAIM_CONFIG", "RECLAIM_NOW", "RECLAIM_CLOCK_OFFSET"):
+    for k in ("RECLAIM_LEDGER", "RECLAIM_CONFIG", "RECLAIM_OPERATOR"):
         env.pop(k, None)
     commands = _quickstart_commands()
     sim_cmds = [c for c in commands if shlex.split(c.rstrip("&"))[:2] == ["reclaim", "simulator"]]

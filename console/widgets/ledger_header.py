@@ -37,6 +37,7 @@ class LedgerHeader(Horizontal):
     LedgerHeader.-paused #hdr-live { color: $text-muted; }
     LedgerHeader #hdr-ro { display: none; background: $secondary; color: $background; text-style: bold; }
     LedgerHeader.-read-only #hdr-ro { display: block; }
+    LedgerHeader #hdr-identity { background: $warning; color: $background; text-style: bold; }
     LedgerHeader #hdr-remote { display: none; background: $error; color: $text; text-style: bold; }
     LedgerHeader.-remote-paused #hdr-remote { display: block; }
     """
@@ -50,6 +51,8 @@ class LedgerHeader(Horizontal):
         yield Label("reclaim", id="hdr-title")
         yield Label(safe_text(app.display_path, 80), id="hdr-path")
         yield Label(safe_text(app.operator_label, 60), id="hdr-operator")
+        if not app.identity.verified:
+            yield Label("identity: declared, not verified", id="hdr-identity")
         yield Label("READ-ONLY", id="hdr-ro")
         yield Label("", id="hdr-badge")
         yield Label("", id="hdr-remote")
@@ -89,6 +92,8 @@ class LedgerHeader(Horizontal):
             badge, live = "", "○ connecting"
         else:
             badge, live = "", f"● live · last change {when}"
+        if app.head_hash:
+            live += f" · head {app.head_hash[:8]}"
         if (badge, live, app.stale, app.remotes_paused) == self._drawn:
             return
         self._drawn = (badge, live, app.stale, app.remotes_paused)

@@ -1,0 +1,362 @@
+"""Who did it: identity from the OS account, declared names only where the config allows them, four-eyes
+over everyone who looked at the current attempt, a sender role for what sends, and no clock moved from
+the environment.
+
+The OS-account tests create two real accounts (`useradd`) and run the CLI as each with `runuser`, from a
+venv made of the system `/usr/bin/python3` (the default interpreter may live where other accounts cannot
+enter). They need root, which CI has.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import secrets
+import shutil
+import sqlite3
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger import queries, triage
+from ledger.clock import ManualClock, SystemClock
+from ledger.config import Config, parse_config
+from ledger.db import connect, create_ledger
+from ledger.errors import BadInput, Refused
+from ledger.identity import Identity, os_account, resolve
+from ledger.model import JobKey
+from ledger.simulator import Simulator
+from ledger.worker import RemoteCache, submit_now
+
+OP = "article.generate"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _held(sim: Simulator, conn: sqlite3.Connection, cfg: Config, clock: Any, job_id: str = "held-1") -> JobKey:
+    sim.add_fault("status", status=503)
+    res = submit_now(conn, cfg, OP, {"input": job_id}, clock=clock, job_id=job_id, remotes=RemoteCache(cfg))
+    assert res.state == "held"
+    return res.key
+
+
+def _actors(path: Path, key: JobKey) -> list[tuple[str, str]]:
+    conn = connect(path, readonly=True)
+    try:
+        return [(e.kind, e.actor) for e in queries.job_events(conn, key)]
+    finally:
+        conn.close()
+
+
+# -- four-eyes: any finding or query of the current attempt -------------------------------------------------
+def test_an_approver_who_wrote_any_finding_of_the_attempt_cannot_release(
+    sim: Simulator, conn: sqlite3.Connection, cfg: Config, clock: ManualClock, ledger_path: Path,
+    fingerprint: Callable[[Path], str],
+) -> None:
+    """bob writes the substantive finding, alice adds `cannot_determine "."`, bob tries to release."""
+    key = _held(sim, conn, cfg, clock)
+    triage.record_finding(conn, cfg, key, "not_received", "not in the remote console", actor="bob", clock=clock)
+    triage.record_finding(conn, cfg, key, "cannot_determine", ".", actor="alice", clock=clock)
+    before = fingerprint(ledger_path)
+    with pytest.raises(Refused, match="four-eyes: bob wrote a finding for this attempt"):
+        triage.release(conn, cfg, key, actor="bob", clock=clock, reason="looks fine")
+    assert fingerprint(ledger_path) == before
+    triage.release(conn, cfg, key, actor="carol", clock=clock, reason="bob's finding holds")
+    assert ("release", "carol") in _actors(ledger_path, key)
+
+
+def test_an_approver_who_queried_the_remote_cannot_release(
+    sim: Simulator, conn: sqlite3.Connection, cfg: Config, clock: ManualClock, ledger_path: Path,
+    fingerprint: Callable[[Path], str],
+) -> None:
+    key = _held(sim, conn, cfg, clock)
+    sim.clear_faults()
+    triage.query_job(conn, cfg, key, RemoteCache(cfg).for_operation(OP), actor="bob", clock=clock)
+    triage.record_finding(conn, cfg, key, "not_received", "nothing there", actor="alice", clock=clock)
+    before = fingerprint(ledger_path)
+    with pytest.raises(Refused, match="four-eyes: bob queried the remote for this attempt"):
+        triage.release(conn, cfg, key, actor="bob", clock=clock, reason="r")
+    assert fingerprint(ledger_path) == before
+    assert triage.preview(conn, cfg, key, "release", "bob", clock).allowed is False
+    assert triage.preview(conn, cfg, key, "release", "carol", clock).allowed is True
+
+
+def test_what_happened_in_an_earlier_attempt_does_not_count(
+    sim: Simulator, conn: sqlite3.Connection, cfg: Config, clock: ManualClock,
+) -> None:
+    """A release starts a new attempt: bob's finding on the first one does not bar him on the second."""
+    key = _held(sim, conn, cfg, clock)
+    triage.record_finding(conn, cfg, key, "not_received", "first look", actor="bob", clock=clock)
+    triage.release(conn, cfg, key, actor="carol", clock=clock, reason="r")
+    assert triage.attempt_authors(conn, key) == {}
+
+
+# -- identity from the config's source ----------------------------------------------------------------------
+def _cfg(raw: dict[str, Any], tmp_path: Path, source: str | None) -> Config:
+    doc = dict(raw)
+    doc.pop("identity", None)
+    if source is not None:
+        doc["identity"] = {"source": source}
+    return parse_config(doc, base_dir=tmp_path)
+
+
+def test_os_identity_is_the_effective_account_whatever_user_and_logname_say(
+    config_dict: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cfg = _cfg(config_dict, tmp_path, None)  # the default is "os"
+    account = pwd.getpwuid(os.geteuid()).pw_name
+    monkeypatch.setenv("USER", "bob")
+    monkeypatch.setenv("LOGNAME", "bob")
+    assert os_account() == account
+    assert resolve(cfg, None) == Identity(account, "os")
+    assert resolve(cfg, account) == Identity(account, "os")  # naming yourself is not a claim
+    with pytest.raises(BadInput, match=r"operator 'bob': this ledger takes identity from the OS account"):
+        resolve(cfg, "bob")
+
+
+def test_declared_identity_counts_only_when_the_config_says_so(config_dict: dict[str, Any], tmp_path: Path) -> None:
+    declared = resolve(_cfg(config_dict, tmp_path, "declared"), "bob")
+    assert declared == Identity("bob", "declared") and not declared.verified
+    assert declared.label == "identity: declared, not verified (bob)"
+    with pytest.raises(BadInput, match="empty name"):
+        resolve(_cfg(config_dict, tmp_path, "declared"), " ")
+
+
+@pytest.mark.parametrize("source", ["proxy", "ldap", ""])
+def test_an_unknown_identity_source_is_refused_naming_the_key(
+    source: str, config_dict: dict[str, Any], write_config: Callable[..., Path], ledger_path: Path,
+    run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
+) -> None:
+    config_dict["identity"] = {"source": source}
+    path = write_config(config_dict)
+    before = fingerprint(ledger_path)
+    r = run_cli("status", config=path)
+    assert r.rc == 2 and "identity.source" in r.stderr, r
+    assert fingerprint(ledger_path) == before
+
+
+def test_in_os_mode_a_declared_other_name_is_refused_and_writes_nothing(
+    sim: Simulator, conn: sqlite3.Connection, config_dict: dict[str, Any], write_config: Callable[..., Path],
+    tmp_path: Path, clock: ManualClock, ledger_path: Path, run_cli: Callable[..., Any],
+    fingerprint: Callable[[Path], str],
+) -> None:
+    config_dict.pop("identity")
+    config_dict["operators"][os_account()] = ["triage"]
+    path = write_config(config_dict)
+    cfg = parse_config(config_dict, base_dir=tmp_path)
+    key = _held(sim, conn, cfg, clock)
+    before = fingerprint(ledger_path)
+    for how in ({"operator": "bob"}, {"operator": "bob", "env": {"USER": "bob", "LOGNAME": "bob"}}):
+        r = run_cli("release", key.job_id, "--reason", "r", config=path, **how)
+        assert r.rc == 2 and "takes identity from the OS account" in r.stderr, r
+    r = run_cli("release", key.job_id, "--operator", "bob", "--reason", "r", config=path)
+    assert r.rc == 2, r
+    assert fingerprint(ledger_path) == before
+    # Unset, the OS account acts; status says which and that it is verified.
+    r = run_cli("status", "--json", config=path, env={"RECLAIM_OPERATOR": ""})
+    doc = json.loads(r.stdout)
+    assert doc["identity"] == {"operator": os_account(), "source": "os", "verified": True, "roles": ["triage", "viewer"]}
+
+
+def test_status_says_a_declared_identity_is_not_verified(
+    ledger_path: Path, config_path: Path, run_cli: Callable[..., Any],
+) -> None:
+    r = run_cli("status", operator="bob")
+    assert r.rc == 0, r
+    assert "identity: declared, not verified (bob); roles: approver, triage, viewer" in r.stdout
+
+
+# -- the sender role ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("args", [
+    ["submit", OP, "--payload", '{"input": "x"}', "--job-id", "by-a-viewer"],
+    ["tick"],
+    ["worker", "--interval", "1"],
+], ids=["submit", "tick", "worker"])
+@pytest.mark.parametrize("who", ["vic", "bob"])
+def test_sending_commands_need_the_sender_role(
+    args: list[str], who: str, sim: Simulator, ledger_path: Path, config_path: Path,
+    run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
+) -> None:
+    """A viewer (an unknown name) and an approver alike may not send, nor append blocked_new_job events."""
+    before = fingerprint(ledger_path)
+    r = run_cli(*args, operator=who, timeout=30)
+    assert r.rc == 6, r
+    assert f"{who} lacks the sender role" in r.stderr, r.stderr
+    assert fingerprint(ledger_path) == before
+    assert sim.count(None) == 0
+
+
+def test_the_scheduler_account_submits(sim: Simulator, ledger_path: Path, config_path: Path,
+                                       run_cli: Callable[..., Any]) -> None:
+    r = run_cli("submit", OP, "--payload", '{"input": "x"}', "--job-id", "by-the-scheduler")
+    assert r.rc == 0, r
+    assert _actors(ledger_path, JobKey("by-the-scheduler", OP))[0] == ("reserve", "scheduler")
+
+
+# -- no environment variable moves the shipped CLI's clock -------------------------------------------------
+def test_the_shipped_cli_ignores_clock_variables(
+    sim: Simulator, ledger_path: Path, config_path: Path, run_cli: Callable[..., Any],
+) -> None:
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
+    for i, var in enumerate([{"RECLAIM_NOW": "2020-01-01T00:00:00Z"}, {"RECLAIM_CLOCK_OFFSET": "-86400000"}]):
+        r = run_cli("submit", OP, "--payload", '{"input": "x"}', "--job-id", f"clock-{i}", env=var)
+        assert r.rc == 0, r
+    conn = connect(ledger_path, readonly=True)
+    try:
+        days = {row[0] for row in conn.execute("SELECT day FROM quota_usage")}
+        reserved = [queries.find_job(conn, JobKey(f"clock-{i}", OP)) for i in range(2)]
+    finally:
+        conn.close()
+    assert days <= {today, datetime.fromtimestamp(SystemClock().now() - 5, UTC).strftime("%Y-%m-%d")}, days
+    assert all(j is not None and j.created_at > datetime(2026, 1, 1, tzinfo=UTC).timestamp() for j in reserved)
+
+
+# -- two real OS accounts ---------------------------------------------------------------------------------
+@dataclass
+class Seats:
+    """Two real accounts (alice triage, bob triage+approver) sharing a ledger in os mode."""
+
+    alice: str
+    bob: str
+    python: Path
+    ledger: Path
+    config: Path
+
+    def run(self, who: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """`reclaim ARGS` as the account `who`, with a clean environment (plus `env`)."""
+        base = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "NO_COLOR": "1", "COLUMNS": "200",
+                "PYTHONDONTWRITEBYTECODE": "1", "RECLAIM_LEDGER": str(self.ledger), "RECLAIM_CONFIG": str(self.config)}
+        envs = [f"{k}={v}" for k, v in {**base, **(env or {})}.items()]
+        return subprocess.run(
+            ["runuser", "-u", who, "--", "env", "-i", *envs, str(self.python), "-m", "console", *args],
+            capture_output=True, text=True, timeout=120, umask=0, cwd="/",
+        )
+
+
+def _readable_by(account: str, path: Path) -> bool:
+    return subprocess.run(["runuser", "-u", account, "--", "test", "-r", str(path)], capture_output=True).returncode == 0
+
+
+def _shared_venv(folder: Path, probe_account: str) -> Path:
+    """A venv from the system python that sees this checkout and its installed packages (copied when the
+    account cannot read them where they are)."""
+    venv = folder / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    paths: list[Path] = []
+    for src, probe in ((ROOT, ROOT / "ledger" / "__init__.py"),
+                       (Path(sysconfig.get_paths()["purelib"]), Path(sysconfig.get_paths()["purelib"]) / "typer")):
+        if _readable_by(probe_account, probe):
+            paths.append(src)
+        else:
+            copy = folder / f"copy-{len(paths)}"
+            if src == ROOT:
+                for pkg in ("ledger", "console"):
+                    shutil.copytree(src / pkg, copy / pkg)
+            else:
+                shutil.copytree(src, copy, symlinks=True)
+            paths.append(copy)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "reclaim-under-test.pth").write_text("".join(f"{p}\n" for p in paths), encoding="utf-8")
+    for p in [folder, *folder.rglob("*")]:
+        if not p.is_symlink():
+            p.chmod(p.stat().st_mode | 0o755 if p.is_dir() else p.stat().st_mode | 0o444)
+    return venv / "bin" / "python"
+
+
+@pytest.fixture
+def seats(sim: Simulator, config_dict: dict[str, Any], write_config: Callable[..., Path]) -> Iterator[Seats]:
+    if os.geteuid() != 0 or not shutil.which("useradd") or not Path("/usr/bin/python3").exists():
+        pytest.fail("the OS-account tests need root, useradd and /usr/bin/python3 (CI runs as root)")
+    if sys.version_info[:2] != tuple(int(x) for x in subprocess.run(
+            ["/usr/bin/python3", "-c", "import sys; print(sys.version_info[0], sys.version_info[1])"],
+            capture_output=True, text=True, check=True).stdout.split()):
+        pytest.fail("/usr/bin/python3 is not the same minor version as the test interpreter: packages would not load")
+    tag = secrets.token_hex(3)
+    alice, bob = f"rc-alice-{tag}", f"rc-bob-{tag}"
+    made: list[str] = []
+    folder = Path(tempfile.mkdtemp(prefix="reclaim-seats-", dir="/tmp"))
+    try:
+        for name in (alice, bob):
+            subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True,
+                           capture_output=True, timeout=60)
+            made.append(name)
+        folder.chmod(0o755)
+        python = _shared_venv(folder, alice)
+        data = folder / "data"
+        data.mkdir()
+        data.chmod(0o777)
+        config_dict.pop("identity")  # the default: identity from the OS account
+        config_dict["operators"] = {alice: ["triage"], bob: ["triage", "approver"], "scheduler": ["sender"]}
+        config = write_config(config_dict, data / "reclaim.toml")
+        ledger = data / "reclaim.db"
+        create_ledger(ledger)
+        yield Seats(alice, bob, python, ledger, config)
+    finally:
+        for name in made:
+            subprocess.run(["userdel", name], capture_output=True, timeout=60)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _held_in(seats: Seats, sim: Simulator, job_id: str = "held-os") -> JobKey:
+    cfg = parse_config({**_raw_config(seats.config)}, base_dir=seats.config.parent)
+    conn = connect(seats.ledger)
+    try:
+        key = _held(sim, conn, cfg, SystemClock(), job_id)
+    finally:
+        conn.close()
+    for p in seats.ledger.parent.iterdir():
+        p.chmod(0o666)
+    return key
+
+
+def _raw_config(path: Path) -> dict[str, Any]:
+    import tomllib
+
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+def test_alice_cannot_act_as_bob_in_os_mode(
+    seats: Seats, sim: Simulator, fingerprint: Callable[[Path], str],
+) -> None:
+    key = _held_in(seats, sim)
+    r = seats.run(seats.alice, "finding", key.job_id, "--category", "not_received", "--note", "absent remotely")
+    assert r.returncode == 0, r.stderr
+    before = fingerprint(seats.ledger)
+    # A flag, the environment variable, and $USER/$LOGNAME: none makes alice bob.
+    r = seats.run(seats.alice, "release", key.job_id, "--reason", "r", "--operator", seats.bob)
+    assert r.returncode == 2 and f"OS account ({seats.alice})" in r.stderr, r.stderr
+    r = seats.run(seats.alice, "release", key.job_id, "--reason", "r", env={"RECLAIM_OPERATOR": seats.bob})
+    assert r.returncode == 2 and "takes identity from the OS account" in r.stderr, r.stderr
+    r = seats.run(seats.alice, "release", key.job_id, "--reason", "r", env={"USER": seats.bob, "LOGNAME": seats.bob})
+    assert r.returncode == 6 and f"{seats.alice} lacks the approver role" in r.stderr, r.stderr
+    assert fingerprint(seats.ledger) == before
+    # status, run as alice, says who she is and that it is verified.
+    r = seats.run(seats.alice, "status", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["identity"]["operator"] == seats.alice
+    assert json.loads(r.stdout)["identity"]["verified"] is True
+    # bob, as himself, releases on alice's finding; the ledger records both accounts.
+    r = seats.run(seats.bob, "release", key.job_id, "--reason", "alice found nothing remotely")
+    assert r.returncode == 0, r.stderr
+    acted = _actors(seats.ledger, key)
+    assert ("finding", seats.alice) in acted and ("release", seats.bob) in acted
+
+
+def test_four_eyes_between_real_accounts(seats: Seats, sim: Simulator, fingerprint: Callable[[Path], str]) -> None:
+    """bob writes the finding, alice adds one; bob may not release: he looked at this attempt."""
+    key = _held_in(seats, sim, "held-four-eyes")
+    for who, category in ((seats.bob, "not_received"), (seats.alice, "cannot_determine")):
+        r = seats.run(who, "finding", key.job_id, "--category", category, "--note", ".")
+        assert r.returncode == 0, r.stderr
+    before = fingerprint(seats.ledger)
+    r = seats.run(seats.bob, "release", key.job_id, "--reason", "r")
+    assert r.returncode == 6 and f"four-eyes: {seats.bob} wrote a finding" in r.stderr, r.stderr
+    assert fingerprint(seats.ledger) == before
