@@ -73,3 +73,9 @@ class Refused(LedgerError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class RowDisagrees(LedgerError):
+    """A job's row says something its own events do not: it was changed outside reclaim. Nothing is sent."""
+
+    exit_code = EXIT_VERIFY_FAILED

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 from ledger.config import Config
 from ledger.db import write_tx
+from ledger.errors import RowDisagrees
 from ledger.model import Job, JobKey
+from ledger.replay import Projection, rebuild_job
 from ledger.transitions import apply
 
 
@@ -75,6 +77,15 @@ def _claim(
         ).fetchone()
         if row is None or not eligible(current := Job.from_row(row)):
             return None
+        said = rebuild_job(conn, key)
+        if said != Projection(current.state, current.epoch, current.attempt):
+            # A row moved by a bare UPDATE (no event) must never lead to a send: fail closed, loudly.
+            told = f"{said.state} at epoch {said.epoch}, attempt {said.attempt}" if said else "no reservation"
+            raise RowDisagrees(
+                f"job {key.job_id!r} / {key.operation}: its row says {current.state} at epoch {current.epoch}, "
+                f"attempt {current.attempt}, but its events say {told}: it was changed outside reclaim. Nothing "
+                "was sent; run `reclaim verify` and restore the ledger from a backup"
+            )
         applied = apply(
             conn, key, event, actor=owner, now=now, expected_state="reserving", expected_epoch=current.epoch,
             bump_epoch=True, fields={"lease_owner": owner, "lease_until": until, **fields(current, until)},

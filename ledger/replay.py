@@ -31,6 +31,17 @@ class Mismatch:
     from_table: Projection | None
 
 
+def _fold(cur: Projection | None, kind: str, to_state: str | None, epoch: int | None) -> Projection | None:
+    """One event applied to what the job's earlier events said."""
+    if cur is None:
+        return Projection(state=to_state or "", epoch=epoch or 0, attempt=1) if kind == "reserve" else None
+    return Projection(
+        state=to_state if to_state is not None else cur.state,
+        epoch=epoch if epoch is not None else cur.epoch,
+        attempt=cur.attempt + (kind == "release"),
+    )
+
+
 def rebuild(conn: sqlite3.Connection) -> dict[JobKey, Projection]:
     """Replay every event, in order, into each job's state, epoch and attempt.
 
@@ -43,18 +54,22 @@ def rebuild(conn: sqlite3.Connection) -> dict[JobKey, Projection]:
     )
     for job_id, operation, kind, to_state, epoch in rows:
         key = JobKey(job_id, operation)
-        cur = out.get(key)
-        if cur is None:
-            if kind != "reserve":
-                continue
-            out[key] = Projection(state=to_state, epoch=epoch or 0, attempt=1)
-            continue
-        out[key] = Projection(
-            state=to_state if to_state is not None else cur.state,
-            epoch=epoch if epoch is not None else cur.epoch,
-            attempt=cur.attempt + (kind == "release"),
-        )
+        folded = _fold(out.get(key), kind, to_state, epoch)
+        if folded is not None:
+            out[key] = folded
     return out
+
+
+def rebuild_job(conn: sqlite3.Connection, key: JobKey) -> Projection | None:
+    """What one job's events say it is (None when it has no `reserve` event)."""
+    cur: Projection | None = None
+    rows = conn.execute(
+        "SELECT kind, to_state, epoch FROM events WHERE job_id = ? AND operation = ? ORDER BY seq",
+        (key.job_id, key.operation),
+    )
+    for kind, to_state, epoch in rows:
+        cur = _fold(cur, kind, to_state, epoch) or cur
+    return cur
 
 
 def mismatches(conn: sqlite3.Connection) -> list[Mismatch]:

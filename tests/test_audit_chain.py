@@ -95,6 +95,25 @@ def test_verify_names_a_job_moved_by_a_bare_update(worked: Path, run_cli: Callab
     assert out.rc == 11 and "job j1 / article.generate" in out.stdout and "bypassed" in out.stdout, out
 
 
+def test_a_job_moved_back_to_reserving_by_a_bare_update_is_never_sent_again(
+    worked: Path, sim: Simulator, run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
+) -> None:
+    """The measured attack: `UPDATE jobs` put a finished job back to reserving and the next tick sent it again."""
+    sim.clear_faults()
+    conn = sqlite3.connect(worked)
+    state = conn.execute("SELECT state FROM jobs WHERE job_id = 'j1'").fetchone()[0]
+    conn.close()
+    assert state != "reserving"
+    _tamper(worked, "UPDATE jobs SET state = 'reserving', send_started_at = NULL, next_try_at = NULL, "
+                    "lease_until = NULL, lease_owner = NULL WHERE job_id = 'j1'")
+    creates, before = sim.count("create"), fingerprint(worked)
+    out = run_cli("tick")
+    assert out.rc == 11, out
+    assert "job 'j1' / article.generate: its row says reserving" in out.stderr and "changed outside reclaim" in out.stderr
+    assert sim.count("create") == creates, "a tampered row was sent"
+    assert fingerprint(worked) == before
+
+
 def test_verify_names_the_event_after_a_deleted_one(worked: Path, run_cli: Callable[..., Any]) -> None:
     conn = sqlite3.connect(worked, isolation_level=None)
     ids = [r[0] for r in conn.execute("SELECT id FROM events ORDER BY id")]
