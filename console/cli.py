@@ -34,6 +34,7 @@ from ledger.errors import (
     LedgerError,
 )
 from ledger.model import Event, Job, JobKey
+from ledger.redaction import Redactor
 from ledger.remote_health import paused_remotes
 from ledger.remote_health import resume as resume_remote
 from ledger.worker import RemoteCache, TickReport, run_worker, submit_now, tick
@@ -120,8 +121,24 @@ def _guard(as_json: bool) -> Iterator[None]:
         raise _fail(err, as_json) from None
 
 
-def _open(ledger: Path, config: Path, *, readonly: bool = False) -> tuple[sqlite3.Connection, Config, Clock]:
+def _load(config: Path) -> Config:
+    """Load the config and redact the secrets it names in everything printed from now on."""
     cfg = load_config(config)
+    output.use_redactor(Redactor.from_config(cfg))
+    return cfg
+
+
+def _protect(config: Path) -> None:
+    """For commands that only read the ledger: redact the secrets `config` names in what they print, when
+    it loads; without a usable config there is nothing to know (the ledger's text was redacted when written)."""
+    try:
+        _load(config)
+    except LedgerError:
+        pass
+
+
+def _open(ledger: Path, config: Path, *, readonly: bool = False) -> tuple[sqlite3.Connection, Config, Clock]:
+    cfg = _load(config)
     conn = connect(ledger, readonly=readonly)
     return conn, cfg, clock_from_env()
 
@@ -152,7 +169,7 @@ def init(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG,
     wrote_config = False
     with _guard(as_json):
         if config.exists():
-            load_config(config)
+            _load(config)
         elif config.parent.is_dir():
             config.write_text(STARTER_CONFIG, encoding="utf-8")
             wrote_config = True
@@ -225,7 +242,7 @@ def _progress_for(as_json: bool) -> tuple[Callable[[str, int, int], None] | None
     if sys.stdout.isatty():
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        bar = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                        console=output.stdout, transient=True)
         tasks: dict[str, Any] = {}
         bar.start()
@@ -286,7 +303,7 @@ def worker(
             # Second signal: leave at once; what was not written is found by the next recovery pass.
             os._exit(128 + signum)
         stop.set()
-        output.stderr.print("reclaim: stopping after the job under way (signal again to leave at once)", soft_wrap=True)
+        output.notice("stopping after the job under way (signal again to leave at once)")
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
@@ -360,7 +377,7 @@ def receiver(
     from ledger.receiver import make_server
 
     with _guard(False):
-        cfg = load_config(config)
+        cfg = _load(config)
         connect(ledger).close()
         try:
             server = make_server(ledger, cfg, clock=clock_from_env(), host=host, port=port)
@@ -386,9 +403,11 @@ def evidence_cmd(
     orphans: Annotated[bool, typer.Option("--orphans", help="Evidence for idem keys the ledger does not know.")] = False,
     operation: OperationOpt = None,
     ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
     as_json: JsonOpt = False,
 ) -> None:
     """What the remote said about a job (queries, webhooks, fenced outcomes), or the orphan evidence."""
+    _protect(config)
     with _guard(as_json):
         conn = connect(ledger, readonly=True)
         if orphans or job_id is None:
@@ -407,6 +426,7 @@ def evidence_cmd(
 @app.command()
 def verify(
     ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
     as_json: JsonOpt = False,
 ) -> None:
     """Check the audit chain, every job against the replay of its events, and SQLite's integrity.
@@ -415,6 +435,7 @@ def verify(
     """
     from ledger.audit import verify as verify_ledger
 
+    _protect(config)
     with _guard(as_json):
         conn = connect(ledger, readonly=True)
         try:
@@ -468,6 +489,7 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Every field of one job and its event history."""
+    _protect(config)
     with _guard(as_json):
         conn = connect(ledger, readonly=True)
         key = _resolve(conn, job_id, operation)
@@ -504,6 +526,7 @@ def jobs(
     limit: Annotated[int, typer.Option("--limit", help="Rows per page.")] = 50,
     page: Annotated[int, typer.Option("--page", help="Page number, from 1.")] = 1,
     ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
     operator: OperatorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -511,6 +534,7 @@ def jobs(
     from ledger.model import GROUPS
     from ledger.views import get_view
 
+    _protect(config)
     me = _operator(operator)
     with _guard(as_json):
         if limit < 1 or limit > 1000 or page < 1:
@@ -538,12 +562,14 @@ def views(
     filter_text: Annotated[str, typer.Option("--filter", help="The view's filter.")] = "",
     delete: Annotated[str | None, typer.Option("--delete", help="Delete the view with this name.")] = None,
     ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
     operator: OperatorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List your saved views, or save / delete one (kept in the ledger, per operator)."""
     from ledger.views import delete_view, list_views, save_view
 
+    _protect(config)
     me = _operator(operator)
     with _guard(as_json):
         conn = connect(ledger, readonly=save is None and delete is None)
@@ -773,9 +799,11 @@ def events(
     after: Annotated[int, typer.Option("--after", help="Start after this event id.")] = -1,
     limit: Annotated[int, typer.Option("--limit", help="How many recent events without --after.")] = 20,
     ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
     as_json: JsonOpt = False,
 ) -> None:
     """Print the event log (newest `limit`, or after an id), and follow it with --follow."""
+    _protect(config)
     with _guard(as_json):
         conn = connect(ledger, readonly=True)
         cursor = after if after >= 0 else max(queries.last_event_id(conn) - limit, 0)
@@ -813,11 +841,12 @@ def events(
 
 @app.command()
 def notifications(
-    ledger: LedgerOpt = DEFAULT_LEDGER, as_json: JsonOpt = False
+    ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, as_json: JsonOpt = False
 ) -> None:
     """The notification outbox, uncertain ones first."""
     from ledger.dispatch import list_outbox
 
+    _protect(config)
     with _guard(as_json):
         conn = connect(ledger, readonly=True)
         rows = list_outbox(conn)
@@ -890,7 +919,7 @@ def console(
     from console.app import run_console
 
     with _guard(False):
-        cfg = load_config(config)
+        cfg = _load(config)
         connect(ledger, readonly=True).close()
         run_console(ledger, cfg, _operator(operator), read_only, config_path=config)
 
