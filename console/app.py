@@ -28,7 +28,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from console import bindings
 from console.bindings import Keymap, config_file_for, load_keymap
 from console.live import FEED_SIZE, Abandoned, Follower, LedgerSource, Pulse, clock_time, detached
-from console.sanitize import clean
+from console.sanitize import clean, use_redactor
 from console.screens.base import ReclaimScreen
 from console.screens.evidence import EvidenceScreen
 from console.screens.help import HelpScreen
@@ -44,6 +44,7 @@ from ledger.db import connect
 from ledger.errors import LedgerError
 from ledger.identity import Identity
 from ledger.model import Event, JobKey
+from ledger.redaction import Redactor
 from ledger.worker import RemoteCache
 
 POLL_SECONDS = 0.2
@@ -415,7 +416,11 @@ def run_console(
     ledger_path: str | Path, config: Config, operator: str | Identity, read_only: bool = False, *,
     config_path: str | Path | None = None,
 ) -> int:
-    """Check the ledger opens (raising the ledger's one-line error if not), then run the console until quit."""
+    """Check the ledger opens (raising the ledger's one-line error if not), then run the console until quit.
+
+    Every secret the config names is replaced by `[redacted:NAME]` in what the console draws.
+    """
+    use_redactor(Redactor.from_config(config))
     connect(ledger_path, readonly=True).close()
     app = make_app(ledger_path, config, operator, read_only, config_path=config_path)
     app.run()

@@ -35,6 +35,7 @@ from ledger.errors import (
 )
 from ledger.identity import Identity
 from ledger.model import Event, Job, JobKey
+from ledger.redaction import Redactor
 from ledger.remote_health import paused_remotes
 from ledger.remote_health import resume as resume_remote
 from ledger.worker import RemoteCache, TickReport, run_worker, submit_now, tick
@@ -133,8 +134,24 @@ def _guard(as_json: bool) -> Iterator[None]:
         raise _fail(err, as_json) from None
 
 
-def _open(ledger: Path, config: Path, *, readonly: bool = False) -> tuple[sqlite3.Connection, Config, Clock]:
+def _load(config: Path) -> Config:
+    """Load the config and redact the secrets it names in everything printed from now on."""
     cfg = load_config(config)
+    output.use_redactor(Redactor.from_config(cfg))
+    return cfg
+
+
+def _protect(config: Path) -> None:
+    """For commands that only read the ledger: redact the secrets `config` names in what they print, when
+    it loads; without a usable config there is nothing to know (the ledger's text was redacted when written)."""
+    try:
+        _load(config)
+    except LedgerError:
+        pass
+
+
+def _open(ledger: Path, config: Path, *, readonly: bool = False) -> tuple[sqlite3.Connection, Config, Clock]:
+    cfg = _load(config)
     conn = connect(ledger, readonly=readonly)
     return conn, cfg, process_clock()
 
@@ -165,7 +182,7 @@ def init(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG,
     wrote_config = False
     with _guard(as_json):
         if config.exists():
-            load_config(config)
+            _load(config)
         elif config.parent.is_dir():
             config.write_text(STARTER_CONFIG.replace("{account}", json.dumps(identity.os_account())), encoding="utf-8")
             wrote_config = True
@@ -238,7 +255,7 @@ def _progress_for(as_json: bool) -> tuple[Callable[[str, int, int], None] | None
     if sys.stdout.isatty():
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        bar = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                        console=output.stdout, transient=True)
         tasks: dict[str, Any] = {}
         bar.start()
@@ -302,7 +319,7 @@ def worker(
             # Second signal: leave at once; what was not written is found by the next recovery pass.
             os._exit(128 + signum)
         stop.set()
-        output.stderr.print("reclaim: stopping after the job under way (signal again to leave at once)", soft_wrap=True)
+        output.notice("stopping after the job under way (signal again to leave at once)")
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
@@ -388,7 +405,7 @@ def receiver(
     from ledger.receiver import make_server
 
     with _guard(False):
-        cfg = load_config(config)
+        cfg = _load(config)
         _sender(cfg, operator, "run the webhook receiver (it writes evidence)")
         connect(ledger).close()
         try:
@@ -415,9 +432,11 @@ def evidence_cmd(
     orphans: Annotated[bool, typer.Option("--orphans", help="Evidence for idem keys the ledger does not know.")] = False,
     operation: OperationOpt = None,
     ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
     as_json: JsonOpt = False,
 ) -> None:
     """What the remote said about a job (queries, webhooks, fenced outcomes), or the orphan evidence."""
+    _protect(config)
     with _guard(as_json):
         conn = connect(ledger, readonly=True)
         if orphans or job_id is None:
@@ -436,6 +455,7 @@ def evidence_cmd(
 @app.command()
 def verify(
     ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
     as_json: JsonOpt = False,
 ) -> None:
     """Check the audit chain, every job against the replay of its events, and SQLite's integrity.
@@ -444,6 +464,7 @@ def verify(
     """
     from ledger.audit import verify as verify_ledger
 
+    _protect(config)
     with _guard(as_json):
         conn = connect(ledger, readonly=True)
         try:
@@ -497,6 +518,7 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Every field of one job and its event history."""
+    _protect(config)
     with _guard(as_json):
         conn = connect(ledger, readonly=True)
         key = _resolve(conn, job_id, operation)
@@ -541,10 +563,11 @@ def jobs(
     from ledger.model import GROUPS
     from ledger.views import get_view
 
+    _protect(config)
     with _guard(as_json):
         # Who you are matters only for a saved view or `owner:me`: a plain listing needs no config.
         needs_me = view is not None or "owner:me" in filter_text.split()
-        me = _operator(load_config(config), operator) if needs_me else None
+        me = _operator(_load(config), operator) if needs_me else None
         if limit < 1 or limit > 1000 or page < 1:
             raise BadInput("--limit must be 1 to 1000 and --page at least 1")
         conn = connect(ledger, readonly=True)
@@ -579,7 +602,7 @@ def views(
     from ledger.views import delete_view, list_views, save_view
 
     with _guard(as_json):
-        me = _operator(load_config(config), operator)
+        me = _operator(_load(config), operator)
         conn = connect(ledger, readonly=save is None and delete is None)
         if save is not None:
             save_view(conn, me, save, group, filter_text, clock=process_clock())
@@ -807,9 +830,11 @@ def events(
     after: Annotated[int, typer.Option("--after", help="Start after this event id.")] = -1,
     limit: Annotated[int, typer.Option("--limit", help="How many recent events without --after.")] = 20,
     ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
     as_json: JsonOpt = False,
 ) -> None:
     """Print the event log (newest `limit`, or after an id), and follow it with --follow."""
+    _protect(config)
     with _guard(as_json):
         conn = connect(ledger, readonly=True)
         cursor = after if after >= 0 else max(queries.last_event_id(conn) - limit, 0)
@@ -847,11 +872,12 @@ def events(
 
 @app.command()
 def notifications(
-    ledger: LedgerOpt = DEFAULT_LEDGER, as_json: JsonOpt = False
+    ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, as_json: JsonOpt = False
 ) -> None:
     """The notification outbox, uncertain ones first."""
     from ledger.dispatch import list_outbox
 
+    _protect(config)
     with _guard(as_json):
         conn = connect(ledger, readonly=True)
         rows = list_outbox(conn)
@@ -924,7 +950,7 @@ def console(
     from console.app import run_console
 
     with _guard(False):
-        cfg = load_config(config)
+        cfg = _load(config)
         connect(ledger, readonly=True).close()
         run_console(ledger, cfg, _identity(cfg, operator), read_only, config_path=config)
 

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from console import output
 from ledger.config import load_config
 from ledger.db import create_ledger
 
@@ -173,8 +174,8 @@ def run_demo(folder: Path, *, ui: bool, seconds: float, operator: str, rate: flo
         procs.receiver, receiver_url = start_receiver(ledger, config, log)
         point_webhooks(url, receiver_url, os.environ[SECRET_ENV], WEBHOOK_DROP_RATE)
         procs.feeder = start_feeder(ledger, config, log, rate)
-        print(f"demo: simulator at {url} (its remote console: {url}/console/interactions?format=html); "
-              f"webhooks to {receiver_url}; ledger {ledger}; config {config}; logs {log}", flush=True)
+        output.line(f"demo: simulator at {url} (its remote console: {url}/console/interactions?format=html); "
+                    f"webhooks to {receiver_url}; ledger {ledger}; config {config}; logs {log}")
         if ui:
             from console.app import run_console
 
@@ -187,10 +188,10 @@ def run_demo(folder: Path, *, ui: bool, seconds: float, operator: str, rate: flo
             deadline = time.monotonic() + seconds
             while time.monotonic() < deadline and not stopping.is_set():
                 if procs.feeder.poll() is not None:
-                    print("demo: the worker exited early; see the log", file=sys.stderr)
+                    output.notice("demo: the worker exited early; see the log")
                     return 1
                 stopping.wait(0.2)
     finally:
         procs.stop()
-    print(f"demo stopped; the ledger stays: .venv/bin/reclaim status --ledger {ledger} --config {config}", flush=True)
+    output.line(f"demo stopped; the ledger stays: .venv/bin/reclaim status --ledger {ledger} --config {config}")
     return 0

@@ -4,7 +4,12 @@ Everything that did not come from the console's own source goes through `clean()
 `safe_text()` (to a `rich.text.Text`, never a markup string) before it is drawn. Control characters
 (C0, DEL, C1, so ESC and with it every CSI / OSC sequence such as OSC 52) and bidi overrides are shown
 as visible escapes like `\\x1b`; the text is capped with an ellipsis; no style or link is ever attached,
-so nothing untrusted is clickable.
+so nothing untrusted is clickable. Every secret the config names (once `use_redactor` installed the
+config's `Redactor`) is replaced by `[redacted:NAME]` before anything else, so no cut keeps part of one.
+
+The CLI prints through `console.output`, which uses these functions for every table, line and error,
+and `json_text` for `--json`: valid JSON that decodes to the same value, with the same code points
+written as `\\uXXXX` escapes instead of raw.
 """
 
 from __future__ import annotations
@@ -15,11 +20,20 @@ from typing import Any
 
 from rich.text import Text
 
+from ledger.redaction import Redactor
+
 ELLIPSIS = "…"
 DEFAULT_LIMIT = 500
 # C0 (but newline and tab, handled below), DEL, C1, line/paragraph separators, bidi overrides, BOM.
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
 _NEWLINE_TAB = re.compile("[\n\t]")
+_redactor = Redactor()
+
+
+def use_redactor(redactor: Redactor) -> None:
+    """From now on, replace the secrets `redactor` knows in everything this module cleans (process-wide)."""
+    global _redactor
+    _redactor = redactor
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -28,10 +42,11 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def clean(value: object, limit: int | None = DEFAULT_LIMIT, *, keep_newlines: bool = False) -> str:
-    """Return `value` as printable text: controls escaped (`\\x1b`), at most `limit` chars (… marks a cut)."""
+    """Return `value` as printable text: secrets replaced, controls escaped (`\\x1b`), at most `limit` chars
+    (… marks a cut)."""
     if value is None:
         return ""
-    s = value if isinstance(value, str) else str(value)
+    s = _redactor.redact(value if isinstance(value, str) else str(value))
     cut = False
     if limit is not None and len(s) > limit * 4 + 8:
         s, cut = s[: limit * 4 + 8], True  # escaping only lengthens: never scan a huge string in full
@@ -54,6 +69,22 @@ def safe_json(value: Any, limit: int | None = 4000) -> Text:
     except (TypeError, ValueError):
         dumped = repr(value)
     return safe_text(dumped, limit, keep_newlines=True)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def json_text(value: Any) -> str:
+    """`value` as one line of JSON (sorted keys) that decodes to the same value, secrets replaced.
+
+    Unlike `json.dumps(..., ensure_ascii=False)`, no control, C1, bidi or separator code point is left
+    raw: each is written as a `\\uXXXX` escape (JSON already escapes C0), so printing the document cannot
+    move the cursor, start an escape sequence or reorder the text, and non-ASCII text stays readable.
+    """
+    dumped = json.dumps(_redactor.redact_value(value), sort_keys=True, ensure_ascii=False,
+                        default=lambda o: _redactor.redact(str(o)))
+    return _UNSAFE.sub(_json_escape, dumped)
 
 
 def compact_json(value: Any, limit: int | None = 120) -> Text:

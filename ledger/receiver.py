@@ -32,6 +32,7 @@ from ledger.config import Config
 from ledger.db import connect, write_tx
 from ledger.errors import ConfigError
 from ledger.model import Job
+from ledger.redaction import Redactor
 from ledger.transitions import apply
 
 MAX_BODY = 256 * 1024
@@ -87,7 +88,10 @@ def receive(
     conn: sqlite3.Connection, config: Config, secret_by_remote: Mapping[str, str], body: bytes,
     headers: Mapping[str, str], *, clock: Clock,
 ) -> Answer:
-    """Verify one delivery and record it; the Answer says what the sender is told."""
+    """Verify one delivery and record it; the Answer says what the sender is told.
+
+    What is recorded has every secret the config names replaced by `[redacted:NAME]`.
+    """
     lower = {k.lower(): v for k, v in headers.items()}
     if not all(lower.get(h) for h in ("webhook-id", "webhook-timestamp", "webhook-signature")):
         return _refuse(conn, "unsigned", 401, "missing webhook-id, webhook-timestamp or webhook-signature")
@@ -95,6 +99,9 @@ def receive(
     if verified is None:
         return _refuse(conn, "bad_signature_or_stale", 401, "signature does not verify (or timestamp outside 5 min)")
     remote, doc = verified
+    # The delivery is verified; now take out any secret the config names before a byte of it is stored.
+    redactor = Redactor.from_config(config)
+    doc, lower = redactor.redact_value(doc), redactor.redact_value(lower)
     data = doc.get("data") if isinstance(doc, dict) else None
     kind = doc.get("type") if isinstance(doc, dict) else None
     meta = data.get("user_metadata") if isinstance(data, dict) else None

@@ -9,13 +9,17 @@ import time
 from pathlib import Path
 
 from ledger.model import Job
+from ledger.redaction import Redactor
 
 PARTIAL_PREFIX = ".deliver-"
 PARTIAL_MAX_AGE_SECONDS = 600.0
 
 
-def deliver_to_folder(folder: Path, job: Job) -> Path:
-    """Write the job's result to `folder/<idem_key>.json` atomically (fsync, rename); return the path."""
+def deliver_to_folder(folder: Path, job: Job, redactor: Redactor | None = None) -> Path:
+    """Write the job's result to `folder/<idem_key>.json` atomically (fsync, rename); return the path.
+
+    With `redactor`, every secret it knows is replaced in what is written (`[redacted:NAME]`).
+    """
     folder.mkdir(parents=True, exist_ok=True)
     sweep_partial_writes(folder)
     dest = folder / f"{job.idem_key}.json"
@@ -28,6 +32,8 @@ def deliver_to_folder(folder: Path, job: Job) -> Path:
         "handle": job.handle,
         "result": job.result,
     }
+    if redactor is not None:
+        body = redactor.redact_value(body)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=PARTIAL_PREFIX, suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -18,7 +18,8 @@ from ledger.config import Config
 from ledger.db import write_tx
 from ledger.errors import BadInput, JobNotFound, Refused
 from ledger.model import Event, Job, JobKey
-from ledger.remotes.base import Remote, RemoteStatus
+from ledger.redaction import Redactor
+from ledger.remotes.base import Remote, RemoteStatus, redact_status
 from ledger.reserve import count_quota, quota_used
 from ledger.transitions import Applied, append_event, apply
 
@@ -255,7 +256,8 @@ def record_query(
     conn: sqlite3.Connection, config: Config, key: JobKey, status: RemoteStatus, *, actor: str, clock: Clock
 ) -> Applied:
     """Record a remote query's reply (and its raw snapshot) as an event on the job, and as evidence when
-    the remote answered (a failed query adds no evidence)."""
+    the remote answered (a failed query adds no evidence). Secrets the config names are replaced first."""
+    status = redact_status(status, Redactor.from_config(config))
     detail: dict[str, Any] = {
         "remote_state": status.state,
         "handle": status.handle,
@@ -291,13 +293,14 @@ _EVIDENCE_STATE = {
 def query_job(
     conn: sqlite3.Connection, config: Config, key: JobKey, remote: Remote, *, actor: str, clock: Clock
 ) -> RemoteStatus:
-    """Check the role, ask the remote (no transaction open), record the reply; return it."""
+    """Check the role, ask the remote (no transaction open), record the reply; return it (secrets replaced)."""
     job = get_job(conn, key)
     why = refusal(conn, config, job, "query", actor, clock.now())
     if why is not None:
         raise Refused(f"query refused for {key.job_id} / {key.operation}: {why}")
     known = evidence.known_handle(conn, job)
-    status = query_remote(config, job, remote, known.handle if known else None)
+    status = redact_status(query_remote(config, job, remote, known.handle if known else None),
+                           Redactor.from_config(config))
     record_query(conn, config, key, status, actor=actor, clock=clock)
     return status
 
@@ -364,7 +367,7 @@ def verify_handle(config: Config, job: Job, handle: str, remote: Remote, attempt
     """
     if not remote.capabilities.lookup_by_handle:
         return f"{remote.kind} remote {remote.name} cannot look a handle up: reconcile with --unverified and a reason"
-    status = remote.lookup(handle)
+    status = redact_status(remote.lookup(handle), Redactor.from_config(config))
     if status.state == "error":
         return f"the remote could not be asked about {handle} ({status.error}); try again, or --unverified with a reason"
     if status.state == "not_found":

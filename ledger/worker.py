@@ -26,9 +26,10 @@ from ledger.db import ledger_path, write_tx
 from ledger.errors import LedgerError, LedgerLocked, LedgerUnusable, ReservedNotSent
 from ledger.leases import Claim, claim_for_send, claim_stale
 from ledger.model import Job, JobKey
+from ledger.redaction import Redactor
 from ledger.remote_health import lift, paused_remotes, record_refusal
 from ledger.remotes import remote_for
-from ledger.remotes.base import Remote, RemoteStatus, SendOutcome
+from ledger.remotes.base import Remote, RemoteStatus, SendOutcome, redact_outcome, redact_status
 from ledger.send_window import SendWindow, call_with_deadline
 from ledger.sink import deliver_to_folder
 from ledger.transitions import Applied, apply
@@ -107,7 +108,9 @@ def record_send_outcome(
     """Record how a send ended, as the claim's epoch; a fenced write changes nothing and is counted.
 
     `journaled` names the journal record this outcome is replayed from, kept in the event's detail.
+    Every secret the config names is replaced in the outcome's text before anything is written.
     """
+    outcome = redact_outcome(outcome, Redactor.from_config(config))
     job = claim.job
     remote = config.operations[job.operation].remote if job.operation in config.operations else None
     common: dict[str, object] = {"lease_owner": None, "lease_until": None}
@@ -176,8 +179,10 @@ def commit_outcome(
     A lock past the timeout, a full disk or an I/O error is retried with backoff for up to
     `policy.outcome_retry_seconds` (never past the lease), then the outcome is appended and fsynced to
     the journal beside the ledger, and OutcomeNotRecorded is raised with the ledger error's exit code.
-    When even the journal cannot take it, one stderr line carries the job key and the handle.
+    When even the journal cannot take it, one stderr line carries the job key and the handle. Secrets the
+    config names are replaced first, so neither the journal nor that line holds one.
     """
+    outcome = redact_outcome(outcome, Redactor.from_config(config))
     left = claim.claimed_at + config.policy.lease_seconds - time.monotonic()
     deadline = time.monotonic() + max(min(config.policy.outcome_retry_seconds, left), 0.0)
     pause = 0.05
@@ -436,7 +441,7 @@ def recover_stale(
             if status.state == "error":
                 continue  # the search itself failed: the lease runs out and the next pass asks again
             if status.state in ("running", "completed", "failed") and status.handle:
-                found = status
+                found = redact_status(status, Redactor.from_config(config))
         with write_tx(conn):
             if found is not None:
                 applied = apply(
@@ -539,7 +544,11 @@ def send_due(
 
 
 def record_poll(conn: sqlite3.Connection, config: Config, job: Job, status: RemoteStatus, *, actor: str, now: float) -> Applied | None:
-    """Record a poll's answer for a submitted job (inside the caller's transaction); None if nothing to write."""
+    """Record a poll's answer for a submitted job (inside the caller's transaction); None if nothing to write.
+
+    Every secret the config names is replaced in the answer (result, snapshot, error) before it is written.
+    """
+    status = redact_status(status, Redactor.from_config(config))
     base = {"handle": job.handle}
     if status.state == "completed":
         detail: dict[str, object] = dict(base)
@@ -632,13 +641,14 @@ def deliver_done(
 ) -> None:
     """Deliver every done job to its sink, then mark it consumed (redelivery after a crash is harmless)."""
     rows = conn.execute("SELECT * FROM jobs WHERE state = 'done' ORDER BY updated_at").fetchall()
+    redactor = Redactor.from_config(config)
     for row in rows:
         if stop is not None and stop.is_set():
             break
         job = Job.from_row(row)
         if job.operation not in config.operations:
             continue
-        path = deliver_to_folder(config.sink_dir(job.operation), job)
+        path = deliver_to_folder(config.sink_dir(job.operation), job, redactor)
         crashpoint("after_deliver")
         with write_tx(conn):
             applied = apply(

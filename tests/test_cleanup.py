@@ -604,10 +604,10 @@ def test_a_remote_echoing_the_secret_is_redacted_before_the_ledger(env: Env) -> 
         key = JobKey("check echo", OP)
         env.submit(key.job_id, cfg=cfg)
         job = env.job(key)
-        assert job.state == "reserving" and "bad token [redacted]" in (job.last_error or "")
+        assert job.state == "reserving" and f"bad token [redacted:{SECRET_ENV}]" in (job.last_error or "")
         rx.set_reply(echo, status=200)
         st = HttpRemote(cfg.remotes["cleaner"]).lookup("rx-9")
-        assert st.state == "running" and st.snapshot["token"] == "[redacted]"
+        assert st.state == "running" and st.snapshot["token"] == f"[redacted:{SECRET_ENV}]"
         assert SECRET not in json.dumps(st.snapshot)
     for path in env.tmp.glob("ledger.db*"):
         assert b"s3cret" not in path.read_bytes()

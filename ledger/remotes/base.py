@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
+from ledger.redaction import Redactor
 from ledger.send_window import SendWindow
 
 # accepted: the remote took it (handle). not_delivered: nothing accepted for now, due again later.
@@ -58,6 +59,26 @@ class RemoteStatus:
     snapshot: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     handle: str | None = None
+
+
+def redact_outcome(outcome: SendOutcome, redactor: Redactor) -> SendOutcome:
+    """The outcome with every secret `redactor` knows replaced in its handle, error and reason."""
+    if not redactor:
+        return outcome
+    return replace(
+        outcome, handle=redactor.redact_value(outcome.handle), error=redactor.redact_value(outcome.error),
+        reason=redactor.redact_value(outcome.reason),
+    )
+
+
+def redact_status(status: RemoteStatus, redactor: Redactor) -> RemoteStatus:
+    """The remote's answer with every secret `redactor` knows replaced in its result, snapshot, error, handle."""
+    if not redactor:
+        return status
+    return replace(
+        status, result=redactor.redact_value(status.result), snapshot=redactor.redact_value(status.snapshot),
+        error=redactor.redact_value(status.error), handle=redactor.redact_value(status.handle),
+    )
 
 
 class Remote(Protocol):

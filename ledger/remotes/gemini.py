@@ -57,6 +57,7 @@ from google.genai.client import DebugConfig
 from ledger.config import RemoteConfig
 from ledger.crashpoints import crashpoint
 from ledger.errors import ConfigError, PayloadError
+from ledger.redaction import Redactor
 from ledger.remotes.base import (
     Capabilities,
     RemoteState,
@@ -65,6 +66,8 @@ from ledger.remotes.base import (
     SendOutcome,
     exception_chain,
     is_not_delivered,
+    redact_outcome,
+    redact_status,
 )
 from ledger.send_window import OpenWindow, SendWindow, SendWindowClosed
 
@@ -286,8 +289,12 @@ class GeminiRemote:
     kind = "gemini"
     capabilities = Capabilities(lookup_by_handle=True, search_by_key=False, dedupes_by_key=False)
 
-    def __init__(self, rc: RemoteConfig) -> None:
+    def __init__(self, rc: RemoteConfig, redactor: Redactor | None = None) -> None:
+        """Build both SDK clients from the remote's config; `redactor` (default: this remote's own secrets,
+        the API key above all) cleans every answer before it is returned, so an error body that echoes the
+        key never reaches the ledger."""
         self.name = rc.name
+        self._redactor = redactor if redactor is not None else Redactor.for_remote(rc)
         self.model = rc.model
         self.timeout = float(rc.timeout_seconds)
         self.webhooks = bool(rc.webhook_secret_env)
@@ -336,6 +343,9 @@ class GeminiRemote:
         self, payload: dict[str, Any], idem_key: str, attempt: int, window: SendWindow | None = None
     ) -> SendOutcome:
         """POST one interactions.create(background=True) labelled with the idem key, through `window`."""
+        return redact_outcome(self._send(payload, idem_key, attempt, window), self._redactor)
+
+    def _send(self, payload: dict[str, Any], idem_key: str, attempt: int, window: SendWindow | None) -> SendOutcome:
         ctx = _SendContext(OpenWindow() if window is None else window, self.timeout)
         token = _CURRENT_SEND.set(ctx)
         try:
@@ -355,8 +365,10 @@ class GeminiRemote:
         try:
             interaction = self._read_client.interactions.get(id=handle)
         except Exception as exc:
-            return read_failure(exc, handle)
-        return status_from_snapshot(interaction.model_dump(mode="json", exclude_none=True), handle)
+            return redact_status(read_failure(exc, handle), self._redactor)
+        return redact_status(
+            status_from_snapshot(interaction.model_dump(mode="json", exclude_none=True), handle), self._redactor
+        )
 
     def search(self, idem_key: str) -> RemoteStatus:
         """Gemini Interactions has no list or search: always an error saying so."""
@@ -367,8 +379,10 @@ class GeminiRemote:
         try:
             interaction = self._read_client.interactions.cancel(id=handle)
         except Exception as exc:
-            return read_failure(exc, handle)
-        return status_from_snapshot(interaction.model_dump(mode="json", exclude_none=True), handle)
+            return redact_status(read_failure(exc, handle), self._redactor)
+        return redact_status(
+            status_from_snapshot(interaction.model_dump(mode="json", exclude_none=True), handle), self._redactor
+        )
 
 
 # -- what the remote answered ----------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 One send is one `POST url` with the JSON payload and an `Idempotency-Key` header; the reply's `id` is the
 handle. Reads are `GET lookup_url`, a template with `{handle}` and/or `{idem_key}`. Extra headers come
-from environment variables named in `header_env`: their values are sent, never stored, never shown.
+from environment variables named in `header_env`: their values are sent, never stored, never shown (a
+reply that echoes one has it replaced by `[redacted:NAME]` before it is returned, see ledger.redaction).
 
 http.client (not urllib) keeps the phases apart, so classification is explicit: a failure while
 connecting means nothing left the process (not delivered); anything after the first byte was written
@@ -21,7 +22,16 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ledger.config import RemoteConfig
 from ledger.errors import ConfigError
-from ledger.remotes.base import Capabilities, RemoteStatus, SendOutcome, retry_after_seconds, status_outcome
+from ledger.redaction import Redactor
+from ledger.remotes.base import (
+    Capabilities,
+    RemoteStatus,
+    SendOutcome,
+    redact_outcome,
+    redact_status,
+    retry_after_seconds,
+    status_outcome,
+)
 from ledger.send_window import OpenWindow, SendWindow, SendWindowClosed
 
 _RUNNING = frozenset({"accepted", "running", "queued", "pending", "in_progress"})
@@ -150,19 +160,6 @@ def _headers_from_env(rc: RemoteConfig) -> dict[str, str]:
     return headers
 
 
-def _scrub(value: Any, secrets: tuple[str, ...]) -> Any:
-    """Replace every header value a remote may echo back (in errors or documents) with [redacted]."""
-    if isinstance(value, str):
-        for secret in secrets:
-            value = value.replace(secret, "[redacted]")
-        return value
-    if isinstance(value, dict):
-        return {_scrub(k, secrets): _scrub(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub(v, secrets) for v in value]
-    return value
-
-
 def _reply_json(body: bytes) -> Any:
     try:
         return json.loads(body) if body else None
@@ -187,7 +184,9 @@ class HttpRemote:
 
     kind = "http"
 
-    def __init__(self, rc: RemoteConfig) -> None:
+    def __init__(self, rc: RemoteConfig, redactor: Redactor | None = None) -> None:
+        """Build from the remote's config; `redactor` (default: this remote's own secrets) cleans every
+        reply before it is returned."""
         if not rc.url:
             raise ConfigError(f"remote {rc.name}: url is required for an http remote")
         self.name = rc.name
@@ -195,7 +194,7 @@ class HttpRemote:
         self.lookup_url = rc.lookup_url
         self.timeout = rc.timeout_seconds
         self._headers = _headers_from_env(rc)
-        self._secrets = tuple(sorted({v for v in self._headers.values() if len(v) >= 4}, key=len, reverse=True))
+        self._redactor = redactor if redactor is not None else Redactor.for_remote(rc)
         template = rc.lookup_url or ""
         self.capabilities: Capabilities = HttpCapabilities(
             lookup_by_handle="{handle}" in template,
@@ -214,10 +213,7 @@ class HttpRemote:
             out = self._send(payload, idem_key, window or OpenWindow())
         except SendWindowClosed as e:
             return SendOutcome("abandoned", error=str(e))
-        if not self._secrets or out.error is None:
-            return out
-        return SendOutcome(out.kind, handle=out.handle, error=_scrub(out.error, self._secrets), reason=out.reason,
-                           retry_after=out.retry_after)
+        return redact_outcome(out, self._redactor)
 
     def _send(self, payload: dict[str, Any], idem_key: str, window: SendWindow) -> SendOutcome:
         body = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")
@@ -262,13 +258,7 @@ class HttpRemote:
         return self._get(render_lookup(self.lookup_url, idem_key=idem_key), handle=None, idem_key=idem_key)
 
     def _get(self, url: str, *, handle: str | None, idem_key: str | None) -> RemoteStatus:
-        st = self._get_raw(url, handle=handle, idem_key=idem_key)
-        if not self._secrets:
-            return st
-        return RemoteStatus(
-            st.state, result=_scrub(st.result, self._secrets), snapshot=_scrub(st.snapshot, self._secrets),
-            error=_scrub(st.error, self._secrets), handle=st.handle,
-        )
+        return redact_status(self._get_raw(url, handle=handle, idem_key=idem_key), self._redactor)
 
     def _get_raw(self, url: str, *, handle: str | None, idem_key: str | None) -> RemoteStatus:
         headers = {"Accept": "application/json", **self._headers}

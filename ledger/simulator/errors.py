@@ -1,13 +1,15 @@
 """Google-shaped error answers: ``{"error": {"code", "message", "status", "details": [ErrorInfo, RetryInfo]}}``.
 
 Each error fault kind answers as Google's front end does (invalid key, billing, region, permission,
-disabled service, payment, unknown model, rate limit, redirect); nothing is created.
+disabled service, payment, unknown model, rate limit, redirect), or, for ``echo_key``, as a careless one
+that quotes the request's credential back; nothing is created.
 """
 
 from __future__ import annotations
 
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
 
 if TYPE_CHECKING:
     from ledger.simulator.faults import FaultRule
@@ -90,6 +92,22 @@ def send_status_fault(h: _Handler, fault: FaultRule) -> None:
     )
 
 
+def _credential(h: _Handler) -> str:
+    """The credential a request carried: its x-goog-api-key, else its Authorization, else its ?key=."""
+    keys = parse_qs(urlsplit(h.path).query).get("key") or []
+    return h.headers.get("x-goog-api-key") or h.headers.get("Authorization") or (keys[-1] if keys else "")
+
+
+def send_echo_key(h: _Handler, fault: FaultRule) -> None:
+    """Answer ``fault.status`` with an error that quotes the request's credential back (message and metadata)."""
+    key = _credential(h)
+    body = google_error(fault.status, f"simulated fault: the request carried the credential {key}",
+                        reason=fault.reason or "ECHOED_CREDENTIAL")
+    for detail in body["error"].get("details", []):
+        detail.setdefault("metadata", {})["credential"] = key
+    h.send_json(fault.status, body)
+
+
 def send_error_fault(h: _Handler, fault: FaultRule, base_url: str, model: str | None = None) -> None:
     """Answer one of the Google-shaped error kinds (or a redirect); nothing is created."""
     kind = fault.kind
@@ -123,6 +141,8 @@ def send_error_fault(h: _Handler, fault: FaultRule, base_url: str, model: str | 
     elif kind == "model_not_found":
         h.send_error_json(404, _model_not_found_message(model or "unknown"), status="NOT_FOUND",
                           reason=fault.reason)
+    elif kind == "echo_key":
+        send_echo_key(h, fault)
     elif kind == "rate_limited":
         delay = DEFAULT_RETRY_DELAY if fault.retry_delay is None else fault.retry_delay
         h.send_error_json(

@@ -23,6 +23,8 @@ FaultKind = Literal[
     # Google-shaped error answers (nothing is created):
     "api_key_invalid", "billing", "location", "permission_denied", "service_disabled",
     "payment_required", "model_not_found", "rate_limited", "redirect",
+    # an error answer (``status``, default 503) whose message quotes the credential the request carried:
+    "echo_key",
     # a create that is accepted and whose interaction ends in `end_status` (with `text`):
     "end_status",
 ]
@@ -31,7 +33,7 @@ FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
 ERROR_KINDS: frozenset[str] = frozenset(
     {
         "api_key_invalid", "billing", "location", "permission_denied", "service_disabled",
-        "payment_required", "model_not_found", "rate_limited", "redirect",
+        "payment_required", "model_not_found", "rate_limited", "redirect", "echo_key",
     }
 )
 """Fault kinds that answer with an error (or a redirect) before anything is created."""
@@ -154,7 +156,9 @@ class FaultsMixin(_SimBase):
         ``billing`` / ``location`` (400 FAILED_PRECONDITION), ``permission_denied`` (403),
         ``service_disabled`` (403, SERVICE_DISABLED), ``payment_required`` (402),
         ``model_not_found`` (404), ``rate_limited`` (429 with RetryInfo, ``retry_delay`` default 7 s),
-        ``redirect`` (``status`` 307 or 308 to ``location``). ``end_status`` (creates only): the
+        ``redirect`` (``status`` 307 or 308 to ``location``), ``echo_key`` (``status``, default 503, whose
+        message and ErrorInfo metadata quote the ``x-goog-api-key`` / ``Authorization`` / ``?key=`` the
+        request carried, as a careless front end might). ``end_status`` (creates only): the
         create is accepted and the interaction ends in ``end_status`` (any documented status, or
         any other string to play an undocumented one), with ``text`` as its answer (partial text
         for ``incomplete``; "" for none).
