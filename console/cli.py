@@ -16,6 +16,11 @@ from typing import Annotated, Any
 
 import typer
 
+try:  # typer vendors click as typer._click (0.2x); before that it used click itself
+    from typer._click.globals import get_current_context
+except ImportError:  # pragma: no cover
+    from click import get_current_context
+
 from console import output
 from console.live import age
 from ledger import evidence, queries, triage
@@ -106,10 +111,38 @@ def _fail(e: LedgerError, as_json: bool) -> typer.Exit:
     return typer.Exit(e.exit_code)
 
 
+def _check_text_params() -> None:
+    """Refuse (BadInput) any argument or option of the running command that is not valid UTF-8.
+
+    Python decodes undecodable argv bytes (and environment values) as lone surrogates; such text cannot
+    be stored, sent or printed, so it is refused here, once for every command, naming the parameter.
+    """
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if not isinstance(item, (str, Path)):
+                continue
+            try:
+                str(item).encode("utf-8")
+            except UnicodeEncodeError:
+                if param.param_type_name == "option":
+                    name = param.opts[0] + (f" (or {param.envvar})" if isinstance(param.envvar, str) else "")
+                else:
+                    name = f"argument {(param.name or '?').upper()}"
+                raise BadInput(f"{name}: not valid UTF-8 (undecodable bytes); pass it as UTF-8 text") from None
+
+
 @contextmanager
 def _guard(as_json: bool) -> Iterator[None]:
-    """Turn ledger errors into one line and their exit code; sqlite errors into 'ledger unusable'."""
+    """Turn ledger errors into one line and their exit code; sqlite errors into 'ledger unusable'.
+
+    First refuses any parameter of the running command that is not valid UTF-8 text.
+    """
     try:
+        _check_text_params()
         yield
     except LedgerError as e:
         raise _fail(e, as_json) from None
@@ -914,8 +947,9 @@ def demo(
     """Start a simulator and a worker with a job generator, open the console; stop them on quit."""
     from console.demo import run_demo
 
-    for old in ("reclaim.db", "reclaim.db-wal", "reclaim.db-shm", "reclaim.db.outcomes"):
-        if (folder / old).exists():
-            (folder / old).unlink()
-            output.line(f"demo: removed the previous demo ledger {folder / old}; starting fresh")
+    with _guard(False):
+        for old in ("reclaim.db", "reclaim.db-wal", "reclaim.db-shm", "reclaim.db.outcomes"):
+            if (folder / old).exists():
+                (folder / old).unlink()
+                output.line(f"demo: removed the previous demo ledger {folder / old}; starting fresh")
     raise typer.Exit(run_demo(folder, ui=not no_ui, seconds=seconds, operator=operator, rate=rate))

@@ -55,3 +55,29 @@ def test_payload_values_are_checked_without_recursion() -> None:
     check_json_value({"input": ["ok", 1, 2.5, None, True, {"k": [2**63 - 1, -(2**63 - 1)]}]})
     with pytest.raises(PayloadError, match=r"\$\.input\[1\]"):
         check_json_value({"input": ["ok", b"bytes"]})
+
+
+# -- 2. undecodable arguments (argv bytes that are not UTF-8 arrive as lone surrogates) ----------------
+BAD_BYTES = "bad-\udcff-\udcfe"  # os.fsencode gives b"bad-\xff-\xfe": not UTF-8
+
+
+@pytest.mark.parametrize(("args", "env", "named"), [
+    (["submit", OP, "--payload", GOOD_PAYLOAD, "--job-id", BAD_BYTES], {}, "--job-id"),
+    (["submit", OP, "--payload", GOOD_PAYLOAD, "--job-id", "j1", "--target", BAD_BYTES], {}, "--target"),
+    (["submit", OP, "--payload", GOOD_PAYLOAD, "--job-id", "j1", "--operator", BAD_BYTES], {}, "--operator"),
+    (["submit", OP, "--payload", GOOD_PAYLOAD, "--job-id", "j1"], {"RECLAIM_OPERATOR": BAD_BYTES},
+     "RECLAIM_OPERATOR"),
+    (["submit", OP, "--payload", '{"input": "' + BAD_BYTES + '"}', "--job-id", "j1"], {}, "--payload"),
+    (["show", BAD_BYTES], {}, "argument JOB_ID"),
+    (["assign", BAD_BYTES, "--owner", "bob", "--due", "2026-12-03T09:00Z"], {}, "argument JOB_ID"),
+    (["status", "--ledger", f"/tmp/{BAD_BYTES}.db"], {}, "--ledger"),
+], ids=["job-id", "target", "operator", "operator-env", "payload", "show", "assign", "ledger-path"])
+def test_an_argument_that_is_not_utf8_is_refused_naming_it(
+    args: list[str], env: dict[str, str], named: str, sim: Simulator, ledger_path: Path, config_path: Path,
+    run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
+) -> None:
+    before = fingerprint(ledger_path)
+    r = run_cli(*args, env=env)
+    assert_one_line_error(r, 2, named, "not valid UTF-8")
+    assert fingerprint(ledger_path) == before
+    assert sim.count(None) == 0
