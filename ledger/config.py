@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from ledger.errors import ConfigError
 ROLES = frozenset({"viewer", "triage", "approver"})
 REMOTE_KINDS = frozenset({"gemini", "http"})
 NOTIFY_EVENTS = frozenset({"held", "resolved", "consumed", "paused"})
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
 @dataclass(frozen=True)
@@ -200,7 +202,9 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
             raise ConfigError(f"config key {_key(*path, 'kind')}: must be one of {', '.join(sorted(REMOTE_KINDS))}")
         headers = _typed(r, "header_env", (dict,), path, {})
         for h, env in headers.items():
-            if not isinstance(env, str):
+            if not _HEADER_NAME.fullmatch(h):
+                raise ConfigError(f"config key {_key(*path, 'header_env', h)}: not an HTTP header name")
+            if not isinstance(env, str) or not env:
                 raise ConfigError(f"config key {_key(*path, 'header_env', h)}: must name an environment variable")
         url = _typed(r, "url", (str,), path, None)
         if kind == "http" and not url:

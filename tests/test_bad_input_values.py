@@ -15,8 +15,11 @@ from typing import Any
 import pytest
 from test_bad_input import assert_one_line_error
 
+from ledger.clock import ManualClock
+from ledger.config import load_config
+from ledger.db import connect
 from ledger.errors import PayloadError
-from ledger.reserve import check_json_value
+from ledger.reserve import check_json_value, reserve
 from ledger.simulator import Simulator
 
 OP = "article.generate"
@@ -79,5 +82,49 @@ def test_an_argument_that_is_not_utf8_is_refused_naming_it(
     before = fingerprint(ledger_path)
     r = run_cli(*args, env=env)
     assert_one_line_error(r, 2, named, "not valid UTF-8")
+    assert fingerprint(ledger_path) == before
+    assert sim.count(None) == 0
+
+
+# -- 3. header values from the environment ------------------------------------------------------------------
+CLEANUP = "storage.cleanup"
+TOKEN_ENV = "RCLM_TEST_BAD_HEADER_TOKEN"
+
+
+def _http_config(config_dict: dict[str, Any], sim: Simulator, write_config: Callable[..., Path]) -> Path:
+    doc = dict(config_dict)
+    doc["remotes"] = {**doc["remotes"], "cleaner": {
+        "kind": "http", "url": f"{sim.url}/cleanup", "lookup_url": f"{sim.url}/cleanup/{{handle}}",
+        "timeout_seconds": 5, "header_env": {"Authorization": TOKEN_ENV}}}
+    doc["operations"] = {**doc["operations"], CLEANUP: {"remote": "cleaner", "daily_quota": 10}}
+    return write_config(doc)
+
+
+@pytest.mark.parametrize("secret", ["Bearer ключ-s3cret", "Bearer s3cret-\udcff", "Bearer s3cret\x01x"],
+                         ids=["not-latin-1", "undecodable", "control-char"])
+def test_a_header_value_no_http_header_can_carry_is_refused_before_anything_is_reserved(
+    secret: str, sim: Simulator, ledger_path: Path, config_dict: dict[str, Any], write_config: Callable[..., Path],
+    run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
+) -> None:
+    config = _http_config(config_dict, sim, write_config)
+    env = {TOKEN_ENV: secret}
+    before = fingerprint(ledger_path)
+    r = run_cli("submit", CLEANUP, "--payload", '{"bucket": "b"}', "--job-id", "h1", env=env)
+    line = assert_one_line_error(r, 2, "remote cleaner", TOKEN_ENV, "Authorization", "cannot carry")
+    assert "s3cret" not in r.stderr + r.stdout and "s3cret" not in line
+    assert fingerprint(ledger_path) == before
+    assert sim.count(None) == 0
+
+    # A job reserved earlier (by a process with a good token) is not claimed by a pass that cannot send it.
+    conn = connect(ledger_path)
+    try:
+        reserve(conn, load_config(config), CLEANUP, {"bucket": "b"}, clock=ManualClock(1_796_126_400.0),
+                job_id="h2")
+    finally:
+        conn.close()
+    before = fingerprint(ledger_path)
+    r = run_cli("tick", env=env)
+    assert_one_line_error(r, 2, "remote cleaner", TOKEN_ENV, "Authorization")
+    assert "s3cret" not in r.stderr + r.stdout
     assert fingerprint(ledger_path) == before
     assert sim.count(None) == 0
