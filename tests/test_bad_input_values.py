@@ -8,6 +8,7 @@ Each case runs the real `reclaim` CLI and checks: the documented exit code, exac
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -128,3 +129,138 @@ def test_a_header_value_no_http_header_can_carry_is_refused_before_anything_is_r
     assert "s3cret" not in r.stderr + r.stdout
     assert fingerprint(ledger_path) == before
     assert sim.count(None) == 0
+
+
+# -- 4. the config file and its values ----------------------------------------------------------------------
+@pytest.mark.parametrize(("content", "needles"), [
+    (b"\xff\xfe\x00\x01 binary \x00", ("not UTF-8 text", "byte 0xff")),
+    (b'timezone = "UTC"\n# caf\xe9 in Latin-1\n', ("not UTF-8 text", "byte 0xe9")),
+    (b"# padding\n" * 120_000, ("larger than 1024 KiB",)),
+], ids=["binary", "latin-1", "over-1-mib"])
+def test_a_config_file_that_is_not_utf8_text_is_refused_naming_it(
+    content: bytes, needles: tuple[str, ...], tmp_path: Path, ledger_path: Path, sim: Simulator,
+    run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
+) -> None:
+    config = tmp_path / "odd.toml"
+    config.write_bytes(content)
+    before = fingerprint(ledger_path)
+    for args in (["submit", OP, "--payload", GOOD_PAYLOAD, "--job-id", "c1"], ["status"], ["init"]):
+        r = run_cli(*args, config=config)
+        assert_one_line_error(r, 2, str(config), *needles)
+    assert fingerprint(ledger_path) == before
+    assert sim.count(None) == 0
+
+
+@pytest.mark.parametrize(("path", "needles"), [
+    ("/dev/zero", ("not a regular file",)),
+    ("/dev/urandom", ("not a regular file",)),
+    ("FOLDER", ("is a folder",)),
+    ("FIFO", ("not a regular file",)),
+], ids=["dev-zero", "dev-urandom", "folder", "fifo"])
+def test_a_config_that_is_not_a_regular_file_ends_at_once(
+    path: str, needles: tuple[str, ...], tmp_path: Path, ledger_path: Path, run_cli: Callable[..., Any],
+    fingerprint: Callable[[Path], str],
+) -> None:
+    if path == "FOLDER":
+        config = tmp_path / "conf.d"
+        config.mkdir()
+    elif path == "FIFO":
+        config = tmp_path / "conf.fifo"
+        os.mkfifo(config)  # nobody writes: reading it would wait for ever
+    else:
+        config = Path(path)
+    before = fingerprint(ledger_path)
+    r = run_cli("status", config=config, timeout=30)  # a hang fails by the subprocess timeout
+    assert_one_line_error(r, 2, str(config), *needles)
+    assert fingerprint(ledger_path) == before
+
+
+def _config_with(doc: dict[str, Any], path: tuple[str, ...], raw: str, write_config: Callable[..., Path]) -> Path:
+    """Write the config with `path` set to the raw TOML literal `raw` (nan, inf, 1e12 ...); return its path."""
+    marker = "__RAW_VALUE__"
+    cur = doc
+    for p in path[:-1]:
+        cur = cur.setdefault(p, {})
+    cur[path[-1]] = marker
+    config = write_config(doc)
+    config.write_text(config.read_text(encoding="utf-8").replace(json.dumps(marker), raw), encoding="utf-8")
+    return config
+
+
+NUMBERS = [
+    (("policy", "lease_seconds"), "nan", "finite"),
+    (("policy", "lease_seconds"), "inf", "finite"),
+    (("policy", "lease_seconds"), "-inf", "finite"),
+    (("policy", "lease_seconds"), "1e12", "at most"),
+    (("policy", "lease_seconds"), "9" * 400, "at most"),
+    (("policy", "stale_reserving_seconds"), "nan", "finite"),
+    (("policy", "stale_reserving_seconds"), "-1", ">= 0"),
+    (("policy", "retry_backoff_seconds"), "nan", "finite"),
+    (("policy", "retry_backoff_seconds"), "inf", "finite"),
+    (("policy", "send_margin_seconds"), "nan", "finite"),
+    (("policy", "outcome_retry_seconds"), "inf", "finite"),
+    (("policy", "remote_probe_seconds"), "0", "> 0"),
+    (("policy", "remote_probe_seconds"), "4e8", "at most"),
+    (("policy", "poll_concurrency"), "0", "from 1 to 256"),
+    (("policy", "poll_concurrency"), "10000000", "from 1 to 256"),
+    (("remotes", "gemini", "timeout_seconds"), "nan", "finite"),
+    (("remotes", "gemini", "timeout_seconds"), "inf", "finite"),
+    (("remotes", "gemini", "timeout_seconds"), "-5", "> 0"),
+    (("operations", OP, "daily_quota"), "-1", "from 0 to"),
+    (("operations", OP, "daily_quota"), "1" + "0" * 30, "from 0 to"),
+]
+
+
+@pytest.mark.parametrize(("path", "raw", "needle"), NUMBERS,
+                         ids=[f"{'.'.join(p[-1:])}={r[:8]}" for p, r, _ in NUMBERS])
+def test_every_config_number_must_be_finite_and_in_range(
+    path: tuple[str, ...], raw: str, needle: str, config_dict: dict[str, Any], write_config: Callable[..., Path],
+    ledger_path: Path, sim: Simulator, run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
+) -> None:
+    config = _config_with(config_dict, path, raw, write_config)
+    before = fingerprint(ledger_path)
+    r = run_cli("submit", OP, "--payload", GOOD_PAYLOAD, "--job-id", "n1")
+    key = ".".join(f'"{p}"' if "." in p else p for p in path)
+    assert_one_line_error(r, 2, str(config), f"config key {key}", needle)
+    assert fingerprint(ledger_path) == before, "the job was reserved before the config was refused"
+    assert sim.count(None) == 0
+
+
+URLS = [
+    (("remotes", "gemini", "base_url"), "not a url", "spaces"),
+    (("remotes", "gemini", "base_url"), "ftp://files.example.com/x", "scheme 'ftp'"),
+    (("remotes", "gemini", "base_url"), "localhost:8765", "http:// or https://"),
+    (("remotes", "gemini", "base_url"), "http:///nohost", "with a host"),
+    (("remotes", "gemini", "base_url"), "http://127.0.0.1:99999", "not a valid URL"),
+    (("remotes", "cleaner", "url"), "file:///etc/passwd", "scheme 'file'"),
+    (("remotes", "cleaner", "lookup_url"), "gopher://x/{handle}", "scheme 'gopher'"),
+    (("notify", "oncall", "url"), "mailto:oncall@example.com", "scheme 'mailto'"),
+]
+
+
+@pytest.mark.parametrize(("path", "url", "needle"), URLS, ids=[f"{p[-1]}={u[:12]}" for p, u, _ in URLS])
+def test_every_url_must_be_http_with_a_host(
+    path: tuple[str, ...], url: str, needle: str, config_dict: dict[str, Any], sim: Simulator,
+    write_config: Callable[..., Path], ledger_path: Path, run_cli: Callable[..., Any],
+    fingerprint: Callable[[Path], str],
+) -> None:
+    doc = dict(config_dict)
+    doc["remotes"] = {**doc["remotes"], "cleaner": {"kind": "http", "url": f"{sim.url}/cleanup"}}
+    doc["notify"] = {"oncall": {"kind": "webhook", "url": f"{sim.url}/hook"}}
+    config = _config_with(doc, path, json.dumps(url), write_config)
+    before = fingerprint(ledger_path)
+    r = run_cli("submit", OP, "--payload", GOOD_PAYLOAD, "--job-id", "u1")
+    assert_one_line_error(r, 2, str(config), f"config key {'.'.join(path)}", needle)
+    assert fingerprint(ledger_path) == before
+    assert sim.count(None) == 0
+
+
+def test_a_header_name_must_be_an_http_token(config_dict: dict[str, Any], sim: Simulator, tmp_path: Path) -> None:
+    from ledger.config import parse_config
+    from ledger.errors import ConfigError
+
+    doc = dict(config_dict)
+    doc["remotes"] = {**doc["remotes"], "cleaner": {"kind": "http", "url": f"{sim.url}/cleanup",
+                                                    "header_env": {"X Bad: header": "TOKEN"}}}
+    with pytest.raises(ConfigError, match=r"header_env.*not an HTTP header name"):
+        parse_config(doc, base_dir=tmp_path)
