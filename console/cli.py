@@ -27,7 +27,7 @@ from ledger import evidence, queries, triage
 from ledger.audit import head as audit_head
 from ledger.clock import Clock, clock_from_env, iso, parse_time
 from ledger.config import Config, load_config
-from ledger.db import connect, create_ledger
+from ledger.db import connect, create_ledger, ledger_error
 from ledger.errors import (
     EXIT_BLOCKED_BY_HOLD,
     EXIT_HELD,
@@ -36,8 +36,10 @@ from ledger.errors import (
     EXIT_SEND_TAKEN_OVER,
     EXIT_VERIFY_FAILED,
     BadInput,
+    LedgerCorrupt,
     LedgerError,
 )
+from ledger.integrity import check_pages
 from ledger.model import Event, Job, JobKey
 from ledger.remote_health import paused_remotes
 from ledger.remote_health import resume as resume_remote
@@ -94,6 +96,8 @@ sink = "results"
 """
 
 DEFAULT_LEDGER = Path("reclaim.db")
+PAGE_CHECK_SECONDS = 1.0  # status and events check the ledger's pages for damage for at most this long
+CONSOLE_PAGE_CHECK_SECONDS = 0.5  # ... and the console, before its first paint
 DEFAULT_CONFIG = Path("reclaim.toml")
 
 
@@ -137,7 +141,8 @@ def _check_text_params() -> None:
 
 @contextmanager
 def _guard(as_json: bool) -> Iterator[None]:
-    """Turn ledger errors into one line and their exit code; sqlite errors into 'ledger unusable'.
+    """Turn ledger errors into one line and their exit code; sqlite errors into 'locked' or 'unusable' (a
+    corrupt page: 'the ledger file is corrupt'), never a traceback.
 
     First refuses any parameter of the running command that is not valid UTF-8 text.
     """
@@ -146,17 +151,23 @@ def _guard(as_json: bool) -> Iterator[None]:
         yield
     except LedgerError as e:
         raise _fail(e, as_json) from None
-    except sqlite3.OperationalError as e:
-        from ledger.errors import LedgerLocked, LedgerUnusable
-
-        err: LedgerError = LedgerLocked(f"ledger: {e}") if "locked" in str(e) else LedgerUnusable(f"ledger: {e}")
-        raise _fail(err, as_json) from None
+    except sqlite3.Error as e:  # met while reading: locked (8), corrupt or otherwise unusable (7)
+        ctx = get_current_context(silent=True)
+        raise _fail(ledger_error(e, (ctx.params.get("ledger") if ctx else None) or "file"), as_json) from None
 
 
 def _open(ledger: Path, config: Path, *, readonly: bool = False) -> tuple[sqlite3.Connection, Config, Clock]:
     cfg = load_config(config)
     conn = connect(ledger, readonly=readonly)
     return conn, cfg, clock_from_env()
+
+
+def _check_ledger_pages(ledger: Path, budget_seconds: float) -> None:
+    conn = connect(ledger, readonly=True)
+    try:
+        check_pages(conn, budget_seconds)
+    finally:
+        conn.close()
 
 
 def _resolve(conn: sqlite3.Connection, job_id: str, operation: str | None) -> JobKey:
@@ -190,6 +201,8 @@ def init(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG,
             config.write_text(STARTER_CONFIG, encoding="utf-8")
             wrote_config = True
         created = create_ledger(ledger)
+        if not created:
+            _check_ledger_pages(ledger, PAGE_CHECK_SECONDS)
     if as_json:
         output.emit_json({"ledger": str(ledger), "created": created, "wrote_config": wrote_config})
     else:
@@ -336,6 +349,7 @@ def status(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFI
     """Jobs per state and per operation, and today's quota."""
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config, readonly=True)
+        pages_checked = check_pages(conn, PAGE_CHECK_SECONDS)
         states = queries.state_counts(conn)
         ops = queries.operation_counts(conn)
         today = queries.quota_today(conn, cfg, clock.now())
@@ -360,12 +374,15 @@ def status(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFI
             "duplicate_sends": duplicates,
             "audit": {"events": event_count, "head_hash": head_hash},
             "webhook_counters": webhooks,
+            "pages_checked": pages_checked,
         })
         return
     output.table("jobs by state", ["state", "jobs"], [[s, n] for s, n in states.items()])
     output.table("today by operation", ["operation", "used", "limit", "remaining", "held"],
                  [[q.operation, q.used, q.limit, q.remaining, ops.get(q.operation, {}).get("held", 0)] for q in today])
     output.line(f"audit chain: {event_count} events, head hash {head_hash or '-'} (keep a copy; 'reclaim verify' checks it)")
+    if not pages_checked:
+        output.line(f"pages: not all checked for damage within {PAGE_CHECK_SECONDS:g} s; 'reclaim verify' checks them all")
     if fenced:
         output.line(f"fenced writes refused so far: {fenced}")
     if duplicates:
@@ -448,15 +465,19 @@ def verify(
     """
     from ledger.audit import verify as verify_ledger
 
+    verdict = None
     with _guard(as_json):
-        conn = connect(ledger, readonly=True)
         try:
-            verdict = verify_ledger(conn)
-        except sqlite3.DatabaseError as e:
-            verdict = None
-            damage = str(e)
-        finally:
-            conn.close()
+            conn = connect(ledger, readonly=True)
+        except LedgerCorrupt as e:  # damage SQLite meets on opening (the schema) is a failed check too
+            damage = e.damage
+        else:
+            try:
+                verdict = verify_ledger(conn)
+            except sqlite3.DatabaseError as e:
+                damage = str(e)
+            finally:
+                conn.close()
     if verdict is None:
         output.error(f"ledger {ledger}: SQLite cannot read it ({damage}); restore it from a backup",
                      as_json=as_json, code=EXIT_VERIFY_FAILED)
@@ -811,6 +832,7 @@ def events(
     """Print the event log (newest `limit`, or after an id), and follow it with --follow."""
     with _guard(as_json):
         conn = connect(ledger, readonly=True)
+        check_pages(conn, PAGE_CHECK_SECONDS)
         cursor = after if after >= 0 else max(queries.last_event_id(conn) - limit, 0)
         batch = queries.events_after(conn, cursor, limit=10_000 if after >= 0 else limit)
 
@@ -924,7 +946,7 @@ def console(
 
     with _guard(False):
         cfg = load_config(config)
-        connect(ledger, readonly=True).close()
+        _check_ledger_pages(ledger, CONSOLE_PAGE_CHECK_SECONDS)  # a corrupt file stops here, before the UI
         run_console(ledger, cfg, _operator(operator), read_only, config_path=config)
 
 

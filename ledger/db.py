@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ledger.errors import LedgerLocked, LedgerUnusable
+from ledger.errors import LedgerError, LedgerLocked, LedgerUnusable
+from ledger.integrity import corrupt_error, is_corruption
 
 APPLICATION_ID = 0x52434C4D  # "RCLM": marks a SQLite file as a reclaim ledger
 BUSY_TIMEOUT_MS = 5000
@@ -232,19 +233,29 @@ def _pragmas(conn: sqlite3.Connection, synchronous: str) -> None:
     conn.execute(f"PRAGMA synchronous = {synchronous}")
 
 
-def _raise_locked_or(e: sqlite3.Error, path: Path) -> None:
+def ledger_error(e: sqlite3.Error, path: str | Path) -> LedgerError:
+    """The one-line ledger error for a sqlite3 error met on `path`: locked (8), or unusable (7) saying why:
+    corrupt, not SQLite, read-only, cannot be opened, disk full."""
     msg = str(e)
     if "locked" in msg or "busy" in msg:
-        raise LedgerLocked(
+        return LedgerLocked(
             f"ledger {path}: locked by another process for more than {BUSY_TIMEOUT_MS // 1000} s; retry later"
-        ) from None
+        )
+    if is_corruption(e):
+        return corrupt_error(path, msg)
     if "not a database" in msg or "file is encrypted" in msg:
-        raise LedgerUnusable(f"ledger {path}: not a SQLite database; point --ledger at a reclaim ledger") from None
+        return LedgerUnusable(f"ledger {path}: not a SQLite database; point --ledger at a reclaim ledger")
     if "readonly" in msg or "read-only" in msg:
-        raise LedgerUnusable(f"ledger {path}: the file is read-only; fix its permissions or open it as a viewer") from None
+        return LedgerUnusable(f"ledger {path}: the file is read-only; fix its permissions or open it as a viewer")
     if "unable to open" in msg:
-        raise LedgerUnusable(f"ledger {path}: cannot be opened ({msg}); check the path and permissions") from None
-    raise LedgerUnusable(f"ledger {path}: {msg}") from None
+        return LedgerUnusable(f"ledger {path}: cannot be opened ({msg}); check the path and permissions")
+    if "disk is full" in msg:
+        return LedgerUnusable(f"ledger {path}: the disk is full ({msg}); free some space and retry")
+    return LedgerUnusable(f"ledger {path}: {msg}")
+
+
+def _raise_locked_or(e: sqlite3.Error, path: Path) -> None:
+    raise ledger_error(e, path) from None
 
 
 def _check_identity(conn: sqlite3.Connection, path: Path) -> int:
@@ -417,14 +428,17 @@ def _begin_immediate(conn: sqlite3.Connection) -> None:
 def write_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """Run the block in one BEGIN IMMEDIATE transaction; commit on success, roll back on any error.
 
-    A lock held past the busy timeout raises LedgerLocked; a read-only file raises LedgerUnusable.
+    A lock held past the busy timeout raises LedgerLocked; a read-only file raises LedgerUnusable; a damaged
+    page raises LedgerCorrupt. Other sqlite3 errors (a trigger's refusal) propagate as they are.
     """
     _begin_immediate(conn)
     try:
         yield conn
-    except sqlite3.OperationalError as e:
+    except sqlite3.DatabaseError as e:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+        if not isinstance(e, sqlite3.OperationalError) and not is_corruption(e):
+            raise  # e.g. a trigger's refusal (IntegrityError): the caller's to report
         _raise_locked_or(e, Path(ledger_path(conn)))
     except BaseException:
         if conn.in_transaction:
@@ -433,7 +447,7 @@ def write_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     else:
         try:
             conn.execute("COMMIT")
-        except sqlite3.OperationalError as e:
+        except sqlite3.DatabaseError as e:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             _raise_locked_or(e, Path(ledger_path(conn)))

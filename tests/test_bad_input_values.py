@@ -264,3 +264,87 @@ def test_a_header_name_must_be_an_http_token(config_dict: dict[str, Any], sim: S
                                                     "header_env": {"X Bad: header": "TOKEN"}}}
     with pytest.raises(ConfigError, match=r"header_env.*not an HTTP header name"):
         parse_config(doc, base_dir=tmp_path)
+
+
+# -- 5. a ledger file with corrupt pages ----------------------------------------------------------------
+CORRUPT = ("the ledger file is corrupt", "restore it from a backup", "reclaim verify")
+
+
+def _ledger_with_jobs(ledger: Path, config: Path, n: int = 60) -> None:
+    conn = connect(ledger)
+    try:
+        cfg = load_config(config)
+        clock = ManualClock(1_796_126_400.0)
+        for i in range(n):
+            reserve(conn, cfg, OP, {"input": f"MARK-{i:03d} " + "x" * 300}, clock=clock, job_id=f"job-{i:03d}")
+    finally:
+        conn.close()  # the last connection: the WAL is checkpointed into the file
+
+
+def _corrupt_page_holding(ledger: Path, marker: bytes) -> int:
+    """Overwrite the whole b-tree page that holds `marker` with garbage (not the file header); its number."""
+    data = bytearray(ledger.read_bytes())
+    page_size = int.from_bytes(data[16:18], "big")
+    page = data.index(marker) // page_size
+    assert page > 0, "the marker is on the first page, beside the file header"
+    data[page * page_size:(page + 1) * page_size] = b"\xa5" * page_size
+    ledger.write_bytes(bytes(data))
+    return page + 1
+
+
+def _corrupt_schema_page(ledger: Path) -> None:
+    """Keep the 100-byte file header, garble the rest of page 1 (the schema's root page)."""
+    data = bytearray(ledger.read_bytes())
+    page_size = int.from_bytes(data[16:18], "big")
+    data[100:page_size] = b"\xa5" * (page_size - 100)
+    ledger.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("where", ["jobs-page", "schema-page"])
+def test_a_corrupt_ledger_is_exit_7_for_every_command_and_verify_finds_it(
+    where: str, sim: Simulator, ledger_path: Path, config_path: Path, run_cli: Callable[..., Any],
+    file_digest: Callable[[Path], str],
+) -> None:
+    _ledger_with_jobs(ledger_path, config_path)
+    if where == "jobs-page":
+        _corrupt_page_holding(ledger_path, b"MARK-000")
+    else:
+        _corrupt_schema_page(ledger_path)
+    before = file_digest(ledger_path)
+    commands = [
+        ["status"], ["status", "--json"], ["events"], ["events", "--limit", "5"], ["show", "job-000"],
+        ["jobs", "reserving"], ["tick"], ["submit", OP, "--payload", GOOD_PAYLOAD, "--job-id", "job-000"],
+        ["init"], ["console", "--read-only"], ["console"],
+    ]
+    for args in commands:
+        r = run_cli(*args, operator="alice", timeout=30)
+        assert "Traceback" not in r.stderr, (args, r.stderr)
+        assert_one_line_error(r, 7, str(ledger_path), *CORRUPT)
+        assert file_digest(ledger_path) == before, f"{args} changed the corrupt file"
+    assert sim.count(None) == 0
+
+    r = run_cli("verify")
+    assert r.rc == 11, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    assert "malformed" in r.stdout + r.stderr or "btreeInitPage" in r.stdout + r.stderr
+    r = run_cli("verify", "--json")
+    assert r.rc == 11 and "Traceback" not in r.stderr
+    doc = json.loads(r.stdout.splitlines()[0])
+    assert doc.get("ok") is False or doc.get("exit_code") == 11
+    assert file_digest(ledger_path) == before
+
+
+def test_verify_reports_damage_it_cannot_read_instead_of_raising(
+    ledger_path: Path, config_path: Path,
+) -> None:
+    from ledger.audit import verify
+
+    _ledger_with_jobs(ledger_path, config_path)
+    _corrupt_page_holding(ledger_path, b"MARK-000")
+    conn = connect(ledger_path, readonly=True)
+    try:
+        verdict = verify(conn)
+    finally:
+        conn.close()
+    assert not verdict.ok
+    assert any("malformed" in p or "btreeInitPage" in p for p in verdict.integrity), verdict.integrity
