@@ -7,9 +7,11 @@ Each case runs the real `reclaim` CLI and checks: the documented exit code, exac
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -348,3 +350,82 @@ def test_verify_reports_damage_it_cannot_read_instead_of_raising(
         conn.close()
     assert not verdict.ok
     assert any("malformed" in p or "btreeInitPage" in p for p in verdict.integrity), verdict.integrity
+
+
+# -- 6. init on a full disk, and a read-only directory -------------------------------------------------------
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root (CI runs as root)")
+
+
+@contextlib.contextmanager
+def _tmpfs(where: Path, size: str) -> Iterator[Path]:
+    where.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.fail(f"cannot mount a tmpfs (this test needs root, as CI has): {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def _remount(where: Path, options: str) -> None:
+    done = subprocess.run(["mount", "-o", f"remount,{options}", str(where)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@needs_root
+@pytest.mark.parametrize("size", ["64k", "320k"], ids=["no-room-for-the-journal", "no-room-for-the-ledger"])
+def test_init_on_a_full_disk_leaves_nothing_and_works_once_there_is_room(
+    size: str, tmp_path: Path, config_path: Path, run_cli: Callable[..., Any],
+) -> None:
+    from ledger.journal import JOURNAL_BYTES
+
+    with _tmpfs(tmp_path / "disk", size) as disk:
+        ledger = disk / "reclaim.db"
+        for _ in range(2):  # the second init meets the same clean state: no stub to refuse, no loop
+            r = run_cli("init", ledger=ledger)
+            assert_one_line_error(r, 7, str(ledger), "disk is full")
+            assert sorted(os.listdir(disk)) == [], "init left a stub, a temporary file or a half-made journal"
+        r = run_cli("status", ledger=ledger)
+        assert_one_line_error(r, 7, str(ledger), "not found", "reclaim init")
+
+        _remount(disk, "size=4m")
+        r = run_cli("init", ledger=ledger)
+        assert r.rc == 0, r.stderr
+        assert sorted(os.listdir(disk)) == ["reclaim.db", "reclaim.db.outcomes"]
+        assert (disk / "reclaim.db.outcomes").stat().st_size == JOURNAL_BYTES
+        assert run_cli("status", ledger=ledger).rc == 0
+
+
+@needs_root
+def test_a_read_only_directory_is_named_as_such(
+    tmp_path: Path, config_path: Path, sim: Simulator, run_cli: Callable[..., Any],
+    file_digest: Callable[[Path], str],
+) -> None:
+    # As root, chmod does not stop writes: a tmpfs remounted read-only does.
+    with _tmpfs(tmp_path / "ro", "4m") as folder:
+        ledger = folder / "reclaim.db"
+        assert run_cli("init", ledger=ledger).rc == 0
+        _remount(folder, "ro")
+        before = file_digest(ledger)
+        for args in (["submit", OP, "--payload", GOOD_PAYLOAD, "--job-id", "ro-1"], ["status"], ["events"]):
+            r = run_cli(*args, ledger=ledger)
+            line = assert_one_line_error(r, 7, str(ledger), f"the directory {folder} is read-only")
+            assert "file is read-only" not in line
+        other = folder / "other.db"
+        r = run_cli("init", ledger=other)
+        assert_one_line_error(r, 7, str(other), f"the directory {folder} is read-only")
+        assert sorted(os.listdir(folder)) == ["reclaim.db", "reclaim.db.outcomes"]
+        assert file_digest(ledger) == before
+        assert sim.count(None) == 0
+
+
+def test_a_ledger_name_with_uri_characters_opens_that_file(
+    tmp_path: Path, config_path: Path, run_cli: Callable[..., Any],
+) -> None:
+    ledger = tmp_path / "odd #1 ?x=%41.db"
+    assert run_cli("init", ledger=ledger).rc == 0
+    assert ledger.exists()
+    r = run_cli("status", ledger=ledger)
+    assert r.rc == 0, r.stderr
