@@ -686,6 +686,23 @@ def finding(
                                                              clock=clk))
 
 
+def _due_option(due: str, as_json: bool) -> float:
+    """--due as epoch seconds: an ISO time (or epoch seconds) between 1970 and 9999, else exit 2 saying so."""
+    try:
+        due_at = parse_time(due)
+    except ValueError:
+        output.error(f"--due {due!r}: not an ISO time; use e.g. 2026-12-03T09:00Z", as_json=as_json)
+        raise typer.Exit(2) from None
+    except OverflowError:
+        due_at = float("inf")
+    with _guard(as_json):
+        try:
+            triage.check_due(due_at)
+        except BadInput:
+            raise BadInput(f"--due {due!r}: not a time between 1970 and 9999; use e.g. 2026-12-03T09:00Z") from None
+    return due_at
+
+
 @app.command()
 def assign(
     job_id: Annotated[str, typer.Argument()],
@@ -699,11 +716,7 @@ def assign(
     as_json: JsonOpt = False,
 ) -> None:
     """Give a held job an owner and a due time (triage role)."""
-    try:
-        due_at = parse_time(due)
-    except ValueError:
-        output.error(f"--due {due!r}: not an ISO time; use e.g. 2026-12-03T09:00Z", as_json=as_json)
-        raise typer.Exit(2) from None
+    due_at = _due_option(due, as_json)
     _triage_cmd(as_json, ledger, config, job_id, operation,
                 lambda c, cfg, k, clk: triage.assign(c, cfg, k, owner, due_at, actor=_operator(operator), clock=clk,
                                                      reason=reason))
@@ -726,12 +739,9 @@ def bulk_assign(
     Without --yes it only says how many jobs would change.
     """
     me = _operator(operator)
-    try:
-        due_at = parse_time(due)
-    except ValueError:
-        output.error(f"--due {due!r}: not an ISO time; use e.g. 2026-12-03T09:00Z", as_json=as_json)
-        raise typer.Exit(2) from None
+    due_at = _due_option(due, as_json)
     with _guard(as_json):
+        triage.check_owner(owner)
         conn, cfg, clock = _open(ledger, config)
         flt = queries.JobFilter.parse(filter_text, me=me)
         keys: list[JobKey] = []

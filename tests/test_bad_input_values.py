@@ -429,3 +429,107 @@ def test_a_ledger_name_with_uri_characters_opens_that_file(
     assert ledger.exists()
     r = run_cli("status", ledger=ledger)
     assert r.rc == 0, r.stderr
+
+
+# -- 7. times and owners: validated when written, shown as "invalid" when a bad one is already stored -------
+def _held_jobs(ledger: Path, config: Path, ids: list[str]) -> None:
+    """Held jobs (send outcome unknown), written through the ledger's own functions."""
+    from ledger.leases import claim_for_send
+    from ledger.remotes.base import SendOutcome
+    from ledger.worker import record_send_outcome
+
+    cfg = load_config(config)
+    clock = ManualClock(1_796_126_400.0)
+    conn = connect(ledger)
+    try:
+        for job_id in ids:
+            res = reserve(conn, cfg, OP, {"input": "x"}, clock=clock, job_id=job_id)
+            claim = claim_for_send(conn, cfg, res.key, owner="w", now=clock.now())
+            assert claim is not None
+            record_send_outcome(conn, cfg, claim, SendOutcome("unknown", error="reset", reason="reset"),
+                                now=clock.now())
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("due", ["inf", "-inf", "nan", "1e20", "-1e20", "-1", "0001-01-01T00:00Z",
+                                 "9999-99-99", "253402300800"])
+def test_a_due_time_outside_1970_to_9999_is_refused(
+    due: str, ledger_path: Path, config_path: Path, run_cli: Callable[..., Any],
+    fingerprint: Callable[[Path], str],
+) -> None:
+    _held_jobs(ledger_path, config_path, ["held-1"])
+    before = fingerprint(ledger_path)
+    for args in (["assign", "held-1", "--owner", "bob", "--due", due],
+                 ["bulk-assign", "--owner", "bob", "--due", due],
+                 ["bulk-assign", "--owner", "bob", "--due", due, "--yes"]):
+        r = run_cli(*args, operator="alice")
+        assert_one_line_error(r, 2, "--due", due)
+    assert fingerprint(ledger_path) == before
+    r = run_cli("assign", "held-1", "--owner", "bob", "--due", "9999-12-31T00:00Z", operator="alice")
+    assert r.rc == 0, r.stderr  # the last year is still a time
+
+
+@pytest.mark.parametrize("owner", ["", "   ", "x" * 201], ids=["empty", "blank", "too-long"])
+def test_an_owner_must_name_someone(
+    owner: str, ledger_path: Path, config_path: Path, run_cli: Callable[..., Any],
+    fingerprint: Callable[[Path], str],
+) -> None:
+    _held_jobs(ledger_path, config_path, ["held-1"])
+    before = fingerprint(ledger_path)
+    for args in (["assign", "held-1", "--owner", owner, "--due", "2026-12-03T09:00Z"],
+                 ["bulk-assign", "--owner", owner, "--due", "2026-12-03T09:00Z", "--yes"]):
+        r = run_cli(*args, operator="alice")
+        assert_one_line_error(r, 2, "owner")
+    assert fingerprint(ledger_path) == before
+
+
+BAD_STORED = {"due-inf": ("due_at", float("inf")), "due-1e20": ("due_at", 1e20),
+              "due-neg-huge": ("due_at", -1e20), "held-at-neg-inf": ("held_at", float("-inf")),
+              "created-1e20": ("created_at", 1e20)}
+
+
+def store_bad_times(ledger: Path) -> None:
+    """Bypass validation the way a hand edit (or an older reclaim) would: a bare UPDATE of the jobs table."""
+    import sqlite3
+
+    raw = sqlite3.connect(ledger)
+    try:
+        for job_id, (column, value) in BAD_STORED.items():
+            raw.execute(f"UPDATE jobs SET {column} = ?, owner = 'bob' WHERE job_id = ?", (value, job_id))
+        raw.commit()
+    finally:
+        raw.close()
+
+
+def test_a_bad_time_already_stored_is_shown_as_invalid(
+    ledger_path: Path, config_path: Path, run_cli: Callable[..., Any],
+) -> None:
+    _held_jobs(ledger_path, config_path, list(BAD_STORED))
+    store_bad_times(ledger_path)
+    for job_id, (column, _) in BAD_STORED.items():
+        for args in (["show", job_id], ["show", job_id, "--json"]):
+            r = run_cli(*args)
+            assert r.rc == 0 and "Traceback" not in r.stderr, (args, r.stderr)
+        r = run_cli("show", job_id)
+        row = next(line for line in r.stdout.splitlines() if f" {column} " in line)
+        assert "invalid" in row, row
+    for args in (["jobs", "held"], ["jobs", "held", "--json"], ["status"], ["events"], ["verify"]):
+        r = run_cli(*args)
+        assert r.rc == 0 and "Traceback" not in r.stderr, (args, r.stdout, r.stderr)
+    r = run_cli("jobs", "held")
+    assert "invalid" in r.stdout  # the age column of the job created "in the year 3 million"
+
+
+def test_time_formatting_never_raises() -> None:
+    from console.live import age, clock_time
+    from ledger.clock import iso
+
+    for bad in (float("inf"), float("-inf"), float("nan"), 1e20, -1e20, 253402300800.0, -1.0):
+        assert iso(bad) == "invalid"
+        assert clock_time(bad, "Asia/Tokyo", with_date=True) == "invalid"
+        assert clock_time(bad) == "invalid"
+    for bad in (float("inf"), float("nan"), 1e20, -1e20):
+        assert age(bad) == "invalid"
+    assert iso(0.0) == "1970-01-01T00:00:00Z" and iso(253402300799.0) == "9999-12-31T23:59:59Z"
+    assert age(90) == "1m" and iso(None) == ""
