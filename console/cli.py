@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import math
 import os
 import signal
 import sqlite3
@@ -170,6 +171,17 @@ def _check_ledger_pages(ledger: Path, budget_seconds: float) -> None:
         conn.close()
 
 
+def _within(option: str, value: float, low: float, high: float) -> None:
+    """Refuse (BadInput, exit 2) an option value that is not a finite number from `low` to `high`."""
+    if not (isinstance(value, int) or math.isfinite(value)) or not low <= value <= high:
+        kind = "an integer" if isinstance(value, int) else "a number"
+
+        def shown(x: float) -> str:
+            return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+        raise BadInput(f"{option} {value!r}: must be {kind} from {shown(low)} to {shown(high)}")
+
+
 def _resolve(conn: sqlite3.Connection, job_id: str, operation: str | None) -> JobKey:
     if operation:
         return JobKey(job_id, operation)
@@ -334,6 +346,8 @@ def worker(
         stop.set()
         output.stderr.print("reclaim: stopping after the job under way (signal again to leave at once)", soft_wrap=True)
 
+    with _guard(as_json):
+        _within("--interval", interval, 0.01, 86400)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     with _guard(as_json):
@@ -400,7 +414,7 @@ def status(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFI
 @app.command()
 def receiver(
     host: Annotated[str, typer.Option("--host", help="Address to listen on (put TLS in front for the internet).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port (0 = any free one).", min=0, max=65535)] = 8766,
+    port: Annotated[int, typer.Option("--port", help="Port (0 = any free one).")] = 8766,
     ledger: LedgerOpt = DEFAULT_LEDGER,
     config: ConfigOpt = DEFAULT_CONFIG,
 ) -> None:
@@ -410,6 +424,7 @@ def receiver(
     from ledger.receiver import make_server
 
     with _guard(False):
+        _within("--port", port, 0, 65535)
         cfg = load_config(config)
         connect(ledger).close()
         try:
@@ -567,8 +582,8 @@ def jobs(
 
     me = _operator(operator)
     with _guard(as_json):
-        if limit < 1 or limit > 1000 or page < 1:
-            raise BadInput("--limit must be 1 to 1000 and --page at least 1")
+        _within("--limit", limit, 1, 1000)
+        _within("--page", page, 1, 1_000_000)
         conn = connect(ledger, readonly=True)
         if view is not None:
             saved = get_view(conn, me, view)
@@ -620,10 +635,8 @@ def quota(
     as_json: JsonOpt = False,
 ) -> None:
     """Daily operation quotas: used, limit, remaining."""
-    if days < 1 or days > 366:
-        output.error("--days: must be between 1 and 366", as_json=as_json)
-        raise typer.Exit(2)
     with _guard(as_json):
+        _within("--days", days, 1, 366)
         conn, cfg, clock = _open(ledger, config, readonly=True)
         hist = queries.quota_history(conn, cfg, clock.now(), days=days)
     if as_json:
@@ -841,6 +854,8 @@ def events(
 ) -> None:
     """Print the event log (newest `limit`, or after an id), and follow it with --follow."""
     with _guard(as_json):
+        _within("--after", after, -1, 2**63 - 1)
+        _within("--limit", limit, 1, 10_000)
         conn = connect(ledger, readonly=True)
         check_pages(conn, PAGE_CHECK_SECONDS)
         cursor = after if after >= 0 else max(queries.last_event_id(conn) - limit, 0)
@@ -927,6 +942,11 @@ def simulator(
     """Serve the loopback simulator of the Gemini Interactions API (and a clean-up API) until Ctrl-C."""
     from ledger import simulator as sim
 
+    with _guard(False):
+        _within("--port", port, 0, 65535)
+        _within("--complete-after", complete_after, 0, 86400)
+        if seed is not None:
+            _within("--seed", seed, 0, 2**63 - 1)
     argv = ["--host", host, "--port", str(port), "--complete-after", str(complete_after)]
     for fr in fault_rate or []:
         argv += ["--fault-rate", fr]
@@ -980,6 +1000,8 @@ def demo(
     from console.demo import run_demo
 
     with _guard(False):
+        _within("--seconds", seconds, 0.1, 86400)
+        _within("--rate", rate, 0.01, 100)
         for old in ("reclaim.db", "reclaim.db-wal", "reclaim.db-shm", "reclaim.db.outcomes"):
             if (folder / old).exists():
                 (folder / old).unlink()

@@ -533,3 +533,43 @@ def test_time_formatting_never_raises() -> None:
         assert age(bad) == "invalid"
     assert iso(0.0) == "1970-01-01T00:00:00Z" and iso(253402300799.0) == "9999-12-31T23:59:59Z"
     assert age(90) == "1m" and iso(None) == ""
+
+
+# -- 8. every number a user gives is bounded ------------------------------------------------------------------
+OPTION_CASES = [
+    (["events", "--limit", "-1"], "--limit"),
+    (["events", "--limit", "0"], "--limit"),
+    (["events", "--limit", "1000000"], "--limit"),
+    (["events", "--after", "-5"], "--after"),
+    (["events", "--after", "1" + "0" * 30], "--after"),
+    (["jobs", "--page", "1" + "0" * 30], "--page"),
+    (["jobs", "--page", "0"], "--page"),
+    (["jobs", "--limit", "-3"], "--limit"),
+    (["quota", "--days", "0"], "--days"),
+    (["quota", "--days", "100000"], "--days"),
+    (["worker", "--interval", "-5"], "--interval"),
+    (["worker", "--interval", "nan"], "--interval"),
+    (["worker", "--interval", "inf"], "--interval"),
+    (["worker", "--interval", "0"], "--interval"),
+    (["receiver", "--port", "-1"], "--port"),
+    (["receiver", "--port", "70000"], "--port"),
+    (["simulator", "--port", "70000"], "--port"),
+    (["simulator", "--complete-after", "nan"], "--complete-after"),
+    (["simulator", "--complete-after", "-1"], "--complete-after"),
+    (["demo", "--no-ui", "--seconds", "nan"], "--seconds"),
+    (["demo", "--no-ui", "--seconds", "-1"], "--seconds"),
+    (["demo", "--no-ui", "--rate", "0"], "--rate"),
+    (["demo", "--no-ui", "--rate", "inf"], "--rate"),
+]
+
+
+@pytest.mark.parametrize(("args", "option"), OPTION_CASES, ids=[" ".join(a[:1] + a[-2:]) for a, _ in OPTION_CASES])
+def test_an_option_number_out_of_range_is_refused_at_once(
+    args: list[str], option: str, tmp_path: Path, ledger_path: Path, config_path: Path,
+    run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
+) -> None:
+    before = fingerprint(ledger_path)
+    r = run_cli(*args, timeout=30)  # a busy loop or a hang fails here, by the timeout
+    assert_one_line_error(r, 2, option, "must be")
+    assert fingerprint(ledger_path) == before
+    assert not (tmp_path / "demo").exists(), "the demo started although its options were refused"
