@@ -349,7 +349,6 @@ def create_ledger(path: str | Path) -> bool:
         return False
     if not os.access(p.parent, os.W_OK):
         raise _read_only_dir(p)
-    journal_existed = journal_path(p).exists()
     try:
         fd, name = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.init-", suffix=".tmp")
     except OSError as e:
@@ -358,8 +357,7 @@ def create_ledger(path: str | Path) -> bool:
     tmp = Path(name)
     made: list[Path] = [tmp, *(Path(f"{tmp}{s}") for s in ("-journal", "-wal", "-shm"))]
     try:
-        if not journal_existed:
-            allocate(p)
+        if allocate(p):  # made by this call: removed again if the ledger cannot be made
             made.append(journal_path(p))
         _build(tmp, p)
         if Path(f"{tmp}-wal").exists() and Path(f"{tmp}-wal").stat().st_size:

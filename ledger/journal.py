@@ -75,8 +75,9 @@ def _checksum(body: bytes) -> bytes:
     return hashlib.sha256(body).hexdigest()[:16].encode("ascii")
 
 
-def allocate(ledger: str | Path) -> Path:
-    """Make sure the journal exists with its space allocated; return its path. Raises OSError when it cannot.
+def allocate(ledger: str | Path) -> bool:
+    """Make sure the journal exists with its space allocated; True when this call made it. Raises OSError
+    when it cannot.
 
     A new journal is built under a temporary name beside the ledger, allocated and fsynced, then linked
     into place, so a full disk or a read-only folder leaves no half-made journal. An existing journal
@@ -91,7 +92,7 @@ def allocate(ledger: str | Path) -> Path:
                 os.fsync(fd)
         finally:
             os.close(fd)
-        return path
+        return False
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     tmp = Path(name)
     try:
@@ -102,8 +103,7 @@ def allocate(ledger: str | Path) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     os.close(fd)
-    place_new(tmp, path)  # False: another process made it meanwhile; theirs is as good
-    return path
+    return place_new(tmp, path)  # False: another process made it meanwhile; theirs is as good
 
 
 def reserve_space(ledger: str | Path) -> bool:
