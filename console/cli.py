@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sqlite3
@@ -16,13 +17,18 @@ from typing import Annotated, Any
 
 import typer
 
+try:  # typer vendors click as typer._click (0.2x); before that it used click itself
+    from typer._click.globals import get_current_context
+except ImportError:  # pragma: no cover
+    from click import get_current_context
+
 from console import output
 from console.live import age
 from ledger import evidence, identity, queries, triage
 from ledger.audit import head as audit_head
 from ledger.clock import Clock, iso, parse_time, process_clock
 from ledger.config import Config, load_config
-from ledger.db import connect, create_ledger
+from ledger.db import connect, create_ledger, ledger_error
 from ledger.errors import (
     EXIT_BLOCKED_BY_HOLD,
     EXIT_HELD,
@@ -31,9 +37,11 @@ from ledger.errors import (
     EXIT_SEND_TAKEN_OVER,
     EXIT_VERIFY_FAILED,
     BadInput,
+    LedgerCorrupt,
     LedgerError,
 )
 from ledger.identity import Identity
+from ledger.integrity import check_pages
 from ledger.model import Event, Job, JobKey
 from ledger.redaction import Redactor
 from ledger.remote_health import paused_remotes
@@ -97,6 +105,8 @@ sink = "results"
 """
 
 DEFAULT_LEDGER = Path("reclaim.db")
+PAGE_CHECK_SECONDS = 1.0  # status and events check the ledger's pages for damage for at most this long
+CONSOLE_PAGE_CHECK_SECONDS = 0.5  # ... and the console, before its first paint
 DEFAULT_CONFIG = Path("reclaim.toml")
 
 
@@ -120,18 +130,45 @@ def _fail(e: LedgerError, as_json: bool) -> typer.Exit:
     return typer.Exit(e.exit_code)
 
 
+def _check_text_params() -> None:
+    """Refuse (BadInput) any argument or option of the running command that is not valid UTF-8.
+
+    Python decodes undecodable argv bytes (and environment values) as lone surrogates; such text cannot
+    be stored, sent or printed, so it is refused here, once for every command, naming the parameter.
+    """
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if not isinstance(item, (str, Path)):
+                continue
+            try:
+                str(item).encode("utf-8")
+            except UnicodeEncodeError:
+                if param.param_type_name == "option":
+                    name = param.opts[0] + (f" (or {param.envvar})" if isinstance(param.envvar, str) else "")
+                else:
+                    name = f"argument {(param.name or '?').upper()}"
+                raise BadInput(f"{name}: not valid UTF-8 (undecodable bytes); pass it as UTF-8 text") from None
+
+
 @contextmanager
 def _guard(as_json: bool) -> Iterator[None]:
-    """Turn ledger errors into one line and their exit code; sqlite errors into 'ledger unusable'."""
+    """Turn ledger errors into one line and their exit code; sqlite errors into 'locked' or 'unusable' (a
+    corrupt page: 'the ledger file is corrupt'), never a traceback.
+
+    First refuses any parameter of the running command that is not valid UTF-8 text.
+    """
     try:
+        _check_text_params()
         yield
     except LedgerError as e:
         raise _fail(e, as_json) from None
-    except sqlite3.OperationalError as e:
-        from ledger.errors import LedgerLocked, LedgerUnusable
-
-        err: LedgerError = LedgerLocked(f"ledger: {e}") if "locked" in str(e) else LedgerUnusable(f"ledger: {e}")
-        raise _fail(err, as_json) from None
+    except sqlite3.Error as e:  # met while reading: locked (8), corrupt or otherwise unusable (7)
+        ctx = get_current_context(silent=True)
+        raise _fail(ledger_error(e, (ctx.params.get("ledger") if ctx else None) or "file"), as_json) from None
 
 
 def _load(config: Path) -> Config:
@@ -154,6 +191,25 @@ def _open(ledger: Path, config: Path, *, readonly: bool = False) -> tuple[sqlite
     cfg = _load(config)
     conn = connect(ledger, readonly=readonly)
     return conn, cfg, process_clock()
+
+
+def _check_ledger_pages(ledger: Path, budget_seconds: float) -> None:
+    conn = connect(ledger, readonly=True)
+    try:
+        check_pages(conn, budget_seconds)
+    finally:
+        conn.close()
+
+
+def _within(option: str, value: float, low: float, high: float) -> None:
+    """Refuse (BadInput, exit 2) an option value that is not a finite number from `low` to `high`."""
+    if not (isinstance(value, int) or math.isfinite(value)) or not low <= value <= high:
+        kind = "an integer" if isinstance(value, int) else "a number"
+
+        def shown(x: float) -> str:
+            return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+        raise BadInput(f"{option} {value!r}: must be {kind} from {shown(low)} to {shown(high)}")
 
 
 def _resolve(conn: sqlite3.Connection, job_id: str, operation: str | None) -> JobKey:
@@ -187,6 +243,8 @@ def init(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG,
             config.write_text(STARTER_CONFIG.replace("{account}", json.dumps(identity.os_account())), encoding="utf-8")
             wrote_config = True
         created = create_ledger(ledger)
+        if not created:
+            _check_ledger_pages(ledger, PAGE_CHECK_SECONDS)
     if as_json:
         output.emit_json({"ledger": str(ledger), "created": created, "wrote_config": wrote_config})
     else:
@@ -321,6 +379,8 @@ def worker(
         stop.set()
         output.notice("stopping after the job under way (signal again to leave at once)")
 
+    with _guard(as_json):
+        _within("--interval", interval, 0.01, 86400)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     with _guard(as_json):
@@ -341,6 +401,7 @@ def status(
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config, readonly=True)
         who = _identity(cfg, operator)
+        pages_checked = check_pages(conn, PAGE_CHECK_SECONDS)
         states = queries.state_counts(conn)
         ops = queries.operation_counts(conn)
         today = queries.quota_today(conn, cfg, clock.now())
@@ -367,6 +428,7 @@ def status(
             "webhook_counters": webhooks,
             "identity": {"operator": who.name, "source": who.source, "verified": who.verified,
                          "roles": sorted(cfg.roles_of(who.name))},
+            "pages_checked": pages_checked,
         })
         return
     output.line(f"{who.label}; roles: {', '.join(sorted(cfg.roles_of(who.name)))}")
@@ -374,6 +436,8 @@ def status(
     output.table("today by operation", ["operation", "used", "limit", "remaining", "held"],
                  [[q.operation, q.used, q.limit, q.remaining, ops.get(q.operation, {}).get("held", 0)] for q in today])
     output.line(f"audit chain: {event_count} events, head hash {head_hash or '-'} (keep a copy; 'reclaim verify' checks it)")
+    if not pages_checked:
+        output.line(f"pages: not all checked for damage within {PAGE_CHECK_SECONDS:g} s; 'reclaim verify' checks them all")
     if fenced:
         output.line(f"fenced writes refused so far: {fenced}")
     if duplicates:
@@ -391,7 +455,7 @@ def status(
 @app.command()
 def receiver(
     host: Annotated[str, typer.Option("--host", help="Address to listen on (put TLS in front for the internet).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port (0 = any free one).", min=0, max=65535)] = 8766,
+    port: Annotated[int, typer.Option("--port", help="Port (0 = any free one).")] = 8766,
     ledger: LedgerOpt = DEFAULT_LEDGER,
     config: ConfigOpt = DEFAULT_CONFIG,
     operator: OperatorOpt = None,
@@ -405,6 +469,7 @@ def receiver(
     from ledger.receiver import make_server
 
     with _guard(False):
+        _within("--port", port, 0, 65535)
         cfg = _load(config)
         _sender(cfg, operator, "run the webhook receiver (it writes evidence)")
         connect(ledger).close()
@@ -465,15 +530,19 @@ def verify(
     from ledger.audit import verify as verify_ledger
 
     _protect(config)
+    verdict = None
     with _guard(as_json):
-        conn = connect(ledger, readonly=True)
         try:
-            verdict = verify_ledger(conn)
-        except sqlite3.DatabaseError as e:
-            verdict = None
-            damage = str(e)
-        finally:
-            conn.close()
+            conn = connect(ledger, readonly=True)
+        except LedgerCorrupt as e:  # damage SQLite meets on opening (the schema) is a failed check too
+            damage = e.damage
+        else:
+            try:
+                verdict = verify_ledger(conn)
+            except sqlite3.DatabaseError as e:
+                damage = str(e)
+            finally:
+                conn.close()
     if verdict is None:
         output.error(f"ledger {ledger}: SQLite cannot read it ({damage}); restore it from a backup",
                      as_json=as_json, code=EXIT_VERIFY_FAILED)
@@ -565,11 +634,11 @@ def jobs(
 
     _protect(config)
     with _guard(as_json):
+        _within("--limit", limit, 1, 1000)
+        _within("--page", page, 1, 1_000_000)
         # Who you are matters only for a saved view or `owner:me`: a plain listing needs no config.
         needs_me = view is not None or "owner:me" in filter_text.split()
         me = _operator(_load(config), operator) if needs_me else None
-        if limit < 1 or limit > 1000 or page < 1:
-            raise BadInput("--limit must be 1 to 1000 and --page at least 1")
         conn = connect(ledger, readonly=True)
         if view is not None:
             assert me is not None
@@ -623,10 +692,8 @@ def quota(
     as_json: JsonOpt = False,
 ) -> None:
     """Daily operation quotas: used, limit, remaining."""
-    if days < 1 or days > 366:
-        output.error("--days: must be between 1 and 366", as_json=as_json)
-        raise typer.Exit(2)
     with _guard(as_json):
+        _within("--days", days, 1, 366)
         conn, cfg, clock = _open(ledger, config, readonly=True)
         hist = queries.quota_history(conn, cfg, clock.now(), days=days)
     if as_json:
@@ -689,6 +756,23 @@ def finding(
                                                              clock=clk))
 
 
+def _due_option(due: str, as_json: bool) -> float:
+    """--due as epoch seconds: an ISO time (or epoch seconds) between 1970 and 9999, else exit 2 saying so."""
+    try:
+        due_at = parse_time(due)
+    except ValueError:
+        output.error(f"--due {due!r}: not an ISO time; use e.g. 2026-12-03T09:00Z", as_json=as_json)
+        raise typer.Exit(2) from None
+    except OverflowError:
+        due_at = float("inf")
+    with _guard(as_json):
+        try:
+            triage.check_due(due_at)
+        except BadInput:
+            raise BadInput(f"--due {due!r}: not a time between 1970 and 9999; use e.g. 2026-12-03T09:00Z") from None
+    return due_at
+
+
 @app.command()
 def assign(
     job_id: Annotated[str, typer.Argument()],
@@ -702,11 +786,7 @@ def assign(
     as_json: JsonOpt = False,
 ) -> None:
     """Give a held job an owner and a due time (triage role)."""
-    try:
-        due_at = parse_time(due)
-    except ValueError:
-        output.error(f"--due {due!r}: not an ISO time; use e.g. 2026-12-03T09:00Z", as_json=as_json)
-        raise typer.Exit(2) from None
+    due_at = _due_option(due, as_json)
     _triage_cmd(as_json, ledger, config, job_id, operation,
                 lambda c, cfg, k, clk: triage.assign(c, cfg, k, owner, due_at, actor=_operator(cfg, operator), clock=clk,
                                                      reason=reason))
@@ -728,12 +808,9 @@ def bulk_assign(
 
     Without --yes it only says how many jobs would change.
     """
-    try:
-        due_at = parse_time(due)
-    except ValueError:
-        output.error(f"--due {due!r}: not an ISO time; use e.g. 2026-12-03T09:00Z", as_json=as_json)
-        raise typer.Exit(2) from None
+    due_at = _due_option(due, as_json)
     with _guard(as_json):
+        triage.check_owner(owner)
         conn, cfg, clock = _open(ledger, config)
         me = _operator(cfg, operator)
         flt = queries.JobFilter.parse(filter_text, me=me)
@@ -836,7 +913,10 @@ def events(
     """Print the event log (newest `limit`, or after an id), and follow it with --follow."""
     _protect(config)
     with _guard(as_json):
+        _within("--after", after, -1, 2**63 - 1)
+        _within("--limit", limit, 1, 10_000)
         conn = connect(ledger, readonly=True)
+        check_pages(conn, PAGE_CHECK_SECONDS)
         cursor = after if after >= 0 else max(queries.last_event_id(conn) - limit, 0)
         batch = queries.events_after(conn, cursor, limit=10_000 if after >= 0 else limit)
 
@@ -922,6 +1002,11 @@ def simulator(
     """Serve the loopback simulator of the Gemini Interactions API (and a clean-up API) until Ctrl-C."""
     from ledger import simulator as sim
 
+    with _guard(False):
+        _within("--port", port, 0, 65535)
+        _within("--complete-after", complete_after, 0, 86400)
+        if seed is not None:
+            _within("--seed", seed, 0, 2**63 - 1)
     argv = ["--host", host, "--port", str(port), "--complete-after", str(complete_after)]
     for fr in fault_rate or []:
         argv += ["--fault-rate", fr]
@@ -951,7 +1036,7 @@ def console(
 
     with _guard(False):
         cfg = _load(config)
-        connect(ledger, readonly=True).close()
+        _check_ledger_pages(ledger, CONSOLE_PAGE_CHECK_SECONDS)  # a corrupt file stops here, before the UI
         run_console(ledger, cfg, _identity(cfg, operator), read_only, config_path=config)
 
 
@@ -974,8 +1059,11 @@ def demo(
     """Start a simulator and a worker with a job generator, open the console; stop them on quit."""
     from console.demo import run_demo
 
-    for old in ("reclaim.db", "reclaim.db-wal", "reclaim.db-shm", "reclaim.db.outcomes"):
-        if (folder / old).exists():
-            (folder / old).unlink()
-            output.line(f"demo: removed the previous demo ledger {folder / old}; starting fresh")
+    with _guard(False):
+        _within("--seconds", seconds, 0.1, 86400)
+        _within("--rate", rate, 0.01, 100)
+        for old in ("reclaim.db", "reclaim.db-wal", "reclaim.db-shm", "reclaim.db.outcomes"):
+            if (folder / old).exists():
+                (folder / old).unlink()
+                output.line(f"demo: removed the previous demo ledger {folder / old}; starting fresh")
     raise typer.Exit(run_demo(folder, ui=not no_ui, seconds=seconds, operator=operator, rate=rate))

@@ -9,6 +9,7 @@ Textual, so it is safe to call from any thread.
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import threading
@@ -21,7 +22,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 from zoneinfo import ZoneInfo
 
 from ledger import dispatch, evidence, queries, triage
-from ledger.clock import Clock, parse_time
+from ledger.clock import INVALID, LATEST, Clock, parse_time, valid_time
 from ledger.config import Config
 from ledger.db import connect
 from ledger.errors import BadInput, LedgerError, Refused
@@ -490,7 +491,9 @@ def perform(
 
 
 def age(seconds: float) -> str:
-    """A short age: 45s, 12m, 3h 05m, 2d 04h."""
+    """A short age: 45s, 12m, 3h 05m, 2d 04h; 'invalid' for a span no two valid times have (inf, nan, 1e20)."""
+    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or abs(seconds) > LATEST:
+        return INVALID
     s = max(int(seconds), 0)
     if s < 60:
         return f"{s}s"
@@ -502,8 +505,11 @@ def age(seconds: float) -> str:
 
 
 def clock_time(ts: float | None, tz: str = "UTC", with_date: bool = False) -> str:
-    """HH:MM:SS (or YYYY-MM-DD HH:MM) of `ts` in `tz`, or '' for None."""
+    """HH:MM:SS (or YYYY-MM-DD HH:MM) of `ts` in `tz`, '' for None, 'invalid' for a value that is not a
+    time in 1970..9999 (stored before validation, or by hand); never raises."""
     if ts is None:
         return ""
+    if not valid_time(ts):
+        return INVALID
     dt = datetime.fromtimestamp(ts, ZoneInfo(tz))
     return dt.strftime("%Y-%m-%d %H:%M") if with_date else dt.strftime("%H:%M:%S")

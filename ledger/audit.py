@@ -11,6 +11,7 @@ so a copy outside the ledger anchors it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
@@ -61,38 +62,67 @@ class Verdict:
 
 
 def verify(conn: sqlite3.Connection) -> Verdict:
-    """Check the chain, the jobs against the replay of the events, and SQLite's integrity (one snapshot)."""
+    """Check the chain, the jobs against the replay of the events, and SQLite's integrity (one snapshot).
+
+    Never raises for a damaged file: what SQLite cannot read is reported in `integrity`, and the checks
+    that can still run do.
+    """
     v = Verdict()
     own = not conn.in_transaction
     if own:
         conn.execute("BEGIN")
     try:
-        v.integrity = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
-        prev: str | None = None
-        for row in conn.execute(
-            "SELECT id, at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, prev_hash, hash "
-            "FROM events ORDER BY id"
-        ):
-            v.events += 1
-            if v.chain_break is not None:
-                continue
-            if row[11] != prev:
-                v.chain_break = (f"event {row[0]} ({row[2]} / {row[3]} seq {row[4]}): its previous hash does not "
-                                 "match the event before it (an event was removed or inserted)")
-                continue
-            want = event_hash(prev, *row[1:11])
-            if row[12] != want:
-                v.chain_break = (f"event {row[0]} ({row[2]} / {row[3]} seq {row[4]}, {row[6]}): its content does not "
-                                 "match its hash (the event was rewritten)")
-            prev = row[12]
-        v.head_hash = prev
-        v.jobs = int(conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
-        bad = replay.mismatches(conn)
+        try:
+            v.integrity = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
+        except sqlite3.DatabaseError as e:
+            v.integrity = [f"SQLite's integrity check could not run: {e}"]
+        try:
+            _check_chain(conn, v)
+        except (sqlite3.DatabaseError, ValueError, TypeError) as e:
+            v.integrity.append(f"the events cannot be read: {e}")
+        try:
+            v.jobs = int(conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
+            bad = replay.mismatches(conn)
+        except (sqlite3.DatabaseError, ValueError, TypeError) as e:
+            v.integrity.append(f"the jobs cannot be read: {e}")
+            bad = []
         if bad:
             m = bad[0]
             v.job_mismatch = (f"job {m.key.job_id} / {m.key.operation}: the table says {m.from_table} but its events "
                               f"say {m.from_events} (a write bypassed the state machine)")
     finally:
         if own:
-            conn.execute("COMMIT")
+            _end_read(conn)
     return v
+
+
+def _end_read(conn: sqlite3.Connection) -> None:
+    """End verify's read transaction; on a damaged file COMMIT itself may fail, then roll back."""
+    try:
+        conn.execute("COMMIT")
+    except sqlite3.DatabaseError:
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.DatabaseError):
+                conn.execute("ROLLBACK")
+
+
+def _check_chain(conn: sqlite3.Connection, v: Verdict) -> None:
+    """Recompute the hash chain in id order; record the first break and the head hash in `v`."""
+    prev: str | None = None
+    for row in conn.execute(
+        "SELECT id, at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, prev_hash, hash "
+        "FROM events ORDER BY id"
+    ):
+        v.events += 1
+        if v.chain_break is not None:
+            continue
+        if row[11] != prev:
+            v.chain_break = (f"event {row[0]} ({row[2]} / {row[3]} seq {row[4]}): its previous hash does not "
+                             "match the event before it (an event was removed or inserted)")
+            continue
+        want = event_hash(prev, *row[1:11])
+        if row[12] != want:
+            v.chain_break = (f"event {row[0]} ({row[2]} / {row[3]} seq {row[4]}, {row[6]}): its content does not "
+                             "match its hash (the event was rewritten)")
+        prev = row[12]
+    v.head_hash = prev

@@ -80,7 +80,23 @@ def day_of(ts: float, tz: str) -> str:
 
 
 def iso(ts: float | None) -> str:
-    """Format epoch seconds as a UTC ISO timestamp, or '' for None."""
+    """Format epoch seconds as a UTC ISO timestamp, '' for None, 'invalid' for anything not a time in
+    1970..9999 (inf, nan, 1e20, a stored value that bypassed validation); never raises."""
     if ts is None:
         return ""
+    if not valid_time(ts):
+        return INVALID
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+EARLIEST = 0.0
+"""1970-01-01T00:00:00Z: the earliest time the ledger stores or accepts."""
+LATEST = 253402300799.0
+"""9999-12-31T23:59:59Z: the latest time the ledger stores or accepts."""
+INVALID = "invalid"
+"""How a stored time outside EARLIEST..LATEST is shown."""
+
+
+def valid_time(ts: object) -> bool:
+    """True when `ts` is epoch seconds (a finite number) between EARLIEST and LATEST."""
+    return isinstance(ts, (int, float)) and not isinstance(ts, bool) and EARLIEST <= ts <= LATEST

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
+import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ledger.errors import ConfigError
@@ -15,6 +19,13 @@ ROLES = frozenset({"viewer", "triage", "approver", "sender"})
 IDENTITY_SOURCES = ("os", "declared")
 REMOTE_KINDS = frozenset({"gemini", "http"})
 NOTIFY_EVENTS = frozenset({"held", "resolved", "consumed", "paused"})
+MAX_SECONDS = 10 * 365 * 86400
+"""The longest duration any config key may give: ten years of seconds."""
+MAX_QUOTA = 1_000_000_000
+MAX_POLL_CONCURRENCY = 256
+MAX_CONFIG_BYTES = 1024 * 1024
+"""A config file is read up to this size; a larger one (or /dev/zero) is refused, never read to the end."""
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
 @dataclass(frozen=True)
@@ -135,12 +146,53 @@ def _known(table: dict[str, Any], allowed: set[str], path: tuple[str, ...]) -> N
             raise ConfigError(f"config key {_key(*path, k)}: unknown key (expected one of {', '.join(sorted(allowed))})")
 
 
-def _positive(value: float, path: str, allow_zero: bool = False) -> float:
-    if not math.isfinite(value):
-        raise ConfigError(f"config key {path}: must be a finite number, got {value!r}")
+def _seconds(
+    table: dict[str, Any], name: str, path: tuple[str, ...], default: float, allow_zero: bool = False
+) -> float:
+    """A duration key: a finite number of seconds, > 0 (or >= 0), at most MAX_SECONDS (TOML allows nan, inf)."""
+    key = _key(*path, name)
+    value = _typed(table, name, (int, float), path, default)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"config key {key}: must be a finite number of seconds, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
-        raise ConfigError(f"config key {path}: must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
-    return value
+        raise ConfigError(f"config key {key}: must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    if value > MAX_SECONDS:
+        raise ConfigError(f"config key {key}: must be at most {MAX_SECONDS:.0f} (ten years of seconds), got {value!r}")
+    return float(value)
+
+
+def _count(table: dict[str, Any], name: str, path: tuple[str, ...], default: int | None, low: int, high: int) -> int:
+    """An integer key within [low, high]; a missing key without a default is an error."""
+    key = _key(*path, name)
+    value = _typed(table, name, (int,), path, default)
+    if value is None:
+        raise ConfigError(f"config key {key}: required, an integer from {low} to {high}")
+    if not low <= value <= high:
+        raise ConfigError(f"config key {key}: must be an integer from {low} to {high}, got {value!r}")
+    return int(value)
+
+
+def _url(table: dict[str, Any], name: str, path: tuple[str, ...], template: bool = False) -> str | None:
+    """An http(s) URL with a host, or None when the key is absent or empty. The value is never echoed
+    (a URL may carry credentials); the message says what is wrong with it."""
+    value = _typed(table, name, (str,), path, None)
+    if not value:
+        return None
+    key = _key(*path, name)
+    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise ConfigError(f"config key {key}: not a URL (it holds spaces or control characters)")
+    probe = value.replace("{handle}", "h").replace("{idem_key}", "k") if template else value
+    try:
+        parts = urlsplit(probe)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as e:
+        raise ConfigError(f"config key {key}: not a valid URL ({e})") from None
+    if parts.scheme not in ("http", "https"):
+        got = f"scheme {parts.scheme!r}" if parts.scheme else "no scheme"
+        raise ConfigError(f"config key {key}: must be an http:// or https:// URL ({got}), e.g. https://host/path")
+    if not parts.hostname:
+        raise ConfigError(f"config key {key}: must be an http(s) URL with a host, e.g. https://host/path")
+    return str(value)
 
 
 def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
@@ -170,23 +222,13 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
     policy = Policy(
         four_eyes=_typed(p, "four_eyes", (bool,), pp, True),
         release_requires_finding=_typed(p, "release_requires_finding", (bool,), pp, True),
-        stale_reserving_seconds=_positive(
-            float(_typed(p, "stale_reserving_seconds", (int, float), pp, 120)), "policy.stale_reserving_seconds", True
-        ),
-        lease_seconds=_positive(float(_typed(p, "lease_seconds", (int, float), pp, 60)), "policy.lease_seconds"),
-        retry_backoff_seconds=_positive(
-            float(_typed(p, "retry_backoff_seconds", (int, float), pp, 30)), "policy.retry_backoff_seconds", True
-        ),
-        poll_concurrency=int(_positive(_typed(p, "poll_concurrency", (int,), pp, 8), "policy.poll_concurrency")),
-        send_margin_seconds=_positive(
-            float(_typed(p, "send_margin_seconds", (int, float), pp, 2)), "policy.send_margin_seconds", True
-        ),
-        outcome_retry_seconds=_positive(
-            float(_typed(p, "outcome_retry_seconds", (int, float), pp, 10)), "policy.outcome_retry_seconds", True
-        ),
-        remote_probe_seconds=_positive(
-            float(_typed(p, "remote_probe_seconds", (int, float), pp, 60)), "policy.remote_probe_seconds"
-        ),
+        stale_reserving_seconds=_seconds(p, "stale_reserving_seconds", pp, 120, allow_zero=True),
+        lease_seconds=_seconds(p, "lease_seconds", pp, 60),
+        retry_backoff_seconds=_seconds(p, "retry_backoff_seconds", pp, 30, allow_zero=True),
+        poll_concurrency=_count(p, "poll_concurrency", pp, 8, 1, MAX_POLL_CONCURRENCY),
+        send_margin_seconds=_seconds(p, "send_margin_seconds", pp, 2, allow_zero=True),
+        outcome_retry_seconds=_seconds(p, "outcome_retry_seconds", pp, 10, allow_zero=True),
+        remote_probe_seconds=_seconds(p, "remote_probe_seconds", pp, 60),
         reconcile_on_evidence=_typed(p, "reconcile_on_evidence", (bool,), pp, True),
     )
 
@@ -212,22 +254,22 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
             raise ConfigError(f"config key {_key(*path, 'kind')}: must be one of {', '.join(sorted(REMOTE_KINDS))}")
         headers = _typed(r, "header_env", (dict,), path, {})
         for h, env in headers.items():
-            if not isinstance(env, str):
+            if not _HEADER_NAME.fullmatch(h):
+                raise ConfigError(f"config key {_key(*path, 'header_env', h)}: not an HTTP header name")
+            if not isinstance(env, str) or not env:
                 raise ConfigError(f"config key {_key(*path, 'header_env', h)}: must name an environment variable")
-        url = _typed(r, "url", (str,), path, None)
+        url = _url(r, "url", path)
         if kind == "http" and not url:
             raise ConfigError(f"config key {_key(*path, 'url')}: required for an http remote")
         remotes[name] = RemoteConfig(
             name=name,
             kind=kind,
-            timeout_seconds=_positive(
-                float(_typed(r, "timeout_seconds", (int, float), path, 30)), _key(*path, "timeout_seconds")
-            ),
+            timeout_seconds=_seconds(r, "timeout_seconds", path, 30),
             model=_typed(r, "model", (str,), path, "gemini-flash-latest"),
             api_key_env=_typed(r, "api_key_env", (str,), path, "GEMINI_API_KEY"),
-            base_url=_typed(r, "base_url", (str,), path, None) or None,
+            base_url=_url(r, "base_url", path),
             url=url,
-            lookup_url=_typed(r, "lookup_url", (str,), path, None),
+            lookup_url=_url(r, "lookup_url", path, template=True),
             dedupes_by_key=_typed(r, "dedupes_by_key", (bool,), path, False),
             header_env=dict(headers),
             webhook_secret_env=_typed(r, "webhook_secret_env", (str,), path, None) or None,
@@ -244,9 +286,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
             raise ConfigError(f"config key {_key(*path, 'remote')}: required (name a table under [remotes])")
         if remote not in remotes:
             raise ConfigError(f"config key {_key(*path, 'remote')}: no remote named {remote!r} under [remotes]")
-        quota = _typed(o, "daily_quota", (int,), path, None)
-        if quota is None or quota < 0:
-            raise ConfigError(f"config key {_key(*path, 'daily_quota')}: required, an integer >= 0")
+        quota = _count(o, "daily_quota", path, None, 0, MAX_QUOTA)
         operations[name] = OperationConfig(
             name=name,
             remote=remote,
@@ -275,9 +315,9 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         kind = _typed(n, "kind", (str,), path, None)
         if kind != "webhook":
             raise ConfigError(f"config key {_key(*path, 'kind')}: must be 'webhook'")
-        url = _typed(n, "url", (str,), path, None)
+        url = _url(n, "url", path)
         if not url:
-            raise ConfigError(f"config key {_key(*path, 'url')}: required")
+            raise ConfigError(f"config key {_key(*path, 'url')}: required, an http(s) URL")
         events = _typed(n, "events", (list,), path, ["held", "resolved", "paused"])
         bad = [e for e in events if e not in NOTIFY_EVENTS]
         if bad:
@@ -297,9 +337,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
             url=url,
             events=frozenset(events),
             operations=frozenset(ops) if ops is not None else None,
-            timeout_seconds=_positive(
-                float(_typed(n, "timeout_seconds", (int, float), path, 10)), _key(*path, "timeout_seconds")
-            ),
+            timeout_seconds=_seconds(n, "timeout_seconds", path, 10),
         )
 
     return Config(
@@ -314,15 +352,49 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
     )
 
 
-def load_config(path: str | Path) -> Config:
-    """Read and validate a TOML config file; raise ConfigError with the file and key on any problem."""
-    p = Path(path)
+def _read_text(p: Path) -> str:
+    """The file's text: a regular file of at most MAX_CONFIG_BYTES of UTF-8, else ConfigError naming it."""
     try:
-        text = p.read_text(encoding="utf-8")
+        # O_NONBLOCK: opening a FIFO does not wait for a writer; the check below refuses it.
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise ConfigError(f"config file {p}: not found (create it, or pass --config / RECLAIM_CONFIG)") from None
     except OSError as e:
         raise ConfigError(f"config file {p}: cannot be read ({e.strerror})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise ConfigError(f"config file {p}: is a folder; pass the TOML file itself")
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"config file {p}: not a regular file (a device, pipe or socket); pass a TOML file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_CONFIG_BYTES:
+            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as e:
+        raise ConfigError(f"config file {p}: cannot be read ({e.strerror})") from None
+    finally:
+        os.close(fd)
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {p}: larger than {MAX_CONFIG_BYTES // 1024} KiB; is it the right file?")
+    data = b"".join(chunks)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"config file {p}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); "
+            "is it the right file? save it as UTF-8"
+        ) from None
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a TOML config file; raise ConfigError with the file and key on any problem."""
+    p = Path(path)
+    text = _read_text(p)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

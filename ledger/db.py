@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import sqlite3
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
-from ledger.errors import LedgerLocked, LedgerUnusable
+from ledger.errors import LedgerError, LedgerLocked, LedgerUnusable
+from ledger.files import place_new, unlink_all
+from ledger.integrity import corrupt_error, is_corruption
 
 APPLICATION_ID = 0x52434C4D  # "RCLM": marks a SQLite file as a reclaim ledger
 BUSY_TIMEOUT_MS = 5000
@@ -232,19 +237,29 @@ def _pragmas(conn: sqlite3.Connection, synchronous: str) -> None:
     conn.execute(f"PRAGMA synchronous = {synchronous}")
 
 
-def _raise_locked_or(e: sqlite3.Error, path: Path) -> None:
+def ledger_error(e: sqlite3.Error, path: str | Path) -> LedgerError:
+    """The one-line ledger error for a sqlite3 error met on `path`: locked (8), or unusable (7) saying why:
+    corrupt, not SQLite, read-only, cannot be opened, disk full."""
     msg = str(e)
     if "locked" in msg or "busy" in msg:
-        raise LedgerLocked(
+        return LedgerLocked(
             f"ledger {path}: locked by another process for more than {BUSY_TIMEOUT_MS // 1000} s; retry later"
-        ) from None
+        )
+    if is_corruption(e):
+        return corrupt_error(path, msg)
     if "not a database" in msg or "file is encrypted" in msg:
-        raise LedgerUnusable(f"ledger {path}: not a SQLite database; point --ledger at a reclaim ledger") from None
+        return LedgerUnusable(f"ledger {path}: not a SQLite database; point --ledger at a reclaim ledger")
     if "readonly" in msg or "read-only" in msg:
-        raise LedgerUnusable(f"ledger {path}: the file is read-only; fix its permissions or open it as a viewer") from None
+        return LedgerUnusable(f"ledger {path}: the file is read-only; fix its permissions or open it as a viewer")
     if "unable to open" in msg:
-        raise LedgerUnusable(f"ledger {path}: cannot be opened ({msg}); check the path and permissions") from None
-    raise LedgerUnusable(f"ledger {path}: {msg}") from None
+        return LedgerUnusable(f"ledger {path}: cannot be opened ({msg}); check the path and permissions")
+    if "disk is full" in msg:
+        return LedgerUnusable(f"ledger {path}: the disk is full ({msg}); free some space and retry")
+    return LedgerUnusable(f"ledger {path}: {msg}")
+
+
+def _raise_locked_or(e: sqlite3.Error, path: Path) -> None:
+    raise ledger_error(e, path) from None
 
 
 def _check_identity(conn: sqlite3.Connection, path: Path) -> int:
@@ -317,29 +332,79 @@ def _chain_existing(conn: sqlite3.Connection) -> None:
 def create_ledger(path: str | Path) -> bool:
     """Create a ledger at `path` (or migrate one forward); return True when a new file was made.
 
-    Refuses, writing nothing: a missing parent folder, a file that is not SQLite, a SQLite file that is
-    not a ledger, a ledger of a newer version.
+    A new ledger and its outcome journal are built under temporary names in the same folder and linked
+    into place only when complete, so a full disk or a crash never leaves a stub that later commands
+    would refuse as "not a reclaim ledger"; the temporary files are removed on failure. Refuses, writing
+    nothing: a missing or read-only folder, a full disk, a file that is not SQLite, a SQLite file that
+    is not a ledger, a ledger of a newer version.
     """
+    from ledger.journal import allocate, journal_path
+
     p = Path(path)
     if not p.parent.is_dir():
         raise LedgerUnusable(f"ledger {p}: folder {p.parent} does not exist; create it first")
-    existed = p.exists()
-    if existed:
+    if p.exists():
         conn = connect(p)
         conn.close()
         return False
+    if not os.access(p.parent, os.W_OK):
+        raise _read_only_dir(p)
     try:
-        conn = sqlite3.connect(p, isolation_level=None)
-        conn.execute("PRAGMA journal_mode = WAL")
-        _pragmas(conn, "FULL")
-        _migrate(conn, p, 0)
+        fd, name = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.init-", suffix=".tmp")
+    except OSError as e:
+        raise _os_error(p, e) from None
+    os.close(fd)
+    tmp = Path(name)
+    made: list[Path] = [tmp, *(Path(f"{tmp}{s}") for s in ("-journal", "-wal", "-shm"))]
+    try:
+        if allocate(p):  # made by this call: removed again if the ledger cannot be made
+            made.append(journal_path(p))
+        _build(tmp, p)
+        if Path(f"{tmp}-wal").exists() and Path(f"{tmp}-wal").stat().st_size:
+            raise LedgerUnusable(f"ledger {p}: the new ledger could not be checkpointed; retry 'reclaim init'")
+        placed = place_new(tmp, p)
+    except OSError as e:
+        unlink_all(*made)
+        raise _os_error(p, e) from None
+    except BaseException:
+        unlink_all(*made)
+        raise
+    unlink_all(*made[1:4])
+    if not placed:  # another process made it meanwhile: use theirs
+        conn = connect(p)
         conn.close()
+        return False
+    return True
+
+
+def _build(tmp: Path, p: Path) -> None:
+    """Make a complete, current ledger in the empty file `tmp` (rollback journal while building, then WAL);
+    errors name the ledger `p` it is for."""
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            _pragmas(conn, "FULL")
+            _migrate(conn, p, 0)
+            conn.execute("PRAGMA journal_mode = WAL")
+        finally:
+            conn.close()
     except sqlite3.Error as e:
         _raise_locked_or(e, p)
-    from ledger.journal import reserve_space
 
-    reserve_space(p)
-    return True
+
+def _read_only_dir(p: Path) -> LedgerUnusable:
+    return LedgerUnusable(
+        f"ledger {p}: the directory {p.parent} is read-only (SQLite needs to create its -wal and -shm files "
+        "beside the ledger); make the directory writable, or copy the ledger to a writable one to read it"
+    )
+
+
+def _os_error(p: Path, e: OSError) -> LedgerUnusable:
+    if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return _read_only_dir(p)
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return LedgerUnusable(f"ledger {p}: the disk is full ({e.strerror}); free some space and run 'reclaim init' again")
+    return LedgerUnusable(f"ledger {p}: cannot be created ({e.strerror}); check the folder {p.parent}")
 
 
 def connect(
@@ -359,14 +424,15 @@ def connect(
         if not p.parent.is_dir():
             raise LedgerUnusable(f"ledger {p}: folder {p.parent} does not exist; create it, then run 'reclaim init'")
         raise LedgerUnusable(f"ledger {p}: not found; run 'reclaim init' or pass --ledger / RECLAIM_LEDGER")
+    if not readonly and not os.access(p.parent, os.W_OK) and not os.access(p, os.W_OK):
+        raise _read_only_dir(p)  # e.g. a read-only mount: fixing the file's mode would not help
     if not readonly and not os.access(p, os.W_OK):
         raise LedgerUnusable(f"ledger {p}: the file is read-only; fix its permissions or open it as a viewer")
-    uri = f"file:{p.resolve()}?mode={'ro' if readonly else 'rw'}"
+    uri = f"file:{quote(str(p.resolve()))}?mode={'ro' if readonly else 'rw'}"  # quoted: '?', '#', '%' in names
     try:
         conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=check_same_thread)
     except sqlite3.Error as e:
-        _raise_locked_or(e, p)
-        raise
+        raise _open_error(e, p) from None
     conn.row_factory = sqlite3.Row
     try:
         _pragmas(conn, synchronous)
@@ -384,8 +450,16 @@ def connect(
             )
     except sqlite3.Error as e:
         conn.close()
-        _raise_locked_or(e, p)
+        raise _open_error(e, p) from None
     return conn
+
+
+def _open_error(e: sqlite3.Error, p: Path) -> LedgerError:
+    """What opening `p` failed with; "unable to open" in a read-only folder means SQLite could not make the
+    ledger's -wal / -shm files beside it (a reader needs them too)."""
+    if "unable to open" in str(e) and not os.access(p.parent, os.W_OK):
+        return _read_only_dir(p)
+    return ledger_error(e, p)
 
 
 def _begin_immediate(conn: sqlite3.Connection) -> None:
@@ -417,14 +491,17 @@ def _begin_immediate(conn: sqlite3.Connection) -> None:
 def write_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """Run the block in one BEGIN IMMEDIATE transaction; commit on success, roll back on any error.
 
-    A lock held past the busy timeout raises LedgerLocked; a read-only file raises LedgerUnusable.
+    A lock held past the busy timeout raises LedgerLocked; a read-only file raises LedgerUnusable; a damaged
+    page raises LedgerCorrupt. Other sqlite3 errors (a trigger's refusal) propagate as they are.
     """
     _begin_immediate(conn)
     try:
         yield conn
-    except sqlite3.OperationalError as e:
+    except sqlite3.DatabaseError as e:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+        if not isinstance(e, sqlite3.OperationalError) and not is_corruption(e):
+            raise  # e.g. a trigger's refusal (IntegrityError): the caller's to report
         _raise_locked_or(e, Path(ledger_path(conn)))
     except BaseException:
         if conn.in_transaction:
@@ -433,7 +510,7 @@ def write_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     else:
         try:
             conn.execute("COMMIT")
-        except sqlite3.OperationalError as e:
+        except sqlite3.DatabaseError as e:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             _raise_locked_or(e, Path(ledger_path(conn)))

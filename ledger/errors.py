@@ -53,6 +53,14 @@ class LedgerUnusable(LedgerError):
     exit_code = EXIT_LEDGER_UNUSABLE
 
 
+class LedgerCorrupt(LedgerUnusable):
+    """SQLite found damaged pages or schema in the ledger file: restore it from a backup."""
+
+    def __init__(self, message: str, damage: str = "") -> None:
+        super().__init__(message)
+        self.damage = damage  # SQLite's own words
+
+
 class LedgerLocked(LedgerError):
     """Another process held the write lock longer than the busy timeout."""
 

@@ -17,10 +17,13 @@ import fcntl
 import hashlib
 import json
 import os
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ledger.files import place_new
 
 JOURNAL_BYTES = 256 * 1024
 """Space allocated in advance: about 800 outcomes of 300 bytes."""
@@ -72,28 +75,48 @@ def _checksum(body: bytes) -> bytes:
     return hashlib.sha256(body).hexdigest()[:16].encode("ascii")
 
 
+def allocate(ledger: str | Path) -> bool:
+    """Make sure the journal exists with its space allocated; True when this call made it. Raises OSError
+    when it cannot.
+
+    A new journal is built under a temporary name beside the ledger, allocated and fsynced, then linked
+    into place, so a full disk or a read-only folder leaves no half-made journal. An existing journal
+    is kept (it may hold records) and only extended if it is short.
+    """
+    path = journal_path(ledger)
+    if path.exists():
+        fd = os.open(path, os.O_RDWR)
+        try:
+            if os.fstat(fd).st_size < JOURNAL_BYTES:
+                os.posix_fallocate(fd, 0, JOURNAL_BYTES)
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        return False
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(name)
+    try:
+        os.posix_fallocate(fd, 0, JOURNAL_BYTES)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    return place_new(tmp, path)  # False: another process made it meanwhile; theirs is as good
+
+
 def reserve_space(ledger: str | Path) -> bool:
     """Create the journal with its space allocated, if it is not there yet; True when it is ready.
 
-    Never raises: on a full disk or a read-only folder the journal simply is not ready, and an append
-    then reports JournalFull.
+    Never raises: on a full disk or a read-only folder the journal simply is not ready (and nothing
+    half-made is left), and an append then reports JournalFull.
     """
-    path = journal_path(ledger)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        allocate(ledger)
     except OSError:
         return False
-    try:
-        if os.fstat(fd).st_size >= JOURNAL_BYTES:
-            return True
-        try:
-            os.posix_fallocate(fd, 0, JOURNAL_BYTES)
-        except OSError:
-            return False
-        os.fsync(fd)
-        return True
-    finally:
-        os.close(fd)
+    return True
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -17,6 +18,10 @@ from ledger.transitions import append_event, apply
 Outcome = Literal["reserved", "duplicate", "quota_exceeded", "blocked_by_hold"]
 
 _GEMINI_KEYS = {"input", "system_instruction", "generation_config"}
+MAX_DEPTH = 64
+"""Deepest nesting a payload may have (objects and arrays), for every kind of remote."""
+MAX_INT = 2**63 - 1
+"""Largest integer (in magnitude) a payload may carry: what a 64-bit JSON reader on the remote side takes."""
 
 
 @dataclass(frozen=True)
@@ -48,12 +53,17 @@ def parse_payload(config: Config, operation: str, payload: str | dict[str, Any])
             raise PayloadError(f"payload: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
         except RecursionError:
             raise PayloadError("payload: nested too deeply to read; flatten it (at most 64 levels)") from None
-        except ValueError as e:  # e.g. an integer with more digits than Python converts
+        except ValueError as e:
+            if "integer string conversion" in str(e):
+                raise PayloadError(
+                    "payload: holds an integer of more than 4,300 digits; send it as a string"
+                ) from None
             raise PayloadError(f"payload: not usable JSON ({str(e)[:120]})") from None
     else:
         value = payload
     if not isinstance(value, dict):
         raise PayloadError(f"payload: must be a JSON object, got {type(value).__name__}")
+    check_json_value(value)
     kind = config.remotes[config.operations[operation].remote].kind
     if kind == "gemini":
         extra = set(value) - _GEMINI_KEYS
@@ -76,6 +86,63 @@ def parse_payload(config: Config, operation: str, payload: str | dict[str, Any])
     return value
 
 
+def _where(path: list[str | int]) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+def check_json_value(value: Any) -> None:
+    """Raise PayloadError unless `value` is plain JSON any remote can read.
+
+    Objects with string keys, arrays, strings of valid Unicode (no lone surrogates), booleans, null,
+    integers within 64 bits, finite floats; nesting at most MAX_DEPTH levels. Walks without recursion,
+    so no payload can raise RecursionError here; the message names where the first bad value is.
+    """
+    stack: list[tuple[Any, list[str | int]]] = [(value, [])]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, (dict, list, tuple)) and len(path) + 1 > MAX_DEPTH:
+            raise PayloadError(f"payload: {str(path[0])!r} is nested more than {MAX_DEPTH} levels deep; flatten it")
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if not isinstance(k, str):
+                    raise PayloadError(f"payload: key {k!r} at {_where(path)} is not a string")
+                _check_text(k, f"a key in {_where(path)}")
+                stack.append((v, [*path, k]))
+        elif isinstance(node, (list, tuple)):
+            stack.extend((v, [*path, i]) for i, v in enumerate(node))
+        elif isinstance(node, str):
+            _check_text(node, f"the string at {_where(path)}")
+        elif isinstance(node, bool) or node is None:
+            continue
+        elif isinstance(node, int):
+            if not -MAX_INT <= node <= MAX_INT:
+                raise PayloadError(f"payload: the integer at {_where(path)} is beyond 64 bits; send it as a string")
+        elif isinstance(node, float):
+            if not math.isfinite(node):
+                raise PayloadError(f"payload: {node!r} at {_where(path)} is not a JSON number; use a finite number")
+        else:
+            raise PayloadError(f"payload: a {type(node).__name__} at {_where(path)} is not JSON")
+
+
+def _check_text(text: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise PayloadError(
+            f"payload: {what} holds a lone surrogate ({text[e.start]!a}), which is not Unicode text; send valid UTF-8"
+        ) from None
+
+
+def check_text_arg(name: str, text: str | None) -> None:
+    """Raise BadInput unless `text` is valid Unicode (no lone surrogates from undecodable bytes)."""
+    if text is None:
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput(f"{name}: not valid UTF-8 text; pass it as UTF-8") from None
+
+
 def reserve(
     conn: sqlite3.Connection,
     config: Config,
@@ -95,6 +162,9 @@ def reserve(
     with the committed job. Raises BadInput for an unknown operation, bad payload or job id.
     """
     value = parse_payload(config, operation, payload)
+    check_text_arg("job id", job_id)
+    check_text_arg("target", target)
+    check_text_arg("actor", actor)
     if job_id is not None and (not job_id.strip() or len(job_id) > 512):
         raise BadInput("job id: must be 1 to 512 characters and not blank")
     if target is not None and len(target) > 512:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger import evidence
-from ledger.clock import Clock, day_of
+from ledger.clock import Clock, day_of, valid_time
 from ledger.config import Config
 from ledger.db import write_tx
 from ledger.errors import BadInput, JobNotFound, Refused
@@ -323,13 +323,31 @@ def record_finding(
     return _act(conn, config, key, "finding", "finding", actor=actor, clock=clock, detail=detail)
 
 
+def check_owner(owner: str) -> str:
+    """Return `owner` when it names someone (not blank, at most 200 characters); else raise BadInput."""
+    if not owner.strip():
+        raise BadInput("owner: required; name the person who will see this through")
+    if len(owner) > 200:
+        raise BadInput("owner: at most 200 characters; name the person who will see this through")
+    return owner
+
+
+def check_due(due_at: float) -> float:
+    """Return `due_at` when it is a time between 1970 and 9999 (finite); else raise BadInput saying so."""
+    if not valid_time(due_at):
+        raise BadInput(
+            f"due: {due_at!r} is not a time between 1970 and 9999; give one such as 2026-12-03T09:00Z"
+        )
+    return due_at
+
+
 def assign(
     conn: sqlite3.Connection, config: Config, key: JobKey, owner: str, due_at: float, *, actor: str, clock: Clock,
     reason: str = "",
 ) -> Applied:
-    """Give the job an owner and a due time."""
-    if not owner.strip():
-        raise BadInput("owner: required; name the person who will see this through")
+    """Give the job an owner and a due time; refuses (BadInput) a blank owner or a due time not in 1970..9999."""
+    check_owner(owner)
+    check_due(due_at)
     return _act(
         conn, config, key, "assign", "assign", actor=actor, clock=clock,
         detail={"owner": owner, "due_at": due_at, "reason": reason}, fields={"owner": owner, "due_at": due_at},

@@ -430,10 +430,10 @@ def recover_stale(
     for job_id, operation in rows:
         if operation not in config.operations:
             continue
+        remote = remotes.for_operation(operation)  # built first: a remote that cannot be built claims nothing
         claim = claim_stale(conn, config, JobKey(job_id, operation), owner=owner, now=clock.now())
         if claim is None:
             continue
-        remote = remotes.for_operation(operation)
         found: RemoteStatus | None = None
         attach = remote.capabilities.search_by_key and remote.capabilities.dedupes_by_key
         if attach:

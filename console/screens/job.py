@@ -20,6 +20,7 @@ from console.widgets.held_explanation import HeldExplanation
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
 from console.widgets.timeline import Timeline
+from ledger.clock import INVALID, valid_time
 from ledger.model import JobKey
 
 TRIAGE_STATES = ("held", "failed")
@@ -170,6 +171,8 @@ class JobScreen(ReclaimScreen):
         def when(ts: float | None) -> Text:
             if ts is None:
                 return Text("—", style="dim")
+            if not valid_time(ts):
+                return Text(INVALID, style="bold red")
             rel = f"{age(now - ts)} ago" if ts <= now else f"in {age(ts - now)}"
             return Text(f"{clock_time(ts, tz, with_date=True)} ({rel})")
 

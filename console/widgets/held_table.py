@@ -8,6 +8,7 @@ from textual.widgets import DataTable
 
 from console.live import age
 from console.sanitize import safe_text
+from ledger.clock import INVALID, valid_time
 from ledger.model import Job, JobKey
 
 
@@ -49,6 +50,8 @@ class HeldTable(DataTable[Text]):
         for job in jobs:
             if job.due_at is None:
                 dues.append(Text("—", style="dim"))
+            elif not valid_time(job.due_at):
+                dues.append(Text(INVALID, style="bold red"))
             elif job.due_at <= now:
                 dues.append(Text(f"overdue {age(now - job.due_at)}", style="bold red"))
             else:

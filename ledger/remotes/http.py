@@ -146,7 +146,21 @@ class HttpCapabilities(Capabilities):
         return out
 
 
+def _header_safe(value: str) -> bool:
+    """True when http.client can put `value` in a header as is: Latin-1, no control character but tab."""
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return not any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in value)
+
+
 def _headers_from_env(rc: RemoteConfig) -> dict[str, str]:
+    """The extra headers' values, read once when the adapter is built (before anything is reserved or sent).
+
+    Raises ConfigError naming the header and the variable (never the value, a secret) when a variable is
+    unset, empty, or holds what an HTTP header cannot carry.
+    """
     headers: dict[str, str] = {}
     for header, var in rc.header_env.items():
         value = os.environ.get(var)
@@ -156,6 +170,11 @@ def _headers_from_env(rc: RemoteConfig) -> dict[str, str]:
             )
         if "\r" in value or "\n" in value:
             raise ConfigError(f"remote {rc.name}: environment variable {var} holds a line break; not a header value")
+        if not _header_safe(value):
+            raise ConfigError(
+                f"remote {rc.name}: environment variable {var} (for header {header}) holds characters an HTTP header "
+                "cannot carry (only Latin-1 text without control characters); fix the variable"
+            )
         headers[header] = value
     return headers
 

@@ -1,0 +1,51 @@
+"""Making a file whole or not at all: a file built under a temporary name in its folder is linked into
+place only once finished, never over an existing one, and the folder is fsynced so the name survives a
+power cut. A failure before that leaves nothing under the real name."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+
+def place_new(tmp: Path, final: Path) -> bool:
+    """Give the finished file `tmp` the name `final` unless that name exists; remove `tmp` either way.
+
+    True when `final` is now our file, False when another file already had the name (it is kept).
+    A hard link is used so an existing file is never replaced; where the filesystem has no hard links,
+    a rename after an existence check does the same for a single writer.
+    """
+    try:
+        try:
+            os.link(tmp, final)
+        except FileExistsError:
+            return False
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV):
+                raise
+            if final.exists():
+                return False
+            os.rename(tmp, final)
+        fsync_dir(final.parent)
+        return True
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def fsync_dir(folder: Path) -> None:
+    """fsync a folder, so the names just made in it are durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def unlink_all(*paths: Path) -> None:
+    """Remove each path that exists; errors are ignored (clean-up after a failure must not mask it)."""
+    for p in paths:
+        try:
+            p.unlink(missing_ok=True)
+        except OSError:
+            pass
