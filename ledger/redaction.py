@@ -44,7 +44,9 @@ def _names_of(rc: RemoteConfig) -> set[str]:
 
 
 def _forms(value: str) -> list[str]:
-    forms = [value, json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1], quote(value, safe="")]
+    # An environment value that was not valid UTF-8 arrives with lone surrogates: quote its raw bytes.
+    forms = [value, json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1],
+             quote(value, safe="", errors="surrogateescape")]
     return list(dict.fromkeys(forms))  # unique, raw value first
 
 
