@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: test demo bench lint screenshots venv clean
+.PHONY: test fuzz demo bench lint screenshots venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,6 +17,10 @@ venv: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider
+
+# More hostile input through every CLI command than `make test` runs (500 examples there).
+fuzz: $(STAMP)
+	RECLAIM_FUZZ_EXAMPLES=$${RECLAIM_FUZZ_EXAMPLES:-5000} $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz_cli.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check ledger console tests scripts
