@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,7 +23,6 @@ except ImportError:  # pragma: no cover
     from click import get_current_context
 
 from console import output
-from console.live import age
 from ledger import evidence, identity, queries, triage
 from ledger.audit import head as audit_head
 from ledger.clock import Clock, iso, parse_time, process_clock
@@ -46,7 +45,9 @@ from ledger.model import Event, Job, JobKey
 from ledger.redaction import Redactor
 from ledger.remote_health import paused_remotes
 from ledger.remote_health import resume as resume_remote
-from ledger.worker import RemoteCache, TickReport, run_worker, submit_now, tick
+
+if TYPE_CHECKING:
+    from ledger.worker import TickReport
 
 app = typer.Typer(
     name="reclaim",
@@ -224,6 +225,8 @@ def _resolve(conn: sqlite3.Connection, job_id: str, operation: str | None) -> Jo
 
 
 def _job_row(job: Job, now: float) -> list[Any]:
+    from console.live import age
+
     return [job.job_id, job.operation, job.state, job.target or "", job.attempt, age(now - job.created_at),
             job.owner or "", job.held_reason or job.last_error or ""]
 
@@ -273,6 +276,8 @@ def submit(
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config)
         actor = _sender(cfg, operator, "submit jobs")
+        from ledger.worker import submit_now  # the remotes (and their SDKs) load only for commands that send
+
         res = submit_now(conn, cfg, operation, payload, clock=clock, job_id=job_id, target=target, actor=actor)
     doc: dict[str, Any] = {"outcome": res.outcome, "state": res.state, "job_id": res.key.job_id,
                            "operation": res.key.operation}
@@ -335,6 +340,12 @@ def _progress_for(as_json: bool) -> tuple[Callable[[str, int, int], None] | None
     return plain, lambda: None
 
 
+def _remote_for(cfg: Config, operation: str) -> Any:
+    from ledger.worker import RemoteCache
+
+    return RemoteCache(cfg).for_operation(operation)
+
+
 def _print_report(report: TickReport, as_json: bool) -> None:
     if as_json:
         output.emit_json(report.as_dict())
@@ -354,6 +365,8 @@ def tick_cmd(
         with _guard(as_json):
             conn, cfg, clock = _open(ledger, config)
             _sender(cfg, operator, "run a worker pass (it sends)")
+            from ledger.worker import tick
+
             report = tick(conn, cfg, clock=clock, progress=progress)
     finally:
         finish()
@@ -386,6 +399,8 @@ def worker(
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config)
         _sender(cfg, operator, "run a worker (it sends)")
+        from ledger.worker import run_worker
+
         passes = run_worker(conn, cfg, clock=clock, stop=stop, interval=interval,
                             on_pass=(lambda r: _print_report(r, as_json)) if as_json else None)
     if not as_json:
@@ -731,6 +746,8 @@ def query(
 ) -> None:
     """Ask the remote side about a job (a read) and record its reply as an event."""
     def act(conn: sqlite3.Connection, cfg: Config, key: JobKey, clock: Clock) -> dict[str, Any]:
+        from ledger.worker import RemoteCache
+
         remote = RemoteCache(cfg).for_operation(key.operation)
         st = triage.query_job(conn, cfg, key, remote, actor=_operator(cfg, operator), clock=clock)
         return {"remote_state": st.state, "handle": st.handle, "error": st.error,
@@ -866,7 +883,7 @@ def reconcile(
     _triage_cmd(as_json, ledger, config, job_id, operation,
                 lambda c, cfg, k, clk: triage.reconcile(
                     c, cfg, k, handle, actor=_operator(cfg, operator), clock=clk, reason=reason, unverified=unverified,
-                    remote=None if unverified else RemoteCache(cfg).for_operation(k.operation)))
+                    remote=None if unverified else _remote_for(cfg, k.operation)))
 
 
 @app.command()

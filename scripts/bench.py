@@ -11,8 +11,10 @@
      live lag (the naive baseline is killed after 120 s)           scripts/bench_console.py  ~2.5 min
   6. the send window's residual gap: check() to the create stored at the simulator, vs a raw POST
                                                                    scripts/bench_send_window.py ~5 s
+  7. cold start of `reclaim status` and `reclaim show` vs `python -c pass` (and: no SDK import)
+                                                                   scripts/bench_startup.py   ~15 s
 
-Figures 1-3 and 6 always run. Figures 4-5 together take about 3 minutes on the 2-core machine they were
+Figures 1-3, 6 and 7 always run. Figures 4-5 together take about 3 minutes on the 2-core machine they were
 written on (under the 5-minute bar), so they run by default too (--console asks for them explicitly,
 which is the default); --quick skips them. The whole default run takes about 5.5 minutes.
 Run-to-run noise on a shared VM is large (fsync latency, CPU steal, other processes): compare a
@@ -108,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     import bench_console
     import bench_reserve
     import bench_send_window
+    import bench_startup
     import bench_tick
     import bench_writers
     import make_big_ledger
@@ -129,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     add("2", "16 concurrent writers", lambda: bench_writers.run(16, 300, args.dir, args.fair_lock))
     add("3", "tick poll rate", lambda: bench_tick.run(args.tick_jobs, 200, args.dir))
     add("6", "send window gap", lambda: bench_send_window.run(300))
+    add("7", "CLI cold start", lambda: bench_startup.run(15))
     if not args.quick:
         with tempfile.TemporaryDirectory(prefix="reclaim-bench-big-", dir=args.dir) as d:
             big, cfg = Path(d) / "big.db", Path(d) / "big.toml"
