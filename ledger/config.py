@@ -204,8 +204,8 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
     tz = _typed(raw, "timezone", (str,), (), "UTC")
     try:
         ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(f"config key timezone: unknown time zone {tz!r} (use an IANA name such as 'UTC')") from None
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file
+        raise ConfigError(f"config key timezone: unknown time zone {tz[:80]!r} (use an IANA name such as 'UTC')") from None
 
     ident = _table(raw, "identity")
     _known(ident, {"source"}, ("identity",))

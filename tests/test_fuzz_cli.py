@@ -13,6 +13,7 @@ import math
 import os
 import shutil
 import tempfile
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -241,8 +242,6 @@ config_number = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.int
                           ["tick"], ["show", "held-1"], ["release", "held-1", "--reason", "r", "--operator", "bob"]]),
 )
 def test_config_values(world: dict[str, Any], key: tuple[str, ...], value: Any, args: list[str]) -> None:
-    import tomllib
-
     raw = tomllib.loads(world["config"].read_text(encoding="utf-8"))
     node = raw
     for part in key[:-1]:
@@ -284,6 +283,17 @@ def _toml(doc: dict[str, Any], prefix: str = "") -> str:
 def test_config_files_that_are_not_utf8_toml(world: dict[str, Any], content: bytes) -> None:
     path = Path(tempfile.mkdtemp(dir=world["folder"])) / "bad.toml"
     path.write_bytes(content)
+    rc, _, _, _ = _run(world, ["status"], config=path)
+    assert rc == EXIT_BAD_INPUT
+
+
+@pytest.mark.parametrize("zone", ["a" * 5000, "../../../etc/passwd", "UTC\x00", "Europe/"])
+def test_a_time_zone_that_is_no_zone_is_refused(world: dict[str, Any], zone: str) -> None:
+    """Found by the fuzz: a zone name too long for a file name escaped as OSError."""
+    raw = tomllib.loads(world["config"].read_text(encoding="utf-8"))
+    raw["timezone"] = zone
+    path = Path(tempfile.mkdtemp(dir=world["folder"])) / "zone.toml"
+    path.write_text(_toml(raw), encoding="utf-8")
     rc, _, _, _ = _run(world, ["status"], config=path)
     assert rc == EXIT_BAD_INPUT
 
