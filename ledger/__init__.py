@@ -20,8 +20,10 @@ _EXPORTS = {
     "PayloadError": "ledger.errors", "Refused": "ledger.errors", "UnknownOperation": "ledger.errors",
     "GROUPS": "ledger.model", "STATES": "ledger.model", "Event": "ledger.model", "Job": "ledger.model",
     "JobKey": "ledger.model", "idem_key": "ledger.model",
-    "ReserveResult": "ledger.reserve", "reserve": "ledger.reserve",
 }
+# `reserve` is both a function and its module's name: bind the function now, or importing the module
+# `ledger.reserve` first would leave `from ledger import reserve` holding the module.
+from ledger.reserve import ReserveResult, reserve  # noqa: E402
 
 if TYPE_CHECKING:
     from ledger.clock import Clock, ManualClock, SystemClock, process_clock
@@ -39,7 +41,6 @@ if TYPE_CHECKING:
         UnknownOperation,
     )
     from ledger.model import GROUPS, STATES, Event, Job, JobKey, idem_key
-    from ledger.reserve import ReserveResult, reserve
 
 
 def __getattr__(name: str) -> Any:
