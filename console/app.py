@@ -57,7 +57,8 @@ STALL_CHECK_SECONDS = 0.25
 class ReclaimCommands(Provider):
     """The command palette's view of every console action: enabled ones run, disabled ones say why."""
 
-    def _commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
+    def entries(self) -> list[tuple[str, str, Callable[[], Any]]]:
+        """(title, help, run) for every action the palette offers on the current screen."""
         app = self.app
         assert isinstance(app, ReclaimApp)
         out: list[tuple[str, str, Callable[[], Any]]] = []
@@ -77,12 +78,12 @@ class ReclaimCommands(Provider):
         return out
 
     async def discover(self) -> Hits:
-        for title, help_text, command in self._commands():
+        for title, help_text, command in self.entries():
             yield DiscoveryHit(title, command, help=help_text)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        for title, help_text, command in self._commands():
+        for title, help_text, command in self.entries():
             score = matcher.match(title)
             if score > 0:
                 yield Hit(score, matcher.highlight(title), command, help=help_text)
@@ -326,12 +327,15 @@ class ReclaimApp(App[int]):
     def prepare_job_list(self) -> None:
         """Compose the job list off-screen while the console is idle, so the first switch only swaps data.
 
-        `_register` is the step Textual's push_screen takes for an installed screen that is not running yet
-        (textual 8.2, pinned); the screen is mounted but not shown.
+        Pushed and popped again in one batch (public `push_screen` / `pop_screen`): the installed screen stays
+        mounted, nothing is painted in between, and the overview is current again before the next key is read.
         """
         screen = self.get_screen("jobs")
-        if not screen.is_running and screen not in self.screen_stack:
-            self._register(self, screen)
+        if screen.is_running or screen in self.screen_stack or not isinstance(self.screen, OverviewScreen):
+            return
+        with self.batch_update():
+            self.push_screen(screen)
+            self.pop_screen()
 
     def open_job(self, key: JobKey) -> None:
         """Open the job screen."""
