@@ -29,7 +29,7 @@ from console import bindings
 from console.bindings import Keymap, config_file_for, load_keymap
 from console.live import FEED_SIZE, Abandoned, Follower, LedgerSource, Pulse, clock_time, detached
 from console.sanitize import clean, use_redactor
-from console.screens.base import ReclaimScreen
+from console.screens.base import ReclaimScreen, reason_for
 from console.screens.evidence import EvidenceScreen
 from console.screens.help import HelpScreen
 from console.screens.job import JobScreen
@@ -180,16 +180,8 @@ class ReclaimApp(App[int]):
         return self.get_key_display(Binding(key, binding.action, binding.description))
 
     def disabled_reason(self, screen: Screen[Any], action: str, params: tuple[object, ...]) -> str:
-        """Why a screen's action is disabled, for the command palette."""
-        if isinstance(screen, TriageScreen) and params and screen.detail is not None:
-            preview = screen.detail.previews.get(str(params[0]))
-            if preview is not None and preview.reason:
-                return preview.reason
-        if isinstance(screen, NotificationsScreen) and params:
-            return screen.refusal(str(params[0])) or "not available"
-        if isinstance(screen, JobScreen):
-            return "only held or failed jobs are triaged"
-        return "not available here"
+        """Why a screen's action is disabled (the screen's own words), for the palette and the disabled keys."""
+        return reason_for(screen, action, params)
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def on_mount(self) -> None:

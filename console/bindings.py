@@ -32,11 +32,13 @@ APP: list[Binding] = [
 ]
 
 OVERVIEW: list[Binding] = [
+    Binding("t", "triage", "Triage", id="overview.triage"),
     Binding("h", "focus_held", "Held jobs", id="overview.held", show=False),
     Binding("e", "focus_events", "Events", id="overview.events", show=False),
 ]
 
 JOBS: list[Binding] = [
+    Binding("t", "triage", "Triage", id="jobs.triage"),
     Binding("slash", "filter", "Filter", id="jobs.filter"),
     Binding("s", "toggle_sort", "Sort by age", id="jobs.sort"),
     Binding("right_square_bracket", "next_page", "Next page", id="jobs.next_page"),
@@ -83,6 +85,8 @@ EVIDENCE: list[Binding] = [
 ]
 
 CONFIRM: list[Binding] = [
+    Binding("y", "confirm", "Confirm", id="confirm.yes"),
+    Binding("n", "cancel", "Cancel (no)", id="confirm.no"),
     Binding("escape", "cancel", "Cancel", id="confirm.cancel"),
 ]
 
