@@ -25,6 +25,7 @@ APP: list[Binding] = [
     Binding("v", "orphan_evidence", "Orphan evidence", id="app.orphan_evidence", show=False),
     Binding("p", "toggle_pause", "Pause live", id="app.pause"),
     Binding("ctrl+r", "refresh", "Refresh", id="app.refresh", show=False),
+    Binding("colon", "command", "Command", id="app.command"),
     *[
         Binding(str(i), f"group('{group}')", f"{group.capitalize()} jobs", id=f"app.group.{group}", show=False)
         for i, group in enumerate(GROUP_ORDER, start=1)
@@ -90,6 +91,14 @@ CONFIRM: list[Binding] = [
     Binding("escape", "cancel", "Cancel", id="confirm.cancel"),
 ]
 
+COMMAND: list[Binding] = [
+    Binding("escape", "cancel", "Close", id="command.cancel"),
+]
+
+PICK: list[Binding] = [
+    Binding("escape", "cancel", "Cancel", id="pick.cancel"),
+]
+
 HELP: list[Binding] = [
     Binding("escape,question_mark,q", "close", "Close", id="help.close"),
 ]
@@ -104,6 +113,8 @@ SCOPES: dict[str, list[Binding]] = {
     "Quotas": QUOTAS,
     "Orphan evidence": EVIDENCE,
     "Confirmation": CONFIRM,
+    "Command line": COMMAND,
+    "Choose a job": PICK,
     "Help": HELP,
 }
 

@@ -71,6 +71,8 @@ class JobListScreen(ReclaimScreen):
 
     def on_mount(self) -> None:
         self.query_one(GroupCounts).current = self.group
+        if self.filter_text:
+            self.query_one(FilterBar).value = self.filter_text  # set by a command before the list was first shown
 
     def resumed(self) -> None:
         if self.reclaim.counts is not None:
@@ -227,6 +229,13 @@ class JobListScreen(ReclaimScreen):
     def action_prev_page(self) -> None:
         """Show the previous page."""
         self.offset = max(self.offset - self.page_size, 0)
+
+    def set_filter(self, filter_text: str) -> None:
+        """Type `filter_text` into the filter (a command or a saved view chose it); its page is read again."""
+        self.filter_text = filter_text
+        bars = self.query(FilterBar)
+        if bars and bars.first().value != filter_text:
+            bars.first().value = filter_text
 
     def show_group(self, group: str) -> None:
         """List `group` (one of the console groups); its first page is read at once."""

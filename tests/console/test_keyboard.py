@@ -1,6 +1,6 @@
 """The console's keyboard flow: every key counted from a held job at the cursor to a recorded release over two
 seats; a disabled key says why and goes no further; Esc asks before throwing typed text away; letters typed in a
-field stay in the field; the cursor follows its job across live updates."""
+field stay in the field; the cursor follows its job across live updates; the command mode (`:`)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,15 @@ from textual.widgets import Input, Select
 
 from console.app import ReclaimApp, make_app
 from console.bindings import parse_keymap
-from console.fixtures import Demo
+from console.fixtures import ARTICLE, SUMMARY, Demo
+from console.screens.command import CommandScreen
 from console.screens.confirm import ConfirmScreen
 from console.screens.help import HelpScreen
 from console.screens.job import JobScreen
 from console.screens.jobs import JobListScreen
 from console.screens.notifications import NotificationsScreen
 from console.screens.overview import OverviewScreen
+from console.screens.pick import PickJobScreen
 from console.screens.triage import TriageScreen
 from console.widgets.guarded_action import GuardedAction
 from console.widgets.held_table import HeldTable
@@ -31,7 +33,9 @@ from ledger.clock import ManualClock
 from ledger.config import Config, load_config
 from ledger.db import connect, create_ledger
 from ledger.model import JobKey, idem_key
+from ledger.reserve import reserve
 from ledger.simulator import Simulator
+from ledger.views import save_view
 from ledger.worker import RemoteCache, submit_now
 
 pytestmark = pytest.mark.anyio
@@ -254,8 +258,8 @@ async def test_letters_typed_in_a_field_stay_in_the_field(demo: Demo) -> None:
         note.focus()
         await pilot.press("n", "o", "j", "u", "t", "e", "r", "colon", "question_mark", "1", "5")
         assert note.value == "nojuter:?15"
-        assert app.screen is screen  # no Notifications, Overview, Jobs, Quotas, help or group
-        assert not isinstance(app.screen, (NotificationsScreen, HelpScreen, JobListScreen))
+        assert app.screen is screen  # no Notifications, Overview, Jobs, Quotas, command line, help or group
+        assert not isinstance(app.screen, (NotificationsScreen, CommandScreen, HelpScreen, JobListScreen))
 
 
 async def test_escape_asks_before_discarding_typed_text(demo: Demo) -> None:
@@ -369,6 +373,83 @@ async def test_job_list_cursor_follows_its_job(demo: Demo) -> None:
         assert isinstance(app.screen, TriageScreen) and app.screen.key == demo.jobs["held_503"]
 
 
+async def command(pilot: Pilot[Any], line: str) -> None:
+    """Open the command line with `:`, type `line`, Enter."""
+    await pilot.press("colon")
+    await wait_until(pilot, lambda: isinstance(pilot.app.screen, CommandScreen), what="the command line")
+    await pilot.press(*line, "enter")
+    await wait_until(pilot, lambda: not isinstance(pilot.app.screen, CommandScreen), what="the command line closed")
+
+
+async def test_command_mode(demo: Demo) -> None:
+    conn = connect(demo.ledger)
+    try:
+        for op in (ARTICLE, SUMMARY):  # one id, two operations
+            assert reserve(conn, demo.config, op, {"input": "shared"}, clock=demo.clock,
+                           job_id="shared 2026-12-01").outcome == "reserved"
+        save_view(conn, "alice", "mine", "held", "owner:me", clock=demo.clock)
+    finally:
+        conn.close()
+    app = make_app(demo.ledger, demo.config, "alice", clock=demo.clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_loaded(pilot, OverviewScreen)
+        overview = app.screen
+        assert isinstance(overview, OverviewScreen)
+
+        await command(pilot, "frobnicate now")
+        await wait_until(pilot, lambda: "unknown command ':frobnicate'" in overview.feedback_text)
+        assert app.screen is overview
+
+        await command(pilot, "job article today #12")
+        await wait_loaded(pilot, JobScreen)
+        assert isinstance(app.screen, JobScreen) and app.screen.key == demo.jobs["held_orphan"]
+
+        await command(pilot, "job shared 2026-12-01")  # two operations share the id: pick one
+        await wait_until(pilot, lambda: isinstance(app.screen, PickJobScreen), what="the picker")
+        picker = app.screen
+        assert isinstance(picker, PickJobScreen) and [j.operation for j in picker.jobs] == [ARTICLE, SUMMARY]
+        await pilot.press("down", "enter")
+        await wait_loaded(pilot, JobScreen)
+        assert isinstance(app.screen, JobScreen) and app.screen.key == JobKey("shared 2026-12-01", SUMMARY)
+
+        await command(pilot, f"job shared 2026-12-01 {ARTICLE}")  # or name the operation
+        await wait_loaded(pilot, JobScreen)
+        assert isinstance(app.screen, JobScreen) and app.screen.key == JobKey("shared 2026-12-01", ARTICLE)
+        job_screen = app.screen
+
+        await command(pilot, "job no such job")
+        await wait_until(pilot, lambda: "no job with id 'no such job'" in job_screen.feedback_text)
+
+        await command(pilot, "held")
+        await wait_loaded(pilot, JobListScreen)
+        jobs = app.screen
+        assert isinstance(jobs, JobListScreen)
+        await wait_until(pilot, lambda: jobs.page is not None and jobs.page.group == "held" and not jobs.page.filter_text
+                         and len(jobs.page.jobs) == 4, what="the held jobs")
+
+        await command(pilot, "owner me")
+        await wait_until(pilot, lambda: jobs.page is not None and jobs.page.filter_text == "owner:me"
+                         and [j.job_id for j in jobs.page.jobs] == ["article today #07"], what="alice's jobs")
+
+        await command(pilot, "held")
+        await wait_until(pilot, lambda: jobs.page is not None and not jobs.page.filter_text)
+        await command(pilot, "view mine")
+        await wait_until(pilot, lambda: jobs.page is not None and jobs.page.filter_text == "owner:me"
+                         and jobs.page.group == "held", what="the saved view")
+        assert "saved view mine: held · owner:me" in jobs.feedback_text
+
+        await command(pilot, "view nope")
+        await wait_until(pilot, lambda: "view 'nope': no such saved view for alice" in jobs.feedback_text)
+        await command(pilot, "view")
+        await wait_until(pilot, lambda: "saved views of alice: mine" in jobs.feedback_text)
+
+        # Esc closes the command line without running anything.
+        await pilot.press("colon")
+        await wait_until(pilot, lambda: isinstance(app.screen, CommandScreen))
+        await pilot.press(*"held", "escape")
+        await wait_until(pilot, lambda: app.screen is jobs, what="the command line closed")
+
+
 async def test_finding_with_no_suggestion_opens_the_category_list(demo: Demo) -> None:
     # summary today: a 503 from Gemini, nothing asked yet. Gemini cannot be searched and no handle is recorded, so
     # the query's answer points to no category: f opens the list, Enter picks, the cursor goes to the note.
@@ -412,3 +493,4 @@ async def test_palette_runs_a_triage_action_and_explains_a_disabled_one(demo: De
         await wait_until(pilot, lambda: screen.detail is not None and screen.detail.latest_query is not None
                          and screen.detail.latest_query.actor == "alice", what="the query from the palette")
         assert not isinstance(app.screen, ConfirmScreen)
+
