@@ -494,3 +494,20 @@ async def test_palette_runs_a_triage_action_and_explains_a_disabled_one(demo: De
                          and screen.detail.latest_query.actor == "alice", what="the query from the palette")
         assert not isinstance(app.screen, ConfirmScreen)
 
+
+async def test_escape_on_notifications_asks_before_discarding_the_note(demo: Demo) -> None:
+    app = make_app(demo.ledger, demo.config, "bob", clock=demo.clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_loaded(pilot, OverviewScreen)
+        await pilot.press("n")
+        await wait_loaded(pilot, NotificationsScreen)
+        screen = app.screen
+        screen.query_one("#notif-note", Input).focus()
+        await pilot.press(*"phoned the on-call", "enter")  # Enter keeps the note, the keys go back to the table
+        assert focused_id(app) == "notif-table" and "settle the selected notification" in screen.feedback_text
+        await pilot.press("escape")
+        modal = await confirm_open(pilot)
+        assert "note: phoned the on-call" in modal.lines
+        await pilot.press("n")
+        await wait_until(pilot, lambda: app.screen is screen, what="kept")
+        assert screen.query_one("#notif-note", Input).value == "phoned the on-call"
