@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
 from textual import on, work
 from textual.actions import parse as parse_action
 from textual.app import App
@@ -27,24 +28,29 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from console import bindings
 from console.bindings import Keymap, config_file_for, load_keymap
+from console.commands import CommandError, job_candidates, parse_command
 from console.live import FEED_SIZE, Abandoned, Follower, LedgerSource, Pulse, clock_time, detached
 from console.sanitize import clean, use_redactor
-from console.screens.base import ReclaimScreen
+from console.screens.base import ReclaimScreen, reason_for
+from console.screens.command import CommandScreen
 from console.screens.evidence import EvidenceScreen
 from console.screens.help import HelpScreen
 from console.screens.job import JobScreen
 from console.screens.jobs import JobListScreen
 from console.screens.notifications import NotificationsScreen
 from console.screens.overview import OverviewScreen
+from console.screens.pick import PickJobScreen
 from console.screens.quotas import QuotasScreen
 from console.screens.triage import TriageScreen
+from ledger import queries
 from ledger.clock import Clock, process_clock
 from ledger.config import Config
 from ledger.db import connect
 from ledger.errors import LedgerError
 from ledger.identity import Identity
-from ledger.model import Event, JobKey
+from ledger.model import Event, Job, JobKey
 from ledger.redaction import Redactor
+from ledger.views import SavedView, get_view, list_views
 from ledger.worker import RemoteCache
 
 POLL_SECONDS = 0.2
@@ -57,7 +63,8 @@ STALL_CHECK_SECONDS = 0.25
 class ReclaimCommands(Provider):
     """The command palette's view of every console action: enabled ones run, disabled ones say why."""
 
-    def _commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
+    def entries(self) -> list[tuple[str, str, Callable[[], Any]]]:
+        """(title, help, run) for every action the palette offers on the current screen."""
         app = self.app
         assert isinstance(app, ReclaimApp)
         out: list[tuple[str, str, Callable[[], Any]]] = []
@@ -77,12 +84,12 @@ class ReclaimCommands(Provider):
         return out
 
     async def discover(self) -> Hits:
-        for title, help_text, command in self._commands():
+        for title, help_text, command in self.entries():
             yield DiscoveryHit(title, command, help=help_text)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        for title, help_text, command in self._commands():
+        for title, help_text, command in self.entries():
             score = matcher.match(title)
             if score > 0:
                 yield Hit(score, matcher.highlight(title), command, help=help_text)
@@ -117,6 +124,35 @@ class ReclaimApp(App[int]):
 
     class LiveAnswered(Message):
         """A follower poll that had stalled returned with nothing new: the view is live again."""
+
+    class JobsFound(Message):
+        """`:job` found these jobs (one, or one per operation sharing the id)."""
+
+        def __init__(self, job_id: str, jobs: list[Job]) -> None:
+            self.job_id = job_id
+            self.jobs = jobs
+            super().__init__()
+
+    class ViewFound(Message):
+        """`:view NAME` read the saved view."""
+
+        def __init__(self, view: SavedView) -> None:
+            self.view = view
+            super().__init__()
+
+    class ViewsListed(Message):
+        """`:view` alone read the operator's saved views."""
+
+        def __init__(self, views: list[SavedView]) -> None:
+            self.views = views
+            super().__init__()
+
+    class CommandFailed(Message):
+        """A command could not be carried out; `reason` says why, in one line."""
+
+        def __init__(self, reason: str) -> None:
+            self.reason = reason
+            super().__init__()
 
     def __init__(
         self, source: LedgerSource, config: Config, operator: str | Identity, *, clock: Clock,
@@ -179,16 +215,17 @@ class ReclaimApp(App[int]):
         return self.get_key_display(Binding(key, binding.action, binding.description))
 
     def disabled_reason(self, screen: Screen[Any], action: str, params: tuple[object, ...]) -> str:
-        """Why a screen's action is disabled, for the command palette."""
-        if isinstance(screen, TriageScreen) and params and screen.detail is not None:
-            preview = screen.detail.previews.get(str(params[0]))
-            if preview is not None and preview.reason:
-                return preview.reason
-        if isinstance(screen, NotificationsScreen) and params:
-            return screen.refusal(str(params[0])) or "not available"
-        if isinstance(screen, JobScreen):
-            return "only held or failed jobs are triaged"
-        return "not available here"
+        """Why a screen's action is disabled (the screen's own words), for the palette and the disabled keys."""
+        return reason_for(screen, action, params)
+
+    def say(self, text: Text | str, *, error: bool = False) -> None:
+        """Say `text` on the current screen's feedback line (a notification on a screen without one)."""
+        screen = self.screen
+        if isinstance(screen, ReclaimScreen):
+            screen.feedback(text, error=error)
+        else:
+            self.notify(clean(text.plain if isinstance(text, Text) else text, 300),
+                        severity="warning" if error else "information", markup=False)
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -326,12 +363,24 @@ class ReclaimApp(App[int]):
     def prepare_job_list(self) -> None:
         """Compose the job list off-screen while the console is idle, so the first switch only swaps data.
 
-        `_register` is the step Textual's push_screen takes for an installed screen that is not running yet
-        (textual 8.2, pinned); the screen is mounted but not shown.
+        Pushed and popped again in one batch (public `push_screen` / `pop_screen`): the installed screen stays
+        mounted, nothing is painted in between, and the overview is current again before the next key is read.
         """
         screen = self.get_screen("jobs")
-        if not screen.is_running and screen not in self.screen_stack:
-            self._register(self, screen)
+        if screen.is_running or screen in self.screen_stack or not isinstance(self.screen, OverviewScreen):
+            return
+        with self.batch_update():
+            self.push_screen(screen)
+            self.pop_screen()
+
+    def show_listing(self, group: str | None, filter_text: str, said: Text | str = "") -> None:
+        """The job list for `group` (None: the group it shows now) with `filter_text` typed in its filter."""
+        screen = self.get_screen("jobs")
+        assert isinstance(screen, JobListScreen)
+        self.show_group(group or screen.group)
+        screen.set_filter(filter_text)
+        if said:
+            screen.feedback(said)
 
     def open_job(self, key: JobKey) -> None:
         """Open the job screen."""
@@ -349,6 +398,105 @@ class ReclaimApp(App[int]):
         else:
             self.notify(clean(self.disabled_reason(screen, name, params), 300), title="not available",
                         severity="warning", markup=False)
+
+    # -- command mode ---------------------------------------------------------------------------------------------
+    def action_command(self) -> None:
+        """Open the command line (`:held`, `:job <id> [operation]`, `:view <name>`, `:owner me`)."""
+        if not isinstance(self.screen, CommandScreen):
+            self.push_screen(CommandScreen(), self._command_typed)
+
+    def _command_typed(self, line: str | None) -> None:
+        if line is not None and line.strip():
+            self.run_command(line)
+
+    def run_command(self, line: str) -> None:
+        """Carry out one command line; what is wrong with it is said on the feedback line."""
+        try:
+            command = parse_command(line)
+        except CommandError as e:
+            self.say(Text(clean(str(e), 300)), error=True)
+            return
+        if command.name == "held":
+            self.show_listing("held", "", "held jobs, oldest first (:held)")
+        elif command.name == "owner":
+            who = self.operator if command.rest == "me" else command.rest
+            self.show_listing(None, f"owner:{command.rest}", Text.assemble("jobs owned by ", clean(who, 60),
+                                                                           " (/ edits the filter)"))
+        elif command.name == "job":
+            self.find_jobs(command.rest)
+        elif command.rest:
+            self.read_view(command.rest)
+        else:
+            self.read_views()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="command")
+    def find_jobs(self, rest: str) -> None:
+        """`:job`: the jobs the typed id names, trying the whole text as an id first (ids may hold spaces)."""
+        with self.source.reading() as conn:
+            for job_id, operation in job_candidates(rest, self.config.operations):
+                if operation is not None:
+                    job = queries.find_job(conn, JobKey(job_id, operation))
+                    jobs = [job] if job is not None else []
+                else:
+                    jobs = [j for op in queries.operations_of(conn, job_id)
+                            if (j := queries.find_job(conn, JobKey(job_id, op))) is not None]
+                if jobs:
+                    self.post_message(self.JobsFound(job_id, jobs))
+                    return
+        self.post_message(self.CommandFailed(
+            f"no job with id {clean(rest, 120)!r} (ids match exactly; :job <id> <operation>, or / in the job list "
+            "to search)"))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="command")
+    def read_view(self, name: str) -> None:
+        """`:view NAME`: the operator's saved view."""
+        try:
+            with self.source.reading() as conn:
+                view = get_view(conn, self.operator, name)
+        except LedgerError as e:
+            self.post_message(self.CommandFailed(str(e)))
+            return
+        self.post_message(self.ViewFound(view))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="command")
+    def read_views(self) -> None:
+        """`:view` alone: the operator's saved views."""
+        with self.source.reading() as conn:
+            self.post_message(self.ViewsListed(list_views(conn, self.operator)))
+
+    @on(JobsFound)
+    def _jobs_found(self, message: JobsFound) -> None:
+        if len(message.jobs) == 1:
+            self.open_job(message.jobs[0].key)
+            return
+
+        def picked(key: JobKey | None) -> None:
+            if key is not None:
+                self.open_job(key)
+
+        self.push_screen(PickJobScreen(message.job_id, message.jobs), picked)
+
+    @on(ViewFound)
+    def _view_found(self, message: ViewFound) -> None:
+        view = message.view
+        said = Text.assemble("saved view ", (clean(view.name, 80), "bold"), f": {view.group}")
+        if view.filter:
+            said.append(" · ")
+            said.append(clean(view.filter, 200))
+        self.show_listing(view.group, view.filter, said)
+
+    @on(ViewsListed)
+    def _views_listed(self, message: ViewsListed) -> None:
+        if not message.views:
+            self.say(f"{self.operator} has no saved views (reclaim views --save NAME --group held --filter "
+                     "'owner:me')")
+            return
+        names = ", ".join(clean(v.name, 60) for v in message.views)
+        self.say(f"saved views of {self.operator}: {names} — :view <name> shows one")
+
+    @on(CommandFailed)
+    def _command_failed(self, message: CommandFailed) -> None:
+        self.say(Text(clean(message.reason, 300)), error=True)
 
     def action_overview(self) -> None:
         """Show the overview."""

@@ -25,6 +25,7 @@ APP: list[Binding] = [
     Binding("v", "orphan_evidence", "Orphan evidence", id="app.orphan_evidence", show=False),
     Binding("p", "toggle_pause", "Pause live", id="app.pause"),
     Binding("ctrl+r", "refresh", "Refresh", id="app.refresh", show=False),
+    Binding("colon", "command", "Command", id="app.command"),
     *[
         Binding(str(i), f"group('{group}')", f"{group.capitalize()} jobs", id=f"app.group.{group}", show=False)
         for i, group in enumerate(GROUP_ORDER, start=1)
@@ -32,11 +33,13 @@ APP: list[Binding] = [
 ]
 
 OVERVIEW: list[Binding] = [
+    Binding("t", "triage", "Triage", id="overview.triage"),
     Binding("h", "focus_held", "Held jobs", id="overview.held", show=False),
     Binding("e", "focus_events", "Events", id="overview.events", show=False),
 ]
 
 JOBS: list[Binding] = [
+    Binding("t", "triage", "Triage", id="jobs.triage"),
     Binding("slash", "filter", "Filter", id="jobs.filter"),
     Binding("s", "toggle_sort", "Sort by age", id="jobs.sort"),
     Binding("right_square_bracket", "next_page", "Next page", id="jobs.next_page"),
@@ -83,7 +86,17 @@ EVIDENCE: list[Binding] = [
 ]
 
 CONFIRM: list[Binding] = [
+    Binding("y", "confirm", "Confirm", id="confirm.yes"),
+    Binding("n", "cancel", "Cancel (no)", id="confirm.no"),
     Binding("escape", "cancel", "Cancel", id="confirm.cancel"),
+]
+
+COMMAND: list[Binding] = [
+    Binding("escape", "cancel", "Close", id="command.cancel"),
+]
+
+PICK: list[Binding] = [
+    Binding("escape", "cancel", "Cancel", id="pick.cancel"),
 ]
 
 HELP: list[Binding] = [
@@ -100,6 +113,8 @@ SCOPES: dict[str, list[Binding]] = {
     "Quotas": QUOTAS,
     "Orphan evidence": EVIDENCE,
     "Confirmation": CONFIRM,
+    "Command line": COMMAND,
+    "Choose a job": PICK,
     "Help": HELP,
 }
 

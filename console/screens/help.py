@@ -29,8 +29,11 @@ class HelpScreen(ModalScreen[None]):
             yield Static(
                 Text(
                     "Remap any key by its id under [keys] in the config, e.g. \"triage.release\" = \"ctrl+e\". "
-                    "Ctrl+P opens the command palette with every action. No key sends anything by itself: each "
-                    "action opens a preview whose confirmation defaults to Cancel."
+                    "Ctrl+P opens the command palette with every action; : opens the command line (:held, "
+                    ":job <id> [operation], :view <name>, :owner me). No key sends anything by itself: each action "
+                    "but the query (a read) opens a preview whose confirmation defaults to Cancel (y confirms, n "
+                    "cancels). Enter in a field goes on with its action; Esc with typed text asks first. A key whose "
+                    "action is not available says why."
                 ),
                 id="help-intro",
             )

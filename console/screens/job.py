@@ -15,6 +15,7 @@ from console.live import JobDetail, Pulse, age, clock_time, load_job
 from console.sanitize import compact_json, safe_json, safe_text
 from console.screens.base import ReclaimScreen
 from console.widgets.event_feed import event_summary
+from console.widgets.feedback_line import FeedbackLine
 from console.widgets.field_table import FieldTable
 from console.widgets.held_explanation import HeldExplanation
 from console.widgets.key_footer import KeyFooter
@@ -131,6 +132,7 @@ class JobScreen(ReclaimScreen):
             yield Static("", id="job-fenced", classes="section-body")
             yield Label("Timeline", classes="section")
             yield Timeline(tz=tz, id="job-timeline")
+        yield FeedbackLine(id="feedback")
         yield KeyFooter()
 
     def ledger_changed(self, pulse: Pulse) -> None:
@@ -230,6 +232,13 @@ class JobScreen(ReclaimScreen):
         if action == "triage":
             return (self.detail is not None and self.detail.job.state in TRIAGE_STATES) or None
         return True
+
+    def disabled_reason(self, action: str, params: tuple[object, ...]) -> str:
+        if action == "triage":
+            if self.detail is None:
+                return "the job is still being read" if not self.loaded else "the job is not in the ledger"
+            return f"the job is {self.detail.job.state}; only held or failed jobs are triaged"
+        return super().disabled_reason(action, params)
 
     def action_triage(self) -> None:
         """Open guided triage for this job."""

@@ -16,13 +16,17 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from console.bindings import GROUP_ORDER, JOBS
 from console.live import PAGE_SIZE, JobPage, PageRequest, Pulse, load_page
-from console.screens.base import ReclaimScreen
+from console.sanitize import clean
+from console.screens.base import ReclaimScreen, job_left_text
+from console.screens.job import TRIAGE_STATES
+from console.widgets.feedback_line import FeedbackLine
 from console.widgets.filter_bar import FilterBar
 from console.widgets.group_counts import GroupCounts
 from console.widgets.group_tile import GroupTile
 from console.widgets.job_table import JobTable
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
+from ledger.model import Job
 
 SHOW_WAIT_S = 0.25
 """How long a switch from another screen waits for the page before showing the job list without it."""
@@ -62,10 +66,13 @@ class JobListScreen(ReclaimScreen):
         yield FilterBar(id="jobs-filter")
         yield Label("", id="jobs-info")
         yield JobTable(id="jobs-table")
+        yield FeedbackLine(id="feedback")
         yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one(GroupCounts).current = self.group
+        if self.filter_text:
+            self.query_one(FilterBar).value = self.filter_text  # set by a command before the list was first shown
 
     def resumed(self) -> None:
         if self.reclaim.counts is not None:
@@ -124,8 +131,11 @@ class JobListScreen(ReclaimScreen):
             return  # an older request; a newer one is on its way
         if not self.is_mounted:
             return  # read before the screen was first shown; its resume reads again
+        shown = self.page
+        same = shown is not None and (shown.group, shown.offset, shown.oldest_first, shown.filter_text) == (
+            page.group, page.offset, page.oldest_first, page.filter_text)
         self.page = page
-        self.query_one(JobTable).show_page(page, self.reclaim.clock.now())
+        self.query_one(JobTable).show_page(page, self.reclaim.clock.now(), follow=same)
         total = (self.reclaim.counts or {}).get(page.group)
         first, last = page.offset + 1, page.offset + len(page.jobs)
         if not page.jobs:
@@ -144,6 +154,7 @@ class JobListScreen(ReclaimScreen):
             self._info = info
             self.query_one("#jobs-info", Label).update(info)
         self.loaded = True
+        self.refresh_bindings()  # `t` depends on the job at the cursor
         if self._show_over is not None:
             # Shown after the table has taken the rows in (its size settles on idle), so one paint has them.
             self.query_one(JobTable).call_next(self._show_now, True)
@@ -164,11 +175,43 @@ class JobListScreen(ReclaimScreen):
     def on_job_table_opened(self, message: JobTable.Opened) -> None:
         self.reclaim.open_job(message.key)
 
+    def on_job_table_job_left(self, message: JobTable.JobLeft) -> None:
+        page = self.page
+        where = f"the {page.group} jobs" + (" shown (filtered)" if page and page.filter_text else "") if page else "the list"
+        self.feedback(job_left_text(message.key, message.now_on, where, self.reclaim.feed))
+
+    def on_data_table_row_highlighted(self) -> None:
+        self.refresh_bindings()
+
     def on_job_table_sort_requested(self) -> None:
         self.action_toggle_sort()
 
     def on_group_tile_selected(self, message: GroupTile.Selected) -> None:
         self.group = message.group
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "triage":
+            job = self._job_at_cursor()
+            return True if job is not None and job.state in TRIAGE_STATES else None
+        return True
+
+    def disabled_reason(self, action: str, params: tuple[object, ...]) -> str:
+        if action == "triage":
+            job = self._job_at_cursor()
+            if job is None:
+                return "no job at the cursor"
+            return f"{clean(job.job_id, 80)} is {job.state}; only held or failed jobs are triaged"
+        return super().disabled_reason(action, params)
+
+    def _job_at_cursor(self) -> Job | None:
+        tables = self.query(JobTable)
+        return tables.first().job_at_cursor() if tables else None
+
+    def action_triage(self) -> None:
+        """Open guided triage for the (held or failed) job at the cursor."""
+        job = self._job_at_cursor()
+        if job is not None and job.state in TRIAGE_STATES:
+            self.reclaim.open_triage(job.key)
 
     def action_filter(self) -> None:
         """Focus the filter."""
@@ -186,6 +229,13 @@ class JobListScreen(ReclaimScreen):
     def action_prev_page(self) -> None:
         """Show the previous page."""
         self.offset = max(self.offset - self.page_size, 0)
+
+    def set_filter(self, filter_text: str) -> None:
+        """Type `filter_text` into the filter (a command or a saved view chose it); its page is read again."""
+        self.filter_text = filter_text
+        bars = self.query(FilterBar)
+        if bars and bars.first().value != filter_text:
+            bars.first().value = filter_text
 
     def show_group(self, group: str) -> None:
         """List `group` (one of the console groups); its first page is read at once."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
@@ -17,6 +17,7 @@ from console.live import READ_ONLY_REASON, clock_time, load_outbox
 from console.sanitize import clean, compact_json, safe_text
 from console.screens.base import ReclaimScreen
 from console.screens.confirm import ConfirmScreen
+from console.widgets.feedback_line import FeedbackLine
 from console.widgets.guarded_action import GuardedAction
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
@@ -62,10 +63,11 @@ class NotificationsScreen(ReclaimScreen):
             yield table
             with Horizontal(classes="fields"):
                 yield Input(placeholder="note (recorded with the decision)", id="notif-note", compact=True)
+            keys = {b.action: self.reclaim.key_label(b) for b in NOTIFICATIONS}
             for decision, (_, label, _) in SETTLE.items():
-                key = "c" if decision == "confirmed" else "s"
-                yield GuardedAction(decision, label, key, id=f"settle-{decision}")
+                yield GuardedAction(decision, label, keys[f"settle('{decision}')"], id=f"settle-{decision}")
             yield Static("", id="notif-outcome")
+        yield FeedbackLine(id="feedback")
         yield KeyFooter()
 
     def on_mount(self) -> None:
@@ -142,6 +144,24 @@ class NotificationsScreen(ReclaimScreen):
         if action == "settle" and parameters:
             return True if self.refusal(str(parameters[0])) is None else None
         return True
+
+    def disabled_reason(self, action: str, params: tuple[object, ...]) -> str:
+        if action == "settle" and params:
+            return self.refusal(str(params[0])) or "not available"
+        return super().disabled_reason(action, params)
+
+    def typed(self) -> list[tuple[str, str]]:
+        note = self.query_one("#notif-note", Input).value
+        return [("note", note)] if note.strip() else []
+
+    @on(Input.Submitted, "#notif-note")
+    def _note_submitted(self) -> None:
+        """Enter keeps the note and hands the keys back to the table: c or s settles the selected notification."""
+        self.query_one("#notif-table", DataTable).focus()
+        keys = " · ".join(f"{self.reclaim.key_label(b)} {b.description.lower()}" for b in NOTIFICATIONS
+                          if b.action.startswith("settle"))
+        self.feedback(Text.assemble(("note kept: ", "bold"), f"settle the selected notification with {keys}"),
+                      prompt=True)
 
     def on_guarded_action_pressed(self, message: GuardedAction.Pressed) -> None:
         self.action_settle(message.action)

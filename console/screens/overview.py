@@ -11,14 +11,16 @@ from textual.worker import get_current_worker
 
 from console.bindings import OVERVIEW
 from console.live import OverviewData, Pulse, load_overview
-from console.screens.base import ReclaimScreen
+from console.screens.base import ReclaimScreen, job_left_text
 from console.widgets.event_feed import EventFeed
+from console.widgets.feedback_line import FeedbackLine
 from console.widgets.group_counts import GroupCounts
 from console.widgets.group_tile import GroupTile
 from console.widgets.held_table import HeldTable
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
 from console.widgets.quota_table import QuotaTable
+from ledger.model import JobKey
 
 
 class OverviewScreen(ReclaimScreen):
@@ -38,7 +40,7 @@ class OverviewScreen(ReclaimScreen):
         yield LedgerHeader()
         yield GroupCounts(id="overview-counts")
         with Vertical(id="overview-held", classes="panel"):
-            yield Label("Held jobs — outcome unknown, oldest first (Enter opens)", classes="panel-title")
+            yield Label("Held jobs — outcome unknown, oldest first (Enter opens, t triages)", classes="panel-title")
             yield HeldTable(id="held-table")
         with Vertical(id="overview-quotas", classes="panel"):
             yield Label("Today's quota per operation", classes="panel-title")
@@ -46,6 +48,7 @@ class OverviewScreen(ReclaimScreen):
         with Vertical(id="overview-events", classes="panel"):
             yield Label("Latest events, newest first (Enter opens the event's job)", classes="panel-title")
             yield EventFeed(size=20, tz=self.reclaim.config.timezone, id="event-feed")
+        yield FeedbackLine(id="feedback")
         yield KeyFooter()
 
     def resumed(self) -> None:
@@ -85,15 +88,40 @@ class OverviewScreen(ReclaimScreen):
         if not self.loaded:
             app.call_after_refresh(app.prepare_job_list)
         self.loaded = True
+        self.refresh_bindings()  # `t` is enabled only while a held job is at the cursor
 
     def on_held_table_opened(self, message: HeldTable.Opened) -> None:
         self.reclaim.open_job(message.key)
+
+    def on_held_table_job_left(self, message: HeldTable.JobLeft) -> None:
+        self.feedback(job_left_text(message.key, message.now_on, "the held jobs", self.reclaim.feed))
 
     def on_event_feed_opened(self, message: EventFeed.Opened) -> None:
         self.reclaim.open_job(message.key)
 
     def on_group_tile_selected(self, message: GroupTile.Selected) -> None:
         self.reclaim.show_group(message.group)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "triage":
+            return True if self.held_at_cursor() is not None else None
+        return True
+
+    def disabled_reason(self, action: str, params: tuple[object, ...]) -> str:
+        if action == "triage":
+            return "no held job to triage" if self.loaded else "the held jobs are still being read"
+        return super().disabled_reason(action, params)
+
+    def held_at_cursor(self) -> JobKey | None:
+        """The held job under the held table's cursor (None before the first read or when none is held)."""
+        tables = self.query(HeldTable)
+        return tables.first().key_at_cursor() if tables else None
+
+    def action_triage(self) -> None:
+        """Open guided triage for the held job at the cursor."""
+        key = self.held_at_cursor()
+        if key is not None:
+            self.reclaim.open_triage(key)
 
     def action_focus_held(self) -> None:
         """Move the cursor to the held jobs."""

@@ -1,13 +1,18 @@
 """Guided triage of a held job: (1) query the remote, (2) record a finding, (3) decide.
 
-Every action first shows `triage.preview(...)` in a confirmation whose default is Cancel; a refusal is shown
-with its reason and changes nothing; an action this operator may not take is disabled with the reason.
+The query is a read: its key asks the remote at once. Every other action first shows `triage.preview(...)` in a
+confirmation whose default is Cancel (`y` confirms); a refusal is shown with its reason and changes nothing; an
+action this operator may not take is disabled with the reason, and its key says that reason.
+
+An action key whose input is missing moves the cursor to the field it needs and says what to type; Enter in that
+field goes on with the same action. After a query, the finding's category is set to the one its answer points to
+(the operator may change it). Esc with typed text asks before throwing it away.
 """
 
 from __future__ import annotations
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
@@ -31,6 +36,7 @@ from console.sanitize import clean, compact_json, safe_text
 from console.screens.base import ReclaimScreen
 from console.screens.confirm import ConfirmScreen
 from console.screens.job import job_title
+from console.widgets.feedback_line import FeedbackLine
 from console.widgets.guarded_action import GuardedAction
 from console.widgets.held_explanation import HeldExplanation
 from console.widgets.key_footer import KeyFooter
@@ -41,6 +47,13 @@ from ledger.model import JobKey
 
 DECISIONS = ("release", "reconcile", "reject", "remediate", "assign")
 DANGEROUS = frozenset({"release"})
+ASKS_FIRST = frozenset({"finding", *DECISIONS})
+"""Actions that write or send: each opens its preview and confirmation. The query (a read) asks nothing."""
+FIELD_ACTIONS = {"#finding-note": "finding", "#decision-handle": "reconcile", "#assign-owner": "assign",
+                 "#assign-due": "assign"}
+"""Enter in these fields goes on with their action; Enter in the shared reason field, with the decision chosen."""
+TYPED_FIELDS = {"#finding-note": "note", "#decision-reason": "reason", "#decision-handle": "handle",
+                "#assign-owner": "owner", "#assign-due": "due"}
 CATEGORY_HELP = {
     "not_received": "not received — the remote never got it",
     "in_progress": "in progress — the remote has it and is running",
@@ -53,6 +66,23 @@ CATEGORY_HELP = {
 def _reason(error: Exception) -> str:
     """A refusal's own words; anything unexpected named by its type."""
     return str(error) if isinstance(error, LedgerError) else f"{type(error).__name__}: {error}"
+
+
+def suggested_category(detail: JobDetail) -> str | None:
+    """The finding category the current attempt's latest query points to, or None when it says nothing.
+
+    A search by idem key that found nothing: not_received. Running (or waiting for input): in_progress. Completed:
+    completed_reply_lost. A handle the remote no longer knows (retention): cannot_determine. A query that could
+    not ask (no handle, no search), or failed: no suggestion; the operator looks where the screen says.
+    """
+    q = detail.latest_query
+    if q is None:
+        return None
+    state = q.detail.get("remote_state")
+    if state == "not_found":
+        return "cannot_determine" if q.detail.get("handle") else "not_received"
+    return {"running": "in_progress", "needs_person": "in_progress", "completed": "completed_reply_lost"}.get(
+        str(state))
 
 
 def query_line(detail: JobDetail, tz: str) -> Text:
@@ -113,6 +143,13 @@ class TriageScreen(ReclaimScreen):
         self.key = key
         self.detail: JobDetail | None = None
         self.busy: str | None = None
+        self.pending: str | None = None
+        """The action whose input the operator is typing (Enter in its field goes on with it)."""
+        self.suggested: str | None = None
+        """The finding category the latest query points to (set in the form when the operator chose none)."""
+        self._prefilled_handle = ""
+        self._queried: str | None = None
+        self._asked_after: int | None = None  # the latest query's event id when ours began
 
     def compose(self) -> ComposeResult:
         yield LedgerHeader()
@@ -129,7 +166,8 @@ class TriageScreen(ReclaimScreen):
                     [(CATEGORY_HELP.get(c, c), c) for c in triage.FINDING_CATEGORIES],
                     prompt="category", id="finding-category", compact=True,
                 )
-                yield Input(placeholder="note: what you saw and where", id="finding-note", compact=True)
+                yield Input(placeholder="note: what you saw and where (Enter records)", id="finding-note",
+                            compact=True)
             yield self._action("finding")
             yield Label("Step 3 · Decide", classes="step")
             with Horizontal(classes="fields"):
@@ -141,14 +179,17 @@ class TriageScreen(ReclaimScreen):
                 yield Input(placeholder="due: 4h, 30m, 2d or ISO time (assign)", id="assign-due", compact=True)
             for action in DECISIONS:
                 yield self._action(action)
-            yield Static("", id="triage-outcome")
+        yield FeedbackLine(id="feedback")
         yield KeyFooter()
 
+    def _key(self, action: str) -> str:
+        """The key `action` answers to now (the keymap applied), as the footer shows it."""
+        key, _ = TRIAGE_ACTIONS[action]
+        return self.reclaim.keymap.keys.get(f"triage.{action}", key)
+
     def _action(self, action: str) -> GuardedAction:
-        key, label = TRIAGE_ACTIONS[action]
-        binding_id = f"triage.{action}"
-        key = self.reclaim.keymap.keys.get(binding_id, key)
-        return GuardedAction(action, label, key, id=f"action-{action}")
+        _, label = TRIAGE_ACTIONS[action]
+        return GuardedAction(action, label, self._key(action), id=f"action-{action}")
 
     def ledger_changed(self, pulse: Pulse) -> None:
         if pulse.touches(self.key):
@@ -192,9 +233,31 @@ class TriageScreen(ReclaimScreen):
         handle = self.query_one("#decision-handle", Input)
         suggested = detail.suggested_handle()
         if not handle.value and suggested:
-            handle.value = clean(suggested, 200)  # from evidence (a webhook, a fenced send, a query)
+            handle.value = self._prefilled_handle = clean(suggested, 200)  # from evidence (webhook, fenced send, query)
+        self.suggested = suggested_category(detail)
+        category = self.query_one("#finding-category", Select)
+        if self.suggested is not None and category.is_blank():
+            category.value = self.suggested  # the operator may choose another; a choice is never overwritten
+        if self._queried is not None and detail.latest_query is not None and (
+            self._asked_after is None or detail.latest_query.id > self._asked_after
+        ):
+            self._say_suggestion(self._queried)  # this read has our query's record
+            self._queried = None
         self.refresh_bindings()
 
+    def _say_suggestion(self, said: str) -> None:
+        """After our query: what it said, and the finding it points to (set in step 2) or that it points to none."""
+        key = self._key("finding")
+        if self.suggested is not None:
+            self.feedback(Text.assemble(
+                ("query: ", "bold green"), safe_text(said, 200), " — step 2 is set to ", (self.suggested, "bold"),
+                f"; {key} records it with your note"), prompt=True)
+        else:
+            self.feedback(Text.assemble(
+                ("query: ", "bold"), safe_text(said, 200), " — the answer points to no finding: look where step 1 says, "
+                f"then {key} to choose one"), prompt=True)
+
+    # -- keys ------------------------------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "act" and parameters:
             if self.detail is None or self.busy is not None:
@@ -202,6 +265,26 @@ class TriageScreen(ReclaimScreen):
             preview = self.detail.previews.get(str(parameters[0]))
             return True if preview is not None and preview.allowed else None
         return True
+
+    def disabled_reason(self, action: str, params: tuple[object, ...]) -> str:
+        """Why an action key does nothing now: its refusal, the action under way, or the job still loading."""
+        if action != "act" or not params:
+            return "not available here"
+        if self.busy is not None:
+            return f"the {self.busy} under way finishes first"
+        if self.detail is None:
+            return "the job is still being read" if not self.loaded else "the job is not in the ledger"
+        preview = self.detail.previews.get(str(params[0]))
+        return (preview.reason if preview is not None and preview.reason else None) or "not available"
+
+    def typed(self) -> list[tuple[str, str]]:
+        """The text fields the operator typed in (a handle the console filled in from evidence does not count)."""
+        out: list[tuple[str, str]] = []
+        for selector, name in TYPED_FIELDS.items():
+            value = self.query_one(selector, Input).value
+            if value.strip() and not (selector == "#decision-handle" and value == self._prefilled_handle):
+                out.append((name, value))
+        return out
 
     def input_for(self, action: str) -> ActionInput:
         """What the operator typed for `action` (the finding note for a finding, the reason for a decision)."""
@@ -219,26 +302,82 @@ class TriageScreen(ReclaimScreen):
         self.action_act(message.action)
 
     def action_act(self, action: str) -> None:
-        """Check the input, then fetch a fresh preview and ask for confirmation (default Cancel)."""
-        if self.detail is None or self.busy is not None:
+        """Ask for what is missing (focus its field), else run the query or preview the action (default Cancel)."""
+        if self.detail is None or self.busy is not None or action not in TRIAGE_ACTIONS:
+            if action in TRIAGE_ACTIONS:
+                self.feedback(Text.assemble(("not available: ", "bold"), self.disabled_reason("act", (action,))),
+                              error=True)
+            return
+        preview = self.detail.previews.get(action)
+        if preview is None or not preview.allowed:
+            self.pending = None
+            self.feedback(Text.assemble((f"{action} not available: ", "bold"),
+                                        safe_text(self.disabled_reason("act", (action,)), 300)), error=True)
             return
         given = self.input_for(action)
         missing = check_input(action, given)
         if missing is not None:
-            self._outcome(Text.assemble((f"{action}: ", "bold"), missing), error=True)
-            note_missing = not given.note.strip()
-            focus = {
-                "finding": "#finding-note" if given.category else "#finding-category",
-                "reconcile": "#decision-reason" if note_missing else "#decision-handle",
-                "assign": "#decision-reason" if note_missing else "#assign-owner" if not given.owner.strip()
-                else "#assign-due",
-            }.get(action, "#decision-reason")
-            self.query_one(focus).focus()
+            self.pending = action
+            self._ask_for(action, given, missing)
             return
+        self.pending = None
         self.busy = action
         self.refresh_bindings()
-        self.fetch_preview(action, given)
+        if action in ASKS_FIRST:
+            self.fetch_preview(action, given)
+        else:
+            latest = self.detail.latest_query
+            self._asked_after = latest.id if latest is not None else None
+            self.feedback(Text.assemble((f"{action}: ", "bold"), "asking the remote…"), prompt=True)
+            self.write(action, given)
 
+    def _ask_for(self, action: str, given: ActionInput, missing: str) -> None:
+        """Move the cursor to the field `action` still needs and say what to type there."""
+        note_missing = not given.note.strip()
+        focus = {
+            "finding": "#finding-note" if given.category else "#finding-category",
+            "reconcile": "#decision-reason" if note_missing else "#decision-handle",
+            "assign": "#decision-reason" if note_missing else "#assign-owner" if not given.owner.strip()
+            else "#assign-due",
+        }.get(action, "#decision-reason")
+        then = "choose one (Enter)" if focus == "#finding-category" else (
+            "Enter records it" if action == "finding" else f"Enter previews the {action}")
+        self.feedback(Text.assemble((f"{action}: ", "bold"), missing, f" — {then}; Esc goes back"), prompt=True)
+        widget = self.query_one(focus)
+        widget.focus()
+        if isinstance(widget, Select):
+            widget.action_show_overlay()
+
+    @on(Select.Changed, "#finding-category")
+    def _category_chosen(self, event: Select.Changed) -> None:
+        """A category chosen by the operator (not one set from the query) moves on to the note."""
+        if self.app.focused is event.select and self.pending == "finding":
+            note = self.query_one("#finding-note", Input)
+            if note.value.strip():
+                self.action_act("finding")
+            else:
+                note.focus()
+                self.feedback(Text.assemble(("finding: ", "bold"), "write a note: what you saw and where — Enter "
+                                            "records it; Esc goes back"), prompt=True)
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        """Enter in a field goes on with its action: the note records the finding, the reason the chosen decision."""
+        event.stop()
+        selector = f"#{event.input.id}"
+        action = FIELD_ACTIONS.get(selector)
+        if selector == "#decision-reason":
+            action = self.pending if self.pending in DECISIONS else None
+            if action is None:
+                self.query_one("#triage-body").focus()
+                keys = " · ".join(f"{self._key(a)} {TRIAGE_ACTIONS[a][1].lower()}" for a in DECISIONS)
+                self.feedback(Text.assemble(("decide: ", "bold"), f"the reason is kept; choose the decision: {keys}"),
+                              prompt=True)
+                return
+        if action is not None:
+            self.action_act(action)
+
+    # -- writing ---------------------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="triage-act")
     def fetch_preview(self, action: str, given: ActionInput) -> None:
         """Ask the ledger what `action` would do now and whether it may."""
@@ -261,13 +400,15 @@ class TriageScreen(ReclaimScreen):
 
         def decided(confirmed: bool | None) -> None:
             if confirmed and preview.allowed:
-                self.run_action(action, message.given)
+                self.write(action, message.given)
             else:
                 self.busy = None
                 self.refresh_bindings()
                 if not preview.allowed:
                     self._outcome(Text.assemble((f"{action} refused: ", "bold"), safe_text(preview.reason, 300),
                                                 " — nothing was changed"), error=True)
+                else:
+                    self._outcome(Text.assemble((f"{action}: ", "bold"), "cancelled — nothing was changed"))
 
         self.app.push_screen(
             ConfirmScreen(title, preview.summary, describe_input(action, message.given), preview.reason if not
@@ -276,7 +417,7 @@ class TriageScreen(ReclaimScreen):
         )
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="triage-act")
-    def run_action(self, action: str, given: ActionInput) -> None:
+    def write(self, action: str, given: ActionInput) -> None:
         """Write the action through the ledger (a query also asks the remote, with no transaction open).
 
         A query waits on the remote for up to its timeout, so it runs detached: quitting (or leaving the screen)
@@ -308,12 +449,17 @@ class TriageScreen(ReclaimScreen):
 
     def on_triage_screen_done(self, message: Done) -> None:
         self.busy = None
+        self.pending = None
         self._outcome(Text.assemble((f"{message.action}: ", "bold green"), safe_text(message.outcome, 400)))
+        if message.action == "query":
+            self._queried = message.outcome  # the next read says which finding the answer points to
         self.app.notify(clean(message.outcome, 300), title=message.action, markup=False)
         if message.action == "finding":
             self.query_one("#finding-note", Input).value = ""
         elif message.action in DECISIONS:
             self.query_one("#decision-reason", Input).value = ""
+        if isinstance(self.app.focused, (Input, Select)):
+            self.query_one("#triage-body").focus()  # done typing: the next letter is a key again, not text
         self.reclaim.wake_follower()
         self.reload()
 
@@ -327,6 +473,4 @@ class TriageScreen(ReclaimScreen):
         self.reload()
 
     def _outcome(self, text: Text, error: bool = False) -> None:
-        out = self.query_one("#triage-outcome", Static)
-        out.set_class(error, "-error")
-        out.update(text)
+        self.feedback(text, error=error)

@@ -21,7 +21,11 @@ def short_reason(reason: str) -> str:
 
 
 class HeldTable(DataTable[Text]):
-    """Held jobs as rows; an overdue due time stands out; Enter opens the job."""
+    """Held jobs as rows; an overdue due time stands out; Enter opens the job.
+
+    The cursor follows its job, not its row, when the rows change (a job above it resolved, a new hold): when
+    its job left the list, the cursor stays at that row and `JobLeft` says which job went.
+    """
 
     DEFAULT_CSS = """
     HeldTable { height: 1fr; }
@@ -34,6 +38,14 @@ class HeldTable(DataTable[Text]):
             self.key = key
             super().__init__()
 
+    class JobLeft(Message):
+        """The job under the cursor is no longer in the list; the cursor is now on `now_on` (None: empty list)."""
+
+        def __init__(self, key: JobKey, now_on: JobKey | None) -> None:
+            self.key = key
+            self.now_on = now_on
+            super().__init__()
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self._keys: dict[str, JobKey] = {}
@@ -44,8 +56,12 @@ class HeldTable(DataTable[Text]):
                              ("due", 11), ("target", 15)):
             self.add_column(label, width=width, key=label)
 
+    def key_at_cursor(self) -> JobKey | None:
+        """The held job under the cursor, if any."""
+        return self._keys.get(str(self.cursor_row)) if self.row_count else None
+
     def show_jobs(self, jobs: list[Job], now: float) -> None:
-        """Replace the rows, keeping the cursor on the same row index (no redraw when they read the same)."""
+        """Replace the rows, keeping the cursor on the same job (no redraw when they read the same)."""
         dues: list[Text] = []
         for job in jobs:
             if job.due_at is None:
@@ -62,6 +78,7 @@ class HeldTable(DataTable[Text]):
             return
         self._shown = shown
         row = self.cursor_row
+        was_on = self.key_at_cursor()
         self.clear()
         self._keys.clear()
         for i, (job, when, due) in enumerate(zip(jobs, ages, dues, strict=True)):
@@ -79,8 +96,13 @@ class HeldTable(DataTable[Text]):
                 safe_text(job.target, 60),
                 key=rk,
             )
+        keys = [job.key for job in jobs]
+        if was_on in keys:
+            row = keys.index(was_on)
         if jobs:
             self.move_cursor(row=min(row, len(jobs) - 1))
+        if was_on is not None and was_on not in keys:
+            self.post_message(self.JobLeft(was_on, self.key_at_cursor()))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import html
 import io
+import re
 import time
 from collections.abc import Callable
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from textual.pilot import Pilot
 
@@ -38,14 +41,31 @@ async def wait_loaded(pilot: Pilot[Any], screen_type: type | None = None, timeou
     await pilot.pause()
 
 
+_SVG_TEXT = re.compile(
+    r'<text class="[^"]*" x="(?P<x>[\d.]+)" y="[\d.]+" textLength="(?P<len>[\d.]+)" '
+    r'clip-path="url\(#[^"]*-line-(?P<line>\d+)\)">(?P<text>.*?)</text>'
+)
+
+
 def screen_text(app: ReclaimApp) -> str:
-    """The visible text of the current screen (and any screen under a modal), as drawn."""
+    """The visible text of the current screen (and any screen under a modal), as drawn.
+
+    Read from `App.export_screenshot()` (public): every run of text in the SVG names its line and starts at a
+    column (`x` / the cell width), so the lines are put back together cell by cell.
+    """
     width, height = app.size
-    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, color_system=None,
-                      record=True, legacy_windows=False)
-    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens,
-                                                       simplify=True))
-    return console.export_text(styles=False)
+    rows = [[" "] * width for _ in range(height)]
+    for m in _SVG_TEXT.finditer(app.export_screenshot()):
+        text = html.unescape(m["text"]).replace("\xa0", " ")
+        cell = float(m["len"]) / max(cell_len(text), 1)
+        line, col = int(m["line"]), round(float(m["x"]) / cell)
+        if line >= height:
+            continue
+        for ch in text:
+            if 0 <= col < width:
+                rows[line][col] = ch
+            col += max(cell_len(ch), 1)
+    return "\n".join("".join(row).rstrip() for row in rows)
 
 
 def widget_text(app: ReclaimApp) -> str:

@@ -226,7 +226,7 @@ async def test_command_palette_offers_every_action(demo: Demo) -> None:
         app.open_triage(demo.jobs["held_reset"])
         await wait_loaded(pilot, TriageScreen)
         provider = ReclaimCommands(app.screen)
-        commands = {title: help_text for title, help_text, _ in provider._commands()}
+        commands = {title: help_text for title, help_text, _ in provider.entries()}
         for title in ("Overview", "Jobs", "Quotas", "Notifications", "Help", "Pause live", "Query remote",
                       "Record finding", "Release", "Reconcile", "Reject", "Remediate", "Assign"):
             assert title in commands

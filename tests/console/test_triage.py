@@ -107,10 +107,13 @@ async def test_whole_triage_ends_in_one_more_send(tmp_path: Path, console_sim: S
         screen = await open_triage(pilot, key)
         assert "no handle recorded and Gemini interactions cannot be listed or searched" in widget_text(app)
         assert guard(screen, "release").allowed is False  # no finding yet
-        await pilot.press("r")
-        await confirm(pilot)
+        await pilot.press("r")  # a read: asks the remote at once, no confirmation
+        assert not isinstance(app.screen, ConfirmScreen)
         await wait_until(pilot, lambda: screen.detail is not None and screen.detail.latest_query is not None,
                          what="the query recorded")
+        # Gemini cannot be searched and no handle is recorded: the answer points to no finding, and says so.
+        await wait_until(pilot, lambda: "points to no finding" in screen.feedback_text, what="no suggestion said")
+        assert screen.query_one("#finding-category", Select).is_blank()
         screen.query_one("#finding-category", Select).value = "not_received"
         screen.query_one("#finding-note", Input).value = "Nothing labelled with this idem key in the Gemini console."
         await pilot.press("f")
@@ -284,8 +287,7 @@ def test_quit_does_not_wait_for_a_remote_query(tmp_path: Path) -> None:
         async def session() -> None:
             async with app.run_test(size=(120, 40)) as pilot:
                 await open_triage(pilot, key)
-                await pilot.press("r")
-                await confirm(pilot)
+                await pilot.press("r")  # no confirmation: the query is a read
                 await wait_until(pilot, lambda: sim.count("get") > gets, what="the query's GET at the remote")
                 await pilot.press("ctrl+q")
 
