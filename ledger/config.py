@@ -37,6 +37,8 @@ class Policy:
     # Strong evidence (the remote's own record carrying our idem key) reconciles a held job by itself;
     # false: a finding by `reclaim` says so and a person reconciles.
     reconcile_on_evidence: bool = True
+    # No worker pass (started or ended) for this long: `status` and the console header say nothing is passing.
+    worker_silence_seconds: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,9 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
             float(_typed(p, "remote_probe_seconds", (int, float), pp, 60)), "policy.remote_probe_seconds"
         ),
         reconcile_on_evidence=_typed(p, "reconcile_on_evidence", (bool,), pp, True),
+        worker_silence_seconds=_positive(
+            float(_typed(p, "worker_silence_seconds", (int, float), pp, 300)), "policy.worker_silence_seconds"
+        ),
     )
 
     operators: dict[str, frozenset[str]] = {}
