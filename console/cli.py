@@ -18,7 +18,7 @@ import typer
 
 from console import output
 from console.live import age
-from ledger import evidence, identity, queries, triage
+from ledger import evidence, heartbeat, identity, queries, triage
 from ledger.audit import head as audit_head
 from ledger.clock import Clock, iso, parse_time, process_clock
 from ledger.config import Config, load_config
@@ -341,7 +341,8 @@ def status(
     ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, operator: OperatorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Jobs per state and per operation, today's quota, the audit head, and who you are acting as."""
+    """Jobs per state and per operation, today's quota, the audit head, whether workers are passing, and who
+    you are acting as."""
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config, readonly=True)
         who = _identity(cfg, operator)
@@ -353,6 +354,10 @@ def status(
         duplicates = evidence.duplicate_count(conn)
         webhooks = evidence.refusal_counts(conn)
         event_count, head_hash = audit_head(conn)
+        now = clock.now()
+        silence = cfg.policy.worker_silence_seconds
+        board = heartbeat.read_board(conn)
+        live = board.liveness(now, silence)
     if as_json:
         output.emit_json({
             "paused_remotes": {
@@ -369,6 +374,12 @@ def status(
             "duplicate_sends": duplicates,
             "audit": {"events": event_count, "head_hash": head_hash},
             "webhook_counters": webhooks,
+            "workers": {
+                "summary": live.summary(), "silent": live.silent, "running": live.workers,
+                "unresponsive": live.unresponsive, "last_pass_at": iso(live.last_pass_at) if live.last_pass_at else None,
+                "last_pass_age_seconds": live.age, "silence_seconds": silence,
+                "recent": [h.to_dict(now, silence) for h in board.recent],
+            },
             "identity": {"operator": who.name, "source": who.source, "verified": who.verified,
                          "roles": sorted(cfg.roles_of(who.name))},
         })
@@ -378,6 +389,7 @@ def status(
     output.table("today by operation", ["operation", "used", "limit", "remaining", "held"],
                  [[q.operation, q.used, q.limit, q.remaining, ops.get(q.operation, {}).get("held", 0)] for q in today])
     output.line(f"audit chain: {event_count} events, head hash {head_hash or '-'} (keep a copy; 'reclaim verify' checks it)")
+    _print_workers(board, live, now)
     if fenced:
         output.line(f"fenced writes refused so far: {fenced}")
     if duplicates:
@@ -390,6 +402,22 @@ def status(
             f"remote {name} is PAUSED since {iso(p.paused_at)} ({p.reason}; {p.refusals} refusal(s)); "
             f"next probe {iso(p.probe_at)}; 'reclaim resume {name} --reason ...' once it is fixed"
         )
+
+
+def _print_workers(board: heartbeat.WorkerBoard, live: heartbeat.Liveness, now: float) -> None:
+    """The workers line (flagged when no pass within policy.worker_silence_seconds) and the newest heartbeats."""
+    if live.silent:
+        output.line(f"WORKERS: {live.summary()} (policy.worker_silence_seconds = {live.silence_seconds:g} s): "
+                    "nothing is sending, polling or delivering; start 'reclaim worker' or check the cron 'reclaim tick'")
+    else:
+        output.line(f"workers: {live.summary()}")
+    if board.recent:
+        output.table("worker heartbeats", ["worker", "kind", "version", "state", "last pass", "passes", "error"], [
+            [h.worker_id, h.kind, h.version, h.state(now, live.silence_seconds),
+             f"{heartbeat.duration(now - h.last_pass_at)} ago" if h.last_pass_at is not None else "-", h.passes,
+             h.error or ""]
+            for h in board.recent
+        ])
 
 
 @app.command()
