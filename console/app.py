@@ -42,6 +42,7 @@ from ledger.clock import Clock, process_clock
 from ledger.config import Config
 from ledger.db import connect
 from ledger.errors import LedgerError
+from ledger.heartbeat import Liveness
 from ledger.identity import Identity
 from ledger.model import Event, JobKey
 from ledger.redaction import Redactor
@@ -100,6 +101,7 @@ class ReclaimApp(App[int]):
     stale: reactive[str] = reactive("")
     paused: reactive[bool] = reactive(False)
     remotes_paused: reactive[tuple[str, ...]] = reactive(())
+    worker_liveness: reactive[Liveness | None] = reactive(None)
 
     class LiveChanged(Message):
         """The follower saw the ledger change (or read it for the first time)."""
@@ -117,6 +119,13 @@ class ReclaimApp(App[int]):
 
     class LiveAnswered(Message):
         """A follower poll that had stalled returned with nothing new: the view is live again."""
+
+    class LiveWorkers(Message):
+        """What the header says about the workers changed (a pass was recorded, or the silence grew)."""
+
+        def __init__(self, liveness: Liveness) -> None:
+            self.liveness = liveness
+            super().__init__()
 
     def __init__(
         self, source: LedgerSource, config: Config, operator: str | Identity, *, clock: Clock,
@@ -220,8 +229,9 @@ class ReclaimApp(App[int]):
 
     def _follow(self) -> None:
         """Poll `data_version` every ~0.1 s on a dedicated connection; post changes and staleness."""
-        follower = Follower(self.source, self.clock, FEED_SIZE)
+        follower = Follower(self.source, self.clock, FEED_SIZE, silence_seconds=self.config.policy.worker_silence_seconds)
         was_stale = ""
+        workers_shown: tuple[str, bool] | None = None
         try:
             while not self._stop.is_set():
                 if not self.paused or self._wake.is_set():
@@ -241,6 +251,10 @@ class ReclaimApp(App[int]):
                             self.post_message(self.LiveChanged(pulse))
                         elif self.stale:  # a poll that stalled came back with nothing new
                             self.post_message(self.LiveAnswered())
+                        workers = follower.workers()
+                        if workers is not None and (workers.short(), workers.silent) != workers_shown:
+                            workers_shown = (workers.short(), workers.silent)
+                            self.post_message(self.LiveWorkers(workers))
                     finally:
                         self.polling_since = None
                 self.polls += 1
@@ -281,6 +295,10 @@ class ReclaimApp(App[int]):
     @on(LiveAnswered)
     def _live_answered(self, message: LiveAnswered) -> None:
         self.stale = ""
+
+    @on(LiveWorkers)
+    def _live_workers(self, message: LiveWorkers) -> None:
+        self.worker_liveness = message.liveness
 
     def worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place a failed worker becomes a visible notification (never a crash)."""

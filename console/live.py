@@ -22,11 +22,12 @@ from zoneinfo import ZoneInfo
 
 from ledger import dispatch, evidence, queries, triage
 from ledger.clock import Clock, parse_time
-from ledger.config import Config
+from ledger.config import Config, Policy
 from ledger.db import connect
 from ledger.errors import BadInput, LedgerError, Refused
 from ledger.evidence import Evidence
 from ledger.follow import EventCursor
+from ledger.heartbeat import Liveness, WorkerBoard, read_board
 from ledger.model import GROUPS, Event, Job, JobKey
 from ledger.queries import JobFilter, QuotaDay
 from ledger.remote_health import paused_remotes
@@ -139,10 +140,15 @@ class Follower:
     over from its newest events with a reset pulse.
     """
 
-    def __init__(self, source: LedgerSource, clock: Clock, feed_size: int = FEED_SIZE) -> None:
+    def __init__(
+        self, source: LedgerSource, clock: Clock, feed_size: int = FEED_SIZE, *,
+        silence_seconds: float = Policy.worker_silence_seconds,
+    ) -> None:
         self.source = source
         self.clock = clock
         self.feed_size = feed_size
+        self.silence_seconds = silence_seconds
+        self._board: WorkerBoard | None = None
         self.max_events = feed_size * 50
         """The most events one pulse carries; the rest follow in the next polls at once."""
         self._conn: sqlite3.Connection | None = None
@@ -189,6 +195,7 @@ class Follower:
         if not events and not self._events.changed:
             return None
         counts = queries.group_counts(self._conn)
+        self._board = read_board(self._conn)
         if events:
             self._head = events[-1].hash
         version = self._events.version or 0
@@ -199,9 +206,15 @@ class Follower:
         self._events = EventCursor(self._conn)
         events = self._events.tail(self.feed_size)
         counts = queries.group_counts(self._conn)
+        self._board = read_board(self._conn)
         self._head = events[-1].hash if events else None
         return Pulse(self._events.version or 0, counts, events, self.clock.now(), reset=True,
                      paused_remotes=self._paused(), head_hash=self._head)
+
+    def workers(self) -> Liveness | None:
+        """The workers' liveness now, judged from the heartbeats read with the last change (no read here: silence
+        grows with time alone); None before the first read."""
+        return None if self._board is None else self._board.liveness(self.clock.now(), self.silence_seconds)
 
     def _paused(self) -> tuple[str, ...]:
         assert self._conn is not None
