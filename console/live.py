@@ -2,9 +2,9 @@
 
 `LedgerSource` hands each unit of work its own connection (sqlite connections are per-thread).
 `Follower` keeps one dedicated connection for the live loop: it polls `PRAGMA data_version` (cheap), reads
-the new events by id cursor when it moved (and every second regardless), and the group counts with them. The `load_*` functions
-build the read models each screen draws; `perform()` runs one operator action. None of this touches
-Textual, so it is safe to call from any thread.
+the new events by id cursor when it moved (and every second regardless), and with a change the group counts
+and the worker heartbeats. The `load_*` functions build the read models each screen draws; `perform()` runs
+one operator action. None of this touches Textual, so it is safe to call from any thread.
 """
 
 from __future__ import annotations
