@@ -47,13 +47,14 @@ from ledger.clock import Clock, process_clock
 from ledger.config import Config
 from ledger.db import connect
 from ledger.errors import LedgerError
+from ledger.heartbeat import Liveness
 from ledger.identity import Identity
 from ledger.model import Event, Job, JobKey
 from ledger.redaction import Redactor
 from ledger.views import SavedView, get_view, list_views
 from ledger.worker import RemoteCache
 
-POLL_SECONDS = 0.2
+POLL_SECONDS = 0.1
 STALL_SECONDS = 1.5
 """A follower poll still running after this long makes the header say STALE: a lock can hold a read for the
 ledger's 5 s busy timeout (and a reconnect as long again)."""
@@ -107,6 +108,7 @@ class ReclaimApp(App[int]):
     stale: reactive[str] = reactive("")
     paused: reactive[bool] = reactive(False)
     remotes_paused: reactive[tuple[str, ...]] = reactive(())
+    worker_liveness: reactive[Liveness | None] = reactive(None)
 
     class LiveChanged(Message):
         """The follower saw the ledger change (or read it for the first time)."""
@@ -152,6 +154,13 @@ class ReclaimApp(App[int]):
 
         def __init__(self, reason: str) -> None:
             self.reason = reason
+            super().__init__()
+
+    class LiveWorkers(Message):
+        """What the header says about the workers changed (a pass was recorded, or the silence grew)."""
+
+        def __init__(self, liveness: Liveness) -> None:
+            self.liveness = liveness
             super().__init__()
 
     def __init__(
@@ -256,9 +265,10 @@ class ReclaimApp(App[int]):
             pass
 
     def _follow(self) -> None:
-        """Poll `data_version` every ~0.2 s on a dedicated connection; post changes and staleness."""
-        follower = Follower(self.source, self.clock, FEED_SIZE)
+        """Poll `data_version` every ~0.1 s on a dedicated connection; post changes and staleness."""
+        follower = Follower(self.source, self.clock, FEED_SIZE, silence_seconds=self.config.policy.worker_silence_seconds)
         was_stale = ""
+        workers_shown: tuple[str, bool] | None = None
         try:
             while not self._stop.is_set():
                 if not self.paused or self._wake.is_set():
@@ -278,10 +288,15 @@ class ReclaimApp(App[int]):
                             self.post_message(self.LiveChanged(pulse))
                         elif self.stale:  # a poll that stalled came back with nothing new
                             self.post_message(self.LiveAnswered())
+                        workers = follower.workers()
+                        if workers is not None and (workers.short(), workers.silent) != workers_shown:
+                            workers_shown = (workers.short(), workers.silent)
+                            self.post_message(self.LiveWorkers(workers))
                     finally:
                         self.polling_since = None
                 self.polls += 1
-                self._wake.wait(self.poll_seconds)
+                if self.paused or not follower.behind:  # a burst still being read goes on at once
+                    self._wake.wait(self.poll_seconds)
         finally:
             follower.close()
 
@@ -317,6 +332,10 @@ class ReclaimApp(App[int]):
     @on(LiveAnswered)
     def _live_answered(self, message: LiveAnswered) -> None:
         self.stale = ""
+
+    @on(LiveWorkers)
+    def _live_workers(self, message: LiveWorkers) -> None:
+        self.worker_liveness = message.liveness
 
     def worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place a failed worker becomes a visible notification (never a crash)."""

@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover
     from click import get_current_context
 
 from console import output
-from ledger import evidence, identity, queries, triage
+from ledger import evidence, heartbeat, identity, queries, triage
 from ledger.audit import head as audit_head
 from ledger.clock import Clock, iso, parse_time, process_clock
 from ledger.config import Config, load_config
@@ -39,6 +39,7 @@ from ledger.errors import (
     LedgerCorrupt,
     LedgerError,
 )
+from ledger.follow import EventCursor
 from ledger.identity import Identity
 from ledger.integrity import check_pages
 from ledger.model import Event, Job, JobKey
@@ -104,6 +105,9 @@ remote = "gemini"
 daily_quota = 200
 sink = "results"
 """
+
+FOLLOW_POLL_SECONDS = 0.1
+"""How often `events --follow` looks at the ledger (one cheap pragma when nothing changed)."""
 
 DEFAULT_LEDGER = Path("reclaim.db")
 PAGE_CHECK_SECONDS = 1.0  # status and events check the ledger's pages for damage for at most this long
@@ -412,7 +416,8 @@ def status(
     ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, operator: OperatorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Jobs per state and per operation, today's quota, the audit head, and who you are acting as."""
+    """Jobs per state and per operation, today's quota, the audit head, whether workers are passing, and who
+    you are acting as."""
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config, readonly=True)
         who = _identity(cfg, operator)
@@ -425,6 +430,10 @@ def status(
         duplicates = evidence.duplicate_count(conn)
         webhooks = evidence.refusal_counts(conn)
         event_count, head_hash = audit_head(conn)
+        now = clock.now()
+        silence = cfg.policy.worker_silence_seconds
+        board = heartbeat.read_board(conn)
+        live = board.liveness(now, silence)
     if as_json:
         output.emit_json({
             "paused_remotes": {
@@ -441,6 +450,12 @@ def status(
             "duplicate_sends": duplicates,
             "audit": {"events": event_count, "head_hash": head_hash},
             "webhook_counters": webhooks,
+            "workers": {
+                "summary": live.summary(), "silent": live.silent, "running": live.workers,
+                "unresponsive": live.unresponsive, "last_pass_at": iso(live.last_pass_at) if live.last_pass_at else None,
+                "last_pass_age_seconds": live.age, "silence_seconds": silence,
+                "recent": [h.to_dict(now, silence) for h in board.recent],
+            },
             "identity": {"operator": who.name, "source": who.source, "verified": who.verified,
                          "roles": sorted(cfg.roles_of(who.name))},
             "pages_checked": pages_checked,
@@ -453,6 +468,7 @@ def status(
     output.line(f"audit chain: {event_count} events, head hash {head_hash or '-'} (keep a copy; 'reclaim verify' checks it)")
     if not pages_checked:
         output.line(f"pages: not all checked for damage within {PAGE_CHECK_SECONDS:g} s; 'reclaim verify' checks them all")
+    _print_workers(board, live, now)
     if fenced:
         output.line(f"fenced writes refused so far: {fenced}")
     if duplicates:
@@ -465,6 +481,22 @@ def status(
             f"remote {name} is PAUSED since {iso(p.paused_at)} ({p.reason}; {p.refusals} refusal(s)); "
             f"next probe {iso(p.probe_at)}; 'reclaim resume {name} --reason ...' once it is fixed"
         )
+
+
+def _print_workers(board: heartbeat.WorkerBoard, live: heartbeat.Liveness, now: float) -> None:
+    """The workers line (flagged when no pass within policy.worker_silence_seconds) and the newest heartbeats."""
+    if live.silent:
+        output.line(f"WORKERS: {live.summary()} (policy.worker_silence_seconds = {live.silence_seconds:g} s): "
+                    "nothing is sending, polling or delivering; start 'reclaim worker' or check the cron 'reclaim tick'")
+    else:
+        output.line(f"workers: {live.summary()}")
+    if board.recent:
+        output.table("worker heartbeats", ["worker", "kind", "version", "state", "last pass", "passes", "error"], [
+            [h.worker_id, h.kind, h.version, h.state(now, live.silence_seconds),
+             f"{heartbeat.duration(now - h.last_pass_at)} ago" if h.last_pass_at is not None else "-", h.passes,
+             h.error or ""]
+            for h in board.recent
+        ])
 
 
 @app.command()
@@ -927,15 +959,19 @@ def events(
     config: ConfigOpt = DEFAULT_CONFIG,
     as_json: JsonOpt = False,
 ) -> None:
-    """Print the event log (newest `limit`, or after an id), and follow it with --follow."""
+    """Print the event log (newest `limit`, or after an id), and follow it with --follow.
+
+    Following prints every event committed later exactly once, in id order, within about 0.1 s (see
+    ledger.follow: the wake-up never depends on a later commit).
+    """
     _protect(config)
     with _guard(as_json):
         _within("--after", after, -1, 2**63 - 1)
         _within("--limit", limit, 1, 10_000)
         conn = connect(ledger, readonly=True)
         check_pages(conn, PAGE_CHECK_SECONDS)
-        cursor = after if after >= 0 else max(queries.last_event_id(conn) - limit, 0)
-        batch = queries.events_after(conn, cursor, limit=10_000 if after >= 0 else limit)
+        events = EventCursor(conn, after=max(after, 0))
+        batch = events.poll(limit=10_000) if after >= 0 else events.tail(limit)
 
     def show_batch(evs: list[Event]) -> None:
         for e in evs:
@@ -946,23 +982,15 @@ def events(
                             f"{e.from_state or '-'} -> {e.to_state or '-'} epoch={e.epoch} {e.detail}")
 
     show_batch(batch)
-    if batch:
-        cursor = batch[-1].id
     if not follow:
         return
     try:
-        version = queries.data_version(conn)
         while True:
-            time.sleep(0.2)
+            if not events.behind:
+                time.sleep(FOLLOW_POLL_SECONDS)
             with _guard(as_json):
-                v = queries.data_version(conn)
-                if v == version:
-                    continue
-                version = v
-                batch = queries.events_after(conn, cursor)
+                batch = events.poll(limit=10_000)
             show_batch(batch)
-            if batch:
-                cursor = batch[-1].id
     except KeyboardInterrupt:
         return
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from ledger.clock import SystemClock, day_of
 from ledger.config import load_config
 from ledger.db import connect
+from ledger.heartbeat import WorkerBeat
 from ledger.reserve import reserve
 from ledger.worker import RemoteCache, tick, worker_id
 
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     clock = SystemClock()
     remotes = RemoteCache(config)
     owner = worker_id()
+    beat = WorkerBeat(conn, clock, owner, kind="worker", interval=0.5)
     n = 0
     next_job = time.monotonic()
     while not stop.is_set():
@@ -49,9 +51,10 @@ def main(argv: list[str] | None = None) -> int:
                 reserve(conn, config, "article.generate", {"input": f"Write four lines about {topic}."},
                         clock=clock, job_id=f"article #{n} {topic} {day}", actor="scheduler")
             next_job += 1.0 / max(args.rate, 0.01)
-        report = tick(conn, config, clock=clock, remotes=remotes, owner=owner, stop=stop)
+        report = tick(conn, config, clock=clock, remotes=remotes, owner=owner, stop=stop, beat=beat)
         print(f"pass: {report.as_dict()}", flush=True)
         stop.wait(0.5)
+    beat.stopped()
     return 0
 
 

@@ -16,6 +16,7 @@ from ledger import triage
 from ledger.clock import ManualClock, parse_time
 from ledger.config import Config, load_config
 from ledger.db import connect, create_ledger
+from ledger.heartbeat import WorkerBeat
 from ledger.leases import claim_for_send
 from ledger.model import JobKey, idem_key
 from ledger.reserve import reserve
@@ -116,8 +117,10 @@ def build_demo(folder: Path, sim: Simulator) -> Demo:
         assert r.outcome == "reserved", (job_id, r.outcome)
         return r.key
 
+    beat = WorkerBeat(conn, clock, WORKER, kind="worker", interval=60.0)
+
     def run_tick() -> TickReport:
-        return tick(conn, config, clock=clock, remotes=remotes, owner=WORKER)
+        return tick(conn, config, clock=clock, remotes=remotes, owner=WORKER, beat=beat)
 
     try:
         # 13 past days of steady work, all delivered.
@@ -228,6 +231,12 @@ def build_demo(folder: Path, sim: Simulator) -> Demo:
         assert blocked.outcome == "blocked_by_hold" and blocked.blocking == jobs["held_reset"], blocked
         clock.set(T0 - 60)
         jobs["reserving"] = res(ARTICLE, "article today #18", "blog/post-0018")
+        # worker-1 passes once a minute; its last pass (a quiet one) ended 75 s before 'now': the header says
+        # "1 worker · 1m". Recorded on its heartbeat only, so the jobs above stay as the scenes need them.
+        clock.set(T0 - 80)
+        beat.pass_started()
+        clock.set(T0 - 75)
+        beat.pass_ended(TickReport().as_dict())
     finally:
         conn.close()
     clock.set(T0)

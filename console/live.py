@@ -1,10 +1,10 @@
 """What the console reads and writes, through ledger functions only, from worker threads.
 
 `LedgerSource` hands each unit of work its own connection (sqlite connections are per-thread).
-`Follower` keeps one dedicated connection for the live loop: it polls `PRAGMA data_version` (cheap) and
-only when it moved reads the group counts and the new events by id cursor. The `load_*` functions
-build the read models each screen draws; `perform()` runs one operator action. None of this touches
-Textual, so it is safe to call from any thread.
+`Follower` keeps one dedicated connection for the live loop: it polls `PRAGMA data_version` (cheap), reads
+the new events by id cursor when it moved (and every second regardless), and with a change the group counts
+and the worker heartbeats. The `load_*` functions build the read models each screen draws; `perform()` runs
+one operator action. None of this touches Textual, so it is safe to call from any thread.
 """
 
 from __future__ import annotations
@@ -23,10 +23,12 @@ from zoneinfo import ZoneInfo
 
 from ledger import dispatch, evidence, queries, triage
 from ledger.clock import INVALID, LATEST, Clock, parse_time, valid_time
-from ledger.config import Config
+from ledger.config import Config, Policy
 from ledger.db import connect
 from ledger.errors import BadInput, LedgerError, Refused
 from ledger.evidence import Evidence
+from ledger.follow import EventCursor
+from ledger.heartbeat import Liveness, WorkerBoard, read_board
 from ledger.model import GROUPS, Event, Job, JobKey
 from ledger.queries import JobFilter, QuotaDay
 from ledger.remote_health import paused_remotes
@@ -131,31 +133,47 @@ class Pulse:
 
 
 class Follower:
-    """Follows a ledger from one dedicated connection, used only by the live worker's thread."""
+    """Follows a ledger from one dedicated connection, used only by the live worker's thread.
 
-    def __init__(self, source: LedgerSource, clock: Clock, feed_size: int = FEED_SIZE) -> None:
+    Every event committed after the follower first looked reaches exactly one pulse, in id order, within one
+    poll (`ledger.follow.EventCursor`): a burst arrives over as many pulses as it takes, never skipped, and a
+    reconnect to the same file carries on from the cursor. Only a different file (replaced under us) starts
+    over from its newest events with a reset pulse.
+    """
+
+    def __init__(
+        self, source: LedgerSource, clock: Clock, feed_size: int = FEED_SIZE, *,
+        silence_seconds: float = Policy.worker_silence_seconds,
+    ) -> None:
         self.source = source
         self.clock = clock
         self.feed_size = feed_size
+        self.silence_seconds = silence_seconds
+        self._board: WorkerBoard | None = None
+        self.max_events = feed_size * 50
+        """The most events one pulse carries; the rest follow in the next polls at once."""
         self._conn: sqlite3.Connection | None = None
         self._inode: tuple[int, int] | None = None
-        self._version: int | None = None
-        self._cursor = 0
+        self._events: EventCursor | None = None
         self._head: str | None = None
 
     def _identity(self) -> tuple[int, int]:
         st = os.stat(self.source.path)
         return (st.st_dev, st.st_ino)
 
+    @property
+    def behind(self) -> bool:
+        """True when the last pulse stopped at `max_events` with more waiting: poll again without a pause."""
+        return self._events is not None and self._events.behind
+
     def close(self) -> None:
-        """Drop the connection; the next poll reconnects and reloads."""
+        """Drop the connection; the next poll reconnects (and carries on from the cursor on the same file)."""
         if self._conn is not None:
             try:
                 self._conn.close()
             except sqlite3.Error:
                 pass
         self._conn = None
-        self._version = None
 
     def poll(self) -> Pulse | None:
         """One cheap look: None when nothing changed; raises a ledger/sqlite/OS error when it cannot read."""
@@ -168,29 +186,36 @@ class Follower:
             self.close()  # replaced under us: start over on the new file
         if self._conn is None:
             self._conn = self.source.connect()
+            same_file = identity == self._inode and self._events is not None
             self._inode = identity
-            return self._reload()
-        version = queries.data_version(self._conn)
-        if version == self._version:
+            if not same_file or self._events is None or queries.last_event_id(self._conn) < self._events.cursor:
+                return self._reload()
+            self._events = EventCursor(self._conn, self._events.cursor)  # carry on where the last connection left
+        assert self._events is not None
+        events = self._events.poll(limit=self.max_events)
+        if not events and not self._events.changed:
             return None
-        self._version = version
         counts = queries.group_counts(self._conn)
-        events = queries.events_after(self._conn, self._cursor, limit=self.feed_size * 10)
-        if len(events) == self.feed_size * 10:  # a burst: jump to the newest instead of replaying it
-            return self._reload()
+        self._board = read_board(self._conn)
         if events:
-            self._cursor, self._head = events[-1].id, events[-1].hash
+            self._head = events[-1].hash
+        version = self._events.version or 0
         return Pulse(version, counts, events, self.clock.now(), paused_remotes=self._paused(), head_hash=self._head)
 
     def _reload(self) -> Pulse:
         assert self._conn is not None
-        self._version = queries.data_version(self._conn)
+        self._events = EventCursor(self._conn)
+        events = self._events.tail(self.feed_size)
         counts = queries.group_counts(self._conn)
-        events = list(reversed(queries.latest_events(self._conn, self.feed_size)))
-        self._cursor = events[-1].id if events else queries.last_event_id(self._conn)
+        self._board = read_board(self._conn)
         self._head = events[-1].hash if events else None
-        return Pulse(self._version, counts, events, self.clock.now(), reset=True, paused_remotes=self._paused(),
-                     head_hash=self._head)
+        return Pulse(self._events.version or 0, counts, events, self.clock.now(), reset=True,
+                     paused_remotes=self._paused(), head_hash=self._head)
+
+    def workers(self) -> Liveness | None:
+        """The workers' liveness now, judged from the heartbeats read with the last change (no read here: silence
+        grows with time alone); None before the first read."""
+        return None if self._board is None else self._board.liveness(self.clock.now(), self.silence_seconds)
 
     def _paused(self) -> tuple[str, ...]:
         assert self._conn is not None

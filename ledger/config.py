@@ -48,6 +48,8 @@ class Policy:
     # Strong evidence (the remote's own record carrying our idem key) reconciles a held job by itself;
     # false: a finding by `reclaim` says so and a person reconciles.
     reconcile_on_evidence: bool = True
+    # No worker pass (started or ended) for this long: `status` and the console header say nothing is passing.
+    worker_silence_seconds: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -230,6 +232,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         outcome_retry_seconds=_seconds(p, "outcome_retry_seconds", pp, 10, allow_zero=True),
         remote_probe_seconds=_seconds(p, "remote_probe_seconds", pp, 60),
         reconcile_on_evidence=_typed(p, "reconcile_on_evidence", (bool,), pp, True),
+        worker_silence_seconds=_seconds(p, "worker_silence_seconds", pp, 300),
     )
 
     operators: dict[str, frozenset[str]] = {}

@@ -227,7 +227,33 @@ WHEN NEW.hash IS NULL OR length(NEW.hash) != 64
 BEGIN SELECT RAISE(ABORT, 'the event does not chain to the last one'); END;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8]
+# Worker heartbeats: one row per worker process, upserted as it runs (not events: a row a pass would flood
+# the audit chain). `last_pass_at` is the later of the pass's start and end, kept for the index.
+_V9 = """
+CREATE TABLE worker_heartbeats (
+    worker_id       TEXT PRIMARY KEY,
+    host            TEXT NOT NULL,
+    pid             INTEGER NOT NULL,
+    version         TEXT NOT NULL,
+    kind            TEXT NOT NULL,
+    interval_s      REAL,
+    started_at      REAL NOT NULL,
+    pass_started_at REAL,
+    pass_ended_at   REAL,
+    last_pass_at    REAL,
+    passes          INTEGER NOT NULL DEFAULT 0,
+    report          TEXT NOT NULL DEFAULT '{}',
+    error           TEXT,
+    running         INTEGER NOT NULL,
+    stopped_at      REAL,
+    updated_at      REAL NOT NULL
+);
+CREATE INDEX worker_heartbeats_pass ON worker_heartbeats (last_pass_at);
+CREATE INDEX worker_heartbeats_updated ON worker_heartbeats (updated_at);
+CREATE INDEX worker_heartbeats_running ON worker_heartbeats (running, updated_at);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -462,13 +488,13 @@ def _open_error(e: sqlite3.Error, p: Path) -> LedgerError:
     return ledger_error(e, p)
 
 
-def _begin_immediate(conn: sqlite3.Connection) -> None:
-    """BEGIN IMMEDIATE, waiting up to the busy timeout in short, jittered steps.
+def _begin_immediate(conn: sqlite3.Connection, wait: float | None = None) -> None:
+    """BEGIN IMMEDIATE, waiting up to the busy timeout (or `wait` seconds) in short, jittered steps.
 
     SQLite's own busy handler sleeps up to 100 ms between tries, so under many writers one of them can
     lose the race for seconds. Trying again after 0.5 ms, backing off to at most 8 ms, keeps the worst wait short.
     """
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + (BUSY_TIMEOUT_MS / 1000 if wait is None else wait)
     pause = 0.0005
     conn.execute("PRAGMA busy_timeout = 0")
     try:
@@ -488,13 +514,14 @@ def _begin_immediate(conn: sqlite3.Connection) -> None:
 
 
 @contextmanager
-def write_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+def write_tx(conn: sqlite3.Connection, *, wait: float | None = None) -> Iterator[sqlite3.Connection]:
     """Run the block in one BEGIN IMMEDIATE transaction; commit on success, roll back on any error.
 
-    A lock held past the busy timeout raises LedgerLocked; a read-only file raises LedgerUnusable; a damaged
-    page raises LedgerCorrupt. Other sqlite3 errors (a trigger's refusal) propagate as they are.
+    A lock held past the busy timeout (or `wait` seconds, when given) raises LedgerLocked; a read-only file
+    raises LedgerUnusable; a damaged page raises LedgerCorrupt. Other sqlite3 errors (a trigger's refusal)
+    propagate as they are.
     """
-    _begin_immediate(conn)
+    _begin_immediate(conn, wait)
     try:
         yield conn
     except sqlite3.DatabaseError as e:

@@ -211,7 +211,11 @@ def operation_counts(conn: sqlite3.Connection) -> dict[str, dict[str, int]]:
 
 
 def job_fingerprint(conn: sqlite3.Connection) -> str:
-    """A digest of every row in every table: tests compare it before and after a refused command."""
+    """A digest of every row in every ledger table: tests compare it before and after a refused command.
+
+    Worker heartbeats are left out: they say which processes ran, and a pass that stops on an error still
+    records that it ran and why it stopped.
+    """
     import hashlib
 
     h = hashlib.sha256()

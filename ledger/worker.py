@@ -24,6 +24,7 @@ from ledger.config import Config
 from ledger.crashpoints import crashpoint
 from ledger.db import ledger_path, write_tx
 from ledger.errors import LedgerError, LedgerLocked, LedgerUnusable, ReservedNotSent
+from ledger.heartbeat import WorkerBeat
 from ledger.leases import Claim, claim_for_send, claim_stale
 from ledger.model import Job, JobKey
 from ledger.redaction import Redactor
@@ -668,12 +669,36 @@ def tick(
     owner: str | None = None,
     stop: threading.Event | None = None,
     progress: Progress | None = None,
+    beat: WorkerBeat | None = None,
 ) -> TickReport:
-    """One pass: recover stale sends, send due jobs, poll submitted ones, deliver done ones, notify."""
+    """One pass: recover stale sends, send due jobs, poll submitted ones, deliver done ones, notify.
+
+    The pass is recorded in the worker heartbeats: on `beat` when a looping worker gives its own, else as a
+    worker of one pass (kind 'tick') that is marked stopped when the pass returns or raises.
+    """
+    owner = owner or worker_id()
+    own = beat is None
+    beat = beat or WorkerBeat(conn, clock, owner, kind="tick")
+    beat.pass_started()
+    try:
+        report = _one_pass(conn, config, clock=clock, remotes=remotes or RemoteCache(config), owner=owner, stop=stop,
+                           progress=progress)
+    except BaseException as e:
+        if own:
+            beat.stopped(e)
+        raise
+    beat.pass_ended(report.as_dict())
+    if own:
+        beat.stopped()
+    return report
+
+
+def _one_pass(
+    conn: sqlite3.Connection, config: Config, *, clock: Clock, remotes: RemoteCache, owner: str,
+    stop: threading.Event | None, progress: Progress | None,
+) -> TickReport:
     from ledger.dispatch import dispatch_outbox
 
-    remotes = remotes or RemoteCache(config)
-    owner = owner or worker_id()
     report = TickReport()
     replay_journal(conn, config, clock=clock, report=report)
     act_on_evidence(conn, config, remotes, clock=clock, owner=owner, report=report)
@@ -695,16 +720,26 @@ def run_worker(
     interval: float = 1.0,
     on_pass: Callable[[TickReport], None] | None = None,
 ) -> int:
-    """Run passes until `stop` is set; the pass under way finishes its current job first. Returns passes run."""
+    """Run passes until `stop` is set; the pass under way finishes its current job first. Returns passes run.
+
+    Its heartbeat (kind 'worker') records every pass; a clean exit marks it stopped, and so does an error
+    (with what it was) on its way out.
+    """
     remotes = RemoteCache(config)
     owner = worker_id()
+    beat = WorkerBeat(conn, clock, owner, kind="worker", interval=interval)
     passes = 0
-    while not stop.is_set():
-        report = tick(conn, config, clock=clock, remotes=remotes, owner=owner, stop=stop)
-        passes += 1
-        if on_pass:
-            on_pass(report)
-        stop.wait(interval)
+    try:
+        while not stop.is_set():
+            report = tick(conn, config, clock=clock, remotes=remotes, owner=owner, stop=stop, beat=beat)
+            passes += 1
+            if on_pass:
+                on_pass(report)
+            stop.wait(interval)
+    except BaseException as e:
+        beat.stopped(e)
+        raise
+    beat.stopped()
     return passes
 
 

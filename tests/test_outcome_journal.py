@@ -120,11 +120,12 @@ def _small_disk(where: Path, size: str = "4m") -> Iterator[Path]:
 
 def _fill(disk: Path) -> Path:
     filler = disk / f"filler-{uuid.uuid4().hex}"
-    with open(filler, "wb") as f:
+    # Unbuffered: a partial last write leaves nothing in a buffer for close() to fail on (ENOSPC at close
+    # would depend on how the free space divides by the chunk size).
+    with open(filler, "wb", buffering=0) as f:
         with contextlib.suppress(OSError):
             while True:
                 f.write(b"\0" * 65536)
-                f.flush()
     return filler
 
 

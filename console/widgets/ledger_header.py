@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 class LedgerHeader(Horizontal):
     """Ledger path, operator and roles, a live indicator with the time of the last change, STALE and PAUSED,
-    and the remotes that are paused because they refuse every job."""
+    the remotes that are paused because they refuse every job, and whether workers are passing (red when no
+    pass within policy.worker_silence_seconds)."""
 
     DEFAULT_CSS = """
     LedgerHeader {
@@ -40,11 +41,13 @@ class LedgerHeader(Horizontal):
     LedgerHeader #hdr-identity { background: $warning; color: $background; text-style: bold; }
     LedgerHeader #hdr-remote { display: none; background: $error; color: $text; text-style: bold; }
     LedgerHeader.-remote-paused #hdr-remote { display: block; }
+    LedgerHeader #hdr-workers { color: $text-muted; }
+    LedgerHeader #hdr-workers.-silent { background: $error; color: $text; text-style: bold; }
     """
 
     def __init__(self) -> None:
         super().__init__()
-        self._drawn: tuple[str, str, str, tuple[str, ...]] | None = None
+        self._drawn: tuple[str, str, str, tuple[str, ...], str, bool] | None = None
 
     def compose(self) -> ComposeResult:
         app = cast("ReclaimApp", self.app)
@@ -56,6 +59,7 @@ class LedgerHeader(Horizontal):
         yield Label("READ-ONLY", id="hdr-ro")
         yield Label("", id="hdr-badge")
         yield Label("", id="hdr-remote")
+        yield Label("", id="hdr-workers")
         yield Label("○ connecting", id="hdr-live")
 
     def on_mount(self) -> None:
@@ -65,6 +69,7 @@ class LedgerHeader(Horizontal):
         self.watch(app, "stale", self._draw, init=False)
         self.watch(app, "paused", self._draw, init=False)
         self.watch(app, "remotes_paused", self._draw, init=False)
+        self.watch(app, "worker_liveness", self._draw, init=False)
         self.call_after_refresh(self._draw)
 
     def redraw(self) -> None:
@@ -91,12 +96,19 @@ class LedgerHeader(Horizontal):
         elif app.last_seen is None:
             badge, live = "", "○ connecting"
         else:
-            badge, live = "", f"● live · last change {when}"
+            badge, live = "", f"● live {when}"  # the time of the last change (said in the tooltip)
         if app.head_hash:
             live += f" · head {app.head_hash[:8]}"
-        if (badge, live, app.stale, app.remotes_paused) == self._drawn:
+        liveness = app.worker_liveness
+        workers, silent = (liveness.short(), liveness.silent) if liveness is not None else ("", False)
+        if (badge, live, app.stale, app.remotes_paused, workers, silent) == self._drawn:
             return
-        self._drawn = (badge, live, app.stale, app.remotes_paused)
+        self._drawn = (badge, live, app.stale, app.remotes_paused, workers, silent)
+        workers_label = self.query_one("#hdr-workers", Label)
+        workers_label.set_class(silent, "-silent")
+        workers_label.display = bool(workers)
+        workers_label.update(Text(workers))
+        workers_label.tooltip = liveness.summary() if liveness is not None else None
         self.set_class(bool(app.remotes_paused), "-remote-paused")
         self.query_one("#hdr-remote", Label).update(
             Text(f"REMOTE PAUSED: {', '.join(app.remotes_paused)}") if app.remotes_paused else ""
@@ -104,4 +116,6 @@ class LedgerHeader(Horizontal):
         badge_label = self.query_one("#hdr-badge", Label)
         badge_label.tooltip = safe_text(app.stale) if app.stale else None
         badge_label.update(badge)
-        self.query_one("#hdr-live", Label).update(Text(live))
+        live_label = self.query_one("#hdr-live", Label)
+        live_label.tooltip = f"last change to the ledger seen at {when}" if app.last_seen is not None else None
+        live_label.update(Text(live))

@@ -48,7 +48,7 @@ async def test_overview_shows_counts_held_quotas_and_events(demo: Demo) -> None:
         text = screen_text(app)
         assert "overdue 20m" in text  # alice's job was due 08:40; it is 09:00
         assert "12 / 200" in text and "2 / 50" in text
-        assert "ledger.db" in text and "carol · approver" in text and "live · last change 09:00:00" in text
+        assert "ledger.db" in text and "carol · approver" in text and "live 09:00:00" in text
         assert "article today #18" in text  # newest event on top of the feed
 
 
