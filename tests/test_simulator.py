@@ -238,7 +238,7 @@ def test_accept_then_hang_times_out_but_interaction_exists(sim: Simulator) -> No
     started = time.monotonic()
     with pytest.raises(gi.APITimeoutError) as err:
         create(make_client(sim, timeout_ms=500), "hang")
-    assert 0.4 <= time.monotonic() - started < 3.0
+    assert 0.4 <= time.monotonic() - started < 20  # the hang would hold 120 s; margin for a loaded machine
     assert isinstance(err.value, gi.APIConnectionError)
     assert cause_names(err.value)[:3] == [
         "APITimeoutError",
@@ -342,7 +342,7 @@ def test_stop_returns_promptly_while_request_hangs() -> None:
     wait_for(lambda: sim.find_by_idem("stuck"))
     started = time.monotonic()
     sim.stop()
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 20  # the hang would hold 120 s
     worker.join(timeout=5.0)
     assert not worker.is_alive()
     assert len(errors) == 1 and isinstance(errors[0], gi.APIConnectionError)
