@@ -679,12 +679,15 @@ def tick(
     owner = owner or worker_id()
     own = beat is None
     beat = beat or WorkerBeat(conn, clock, owner, kind="tick")
-    beat.pass_started()
+    if own:
+        beat.pass_started_at = clock.now()  # a single pass is written once, when it ends
+    else:
+        beat.pass_started()
     try:
         report = _one_pass(conn, config, clock=clock, remotes=remotes or RemoteCache(config), owner=owner, stop=stop,
                            progress=progress)
     except BaseException as e:
-        if own:
+        if own and not isinstance(e, (LedgerUnusable, sqlite3.DatabaseError)):  # never write into a damaged file
             beat.stopped(e)
         raise
     beat.pass_ended(report.as_dict())
