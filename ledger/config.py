@@ -204,7 +204,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
     tz = _typed(raw, "timezone", (str,), (), "UTC")
     try:
         ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file name
         raise ConfigError(f"config key timezone: unknown time zone {tz!r} (use an IANA name such as 'UTC')") from None
 
     ident = _table(raw, "identity")
