@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
@@ -24,14 +25,17 @@ except ImportError:  # pragma: no cover
 
 from console import output
 from ledger import evidence, heartbeat, identity, queries, triage
+from ledger.actions import ACTIONS as ACTION_TABLE
+from ledger.actions import Field
 from ledger.audit import head as audit_head
-from ledger.clock import Clock, iso, parse_time, process_clock
+from ledger.clock import Clock, iso, process_clock
 from ledger.config import Config, load_config
 from ledger.db import connect, create_ledger, ledger_error
 from ledger.errors import (
     EXIT_BLOCKED_BY_HOLD,
     EXIT_HELD,
     EXIT_QUOTA_EXCEEDED,
+    EXIT_REFUSED,
     EXIT_RESERVED_NOT_SENT,
     EXIT_SEND_TAKEN_OVER,
     EXIT_VERIFY_FAILED,
@@ -236,7 +240,10 @@ def _job_row(job: Job, now: float) -> list[Any]:
 
 
 @app.command()
-def init(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, as_json: JsonOpt = False) -> None:
+def init(
+    ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Create the ledger file (or migrate an older one forward).
 
     The config is checked if present; if missing, a starter config pointing at the bundled simulator
@@ -506,6 +513,7 @@ def receiver(
     ledger: LedgerOpt = DEFAULT_LEDGER,
     config: ConfigOpt = DEFAULT_CONFIG,
     operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Serve the webhook endpoint: verified deliveries become evidence; the rest get a 4xx and a counter.
 
@@ -515,7 +523,7 @@ def receiver(
 
     from ledger.receiver import make_server
 
-    with _guard(False):
+    with _guard(as_json):
         _within("--port", port, 0, 65535)
         cfg = _load(config)
         _sender(cfg, operator, "run the webhook receiver (it writes evidence)")
@@ -532,7 +540,11 @@ def receiver(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    output.line(f"receiver listening on http://{host}:{server.server_address[1]}/")
+    url = f"http://{host}:{server.server_address[1]}/"
+    if as_json:
+        output.emit_json({"listening": url})
+    else:
+        output.line(f"receiver listening on {url}")
     sys.stdout.flush()
     server.serve_forever(poll_interval=0.2)
     server.server_close()
@@ -545,6 +557,7 @@ def evidence_cmd(
     operation: OperationOpt = None,
     ledger: LedgerOpt = DEFAULT_LEDGER,
     config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """What the remote said about a job (queries, webhooks, fenced outcomes), or the orphan evidence."""
@@ -561,13 +574,14 @@ def evidence_cmd(
     output.table("orphan evidence (idem keys the ledger does not know)" if orphans or job_id is None else
                  f"evidence for {job_id}", ["id", "at", "source", "idem key", "attempt", "handle", "says", "ref"],
                  [[e.id, iso(e.at), e.source, e.idem_key, e.attempt, e.handle or "", e.remote_state, e.ref or ""]
-                  for e in items])
+                  for e in items], ids=("id", "idem key", "handle"))
 
 
 @app.command()
 def verify(
     ledger: LedgerOpt = DEFAULT_LEDGER,
     config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Check the audit chain, every job against the replay of its events, and SQLite's integrity.
@@ -631,6 +645,7 @@ def show(
     operation: OperationOpt = None,
     ledger: LedgerOpt = DEFAULT_LEDGER,
     config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Every field of one job and its event history."""
@@ -645,27 +660,31 @@ def show(
         output.emit_json({"job": job.to_dict(), "events": [e.to_dict() for e in events],
                           "evidence": [e.to_dict() for e in found]})
         return
+    whole = ("job_id", "operation", "idem_key", "handle", "target", "owner")  # typed next: never cut
     output.table(f"job {job.job_id} / {job.operation}", ["field", "value"],
-                 [[k, iso(v) if k.endswith("_at") or k.endswith("_until") else v]
+                 [[k, iso(v) if k.endswith("_at") or k.endswith("_until") else v if k in whole else output.cut(v)]
                   for k, v in job.to_dict().items() if k not in ("payload", "result")] +
-                 [["payload", job.payload], ["result", job.result]])
+                 [["payload", output.cut(job.payload)], ["result", output.cut(job.result)]], ids=("value",))
     if found:
         output.table("evidence: what the remote said (queries, signed webhooks, fenced accepted sends)",
                      ["at", "source", "attempt", "handle", "says", "ref"],
-                     [[iso(e.at), e.source, e.attempt, e.handle or "", e.remote_state, e.ref or ""] for e in found])
+                     [[iso(e.at), e.source, e.attempt, e.handle or "", e.remote_state, e.ref or ""] for e in found],
+                     ids=("handle",))
     _print_events(events)
 
 
 def _print_events(events: list[Event]) -> None:
     output.table("events", ["id", "at", "job", "seq", "actor", "kind", "from", "to", "epoch", "detail"],
                  [[e.id, iso(e.at), f"{e.job_id} / {e.operation}", e.seq, e.actor, e.kind, e.from_state,
-                   e.to_state, e.epoch, e.detail] for e in events])
+                   e.to_state, e.epoch, e.detail] for e in events], ids=("job",))
 
 
 @app.command()
 def jobs(
     group: Annotated[str, typer.Argument(help="held, reserving, submitted, done, consumed, failed or resolved.")] = "held",
-    filter_text: Annotated[str, typer.Option("--filter", help="e.g. 'owner:me op:article.* bucket'.")] = "",
+    filter_text: Annotated[str, typer.Option(
+        "--filter", help="Keys owner:, op:, target:, reason: (why held / last error), text:; other words match id, "
+                         "operation, target and why held. E.g. 'owner:me op:article.* reason:timeout bucket'.")] = "",
     view: Annotated[str | None, typer.Option("--view", help="Use a saved view (see 'reclaim views').")] = None,
     newest_first: Annotated[bool, typer.Option("--newest-first", help="Newest first (default oldest).")] = False,
     limit: Annotated[int, typer.Option("--limit", help="Rows per page.")] = 50,
@@ -700,7 +719,8 @@ def jobs(
         output.emit_json({"group": group, "page": page, "jobs": [j.to_dict() for j in rows]})
         return
     output.table(f"{group} jobs (page {page})", ["job", "operation", "state", "target", "attempt", "age", "owner",
-                                                  "reason / last error"], [_job_row(j, now) for j in rows])
+                                                  "reason / last error"], [_job_row(j, now) for j in rows],
+                 ids=("job", "operation"))
 
 
 @app.command()
@@ -728,7 +748,8 @@ def views(
     if as_json:
         output.emit_json([{"name": v.name, "group": v.group, "filter": v.filter} for v in saved])
         return
-    output.table(f"saved views of {me}", ["name", "group", "filter"], [[v.name, v.group, v.filter] for v in saved])
+    output.table(f"saved views of {me}", ["name", "group", "filter"], [[v.name, v.group, v.filter] for v in saved],
+                 ids=("name", "filter"))
 
 
 @app.command()
@@ -736,6 +757,7 @@ def quota(
     days: Annotated[int, typer.Option("--days", help="How many days back.")] = 1,
     ledger: LedgerOpt = DEFAULT_LEDGER,
     config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Daily operation quotas: used, limit, remaining."""
@@ -751,203 +773,145 @@ def quota(
                  [[d.operation, d.day, d.used, d.limit, d.remaining] for ds in hist.values() for d in ds])
 
 
-def _triage_cmd(as_json: bool, ledger: Path, config: Path, job_id: str, operation: str | None,
-                action: Callable[[sqlite3.Connection, Config, JobKey, Clock], Any]) -> None:
+# -- the triage commands: one per job action, built from the action table (ledger/actions.py) ---------------
+
+DryRunOpt = Annotated[bool, typer.Option(
+    "--dry-run", help="Print what it would do and whether you may, and write nothing (exit 0 allowed, 6 refused).")]
+
+
+def _field_option(field: Field) -> Any:
+    """The typer annotation for one of the action table's fields: a text option, blank by default (a blank one
+    is refused in one line naming the option, by the table's rule, not by click's usage error)."""
+    return Annotated[str, typer.Option(field.option, help=field.help)]
+
+
+def _triage_command(name: str) -> Callable[..., None]:
+    """The `reclaim NAME JOB_ID` command of the job action `name`: its options are the table's required fields,
+    its flags, --operation, --dry-run and the common ones; every run goes through `_take`."""
+    spec = ACTION_TABLE[name]
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter("job_id", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                annotation=Annotated[str, typer.Argument(help="The job id.")])]
+    params += [inspect.Parameter(f.name, kw, default="", annotation=_field_option(f)) for f in spec.fields]
+    params.append(inspect.Parameter("operation", kw, default=None, annotation=OperationOpt))
+    params += [inspect.Parameter(flag, kw, default=False, annotation=Annotated[bool, typer.Option(option, help=what)])
+               for flag, option, what in spec.flags]
+    params += [
+        inspect.Parameter("dry_run", kw, default=False, annotation=DryRunOpt),
+        inspect.Parameter("ledger", kw, default=DEFAULT_LEDGER, annotation=LedgerOpt),
+        inspect.Parameter("config", kw, default=DEFAULT_CONFIG, annotation=ConfigOpt),
+        inspect.Parameter("operator", kw, default=None, annotation=OperatorOpt),
+        inspect.Parameter("as_json", kw, default=False, annotation=JsonOpt),
+    ]
+
+    def command(**options: Any) -> None:
+        _take(name, options)
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__name__ = name
+    command.__doc__ = (f"{spec.help}\n\nIt {spec.summary}. With --dry-run it says that, and whether you may, and "
+                       "writes nothing.")
+    return command
+
+
+def _take(name: str, options: dict[str, Any]) -> None:
+    """Run one job action from the CLI: the table's required fields first (one line naming the option), then the
+    ledger function itself (or, with --dry-run, `triage.dry_run` on a read-only connection)."""
+    from ledger.clock import parse_due
+    from ledger.worker import RemoteCache
+
+    spec = ACTION_TABLE[name]
+    as_json, dry = options["as_json"], options["dry_run"]
+    unverified = bool(options.get("unverified", False))
+    given: dict[str, Any] = {f.name: options[f.name] for f in spec.fields}
     with _guard(as_json):
-        conn, cfg, clock = _open(ledger, config)
-        key = _resolve(conn, job_id, operation)
-        result = action(conn, cfg, key, clock)
+        triage.check_input(name, given)
+        conn, cfg, clock = _open(options["ledger"], options["config"], readonly=dry)
+        if "due" in given:
+            given["due"] = parse_due(given["due"], clock.now(), cfg.timezone, name="--due")
+        actor = _operator(cfg, options["operator"])
+        key = _resolve(conn, options["job_id"], options["operation"])
+        asks = (name == "reconcile" and not unverified) or (name == "query" and not dry)
+        remote = RemoteCache(cfg).for_operation(key.operation) if asks else None
+        if dry:
+            would = triage.dry_run(conn, cfg, key, name, given, actor=actor, clock=clock, remote=remote,
+                                   unverified=unverified)
+        else:
+            result = triage.take(conn, cfg, key, name, given, actor=actor, clock=clock, remote=remote,
+                                 unverified=unverified)
         job = triage.get_job(conn, key)
-    doc = {"job_id": key.job_id, "operation": key.operation, "state": job.state, "attempt": job.attempt}
-    if isinstance(result, dict):
-        doc.update(result)
+    doc: dict[str, Any] = {"job_id": key.job_id, "operation": key.operation, "state": job.state,
+                           "attempt": job.attempt}
+    if dry:
+        shown = {**given, **({"due": iso(given["due"])} if "due" in given else {})}
+        _print_dry_run(name, doc, would, spec.describe(shown), shown, as_json)
+        raise typer.Exit(0 if would.allowed else EXIT_REFUSED)
+    if name == "query" and remote is not None:
+        doc.update({"remote_state": result.state, "handle": result.handle, "error": result.error,
+                    "can_answer": remote.capabilities.explain()})
     if as_json:
         output.emit_json(doc)
     else:
         output.line(" ".join(f"{k}={v}" for k, v in doc.items()))
 
 
-@app.command()
-def query(
-    job_id: Annotated[str, typer.Argument()],
-    operation: OperationOpt = None,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Ask the remote side about a job (a read) and record its reply as an event."""
-    def act(conn: sqlite3.Connection, cfg: Config, key: JobKey, clock: Clock) -> dict[str, Any]:
-        from ledger.worker import RemoteCache
-
-        remote = RemoteCache(cfg).for_operation(key.operation)
-        st = triage.query_job(conn, cfg, key, remote, actor=_operator(cfg, operator), clock=clock)
-        return {"remote_state": st.state, "handle": st.handle, "error": st.error,
-                "can_answer": remote.capabilities.explain()}
-
-    _triage_cmd(as_json, ledger, config, job_id, operation, act)
+def _print_dry_run(name: str, doc: dict[str, Any], would: triage.Preview, words: list[str], given: dict[str, Any],
+                   as_json: bool) -> None:
+    """A dry run's answer: what the action would do (the console's preview text), the input, and whether it
+    would be allowed or why not."""
+    if as_json:
+        output.emit_json({**doc, "action": name, "dry_run": True, "would": would.summary, "allowed": would.allowed,
+                          "refusal": would.reason, "input": given})
+        return
+    output.line(f"dry run: {name} {doc['job_id']} / {doc['operation']} ({doc['state']}); nothing was written")
+    output.line(f"would: {would.summary}")
+    for said in words:
+        output.line(f"  {said}")
+    output.line("allowed" if would.allowed else f"refused: {would.reason}")
 
 
-@app.command()
-def finding(
-    job_id: Annotated[str, typer.Argument()],
-    category: Annotated[str, typer.Option("--category", help=", ".join(triage.FINDING_CATEGORIES))],
-    note: Annotated[str, typer.Option("--note", help="What you saw, and where.")],
-    operation: OperationOpt = None,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Record what you found about a held job (triage role)."""
-    _triage_cmd(as_json, ledger, config, job_id, operation,
-                lambda c, cfg, k, clk: triage.record_finding(c, cfg, k, category, note, actor=_operator(cfg, operator),
-                                                             clock=clk))
+for _name in ("query", "finding", "assign"):
+    app.command(name=_name)(_triage_command(_name))
+
+_BULK = {f.name: f for f in ACTION_TABLE["bulk-assign"].fields}
+BulkOwnerOpt = _field_option(_BULK["owner"])
+BulkDueOpt = _field_option(_BULK["due"])
+BulkReasonOpt = _field_option(_BULK["reason"])
 
 
-def _due_option(due: str, as_json: bool) -> float:
-    """--due as epoch seconds: an ISO time (or epoch seconds) between 1970 and 9999, else exit 2 saying so."""
-    try:
-        due_at = parse_time(due)
-    except ValueError:
-        output.error(f"--due {due!r}: not an ISO time; use e.g. 2026-12-03T09:00Z", as_json=as_json)
-        raise typer.Exit(2) from None
-    except OverflowError:
-        due_at = float("inf")
-    with _guard(as_json):
-        try:
-            triage.check_due(due_at)
-        except BadInput:
-            raise BadInput(f"--due {due!r}: not a time between 1970 and 9999; use e.g. 2026-12-03T09:00Z") from None
-    return due_at
-
-
-@app.command()
-def assign(
-    job_id: Annotated[str, typer.Argument()],
-    owner: Annotated[str, typer.Option("--owner", help="Who sees it through.")],
-    due: Annotated[str, typer.Option("--due", help="ISO time, e.g. 2026-12-03T09:00Z.")],
-    operation: OperationOpt = None,
-    reason: ReasonOpt = "",
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Give a held job an owner and a due time (triage role)."""
-    due_at = _due_option(due, as_json)
-    _triage_cmd(as_json, ledger, config, job_id, operation,
-                lambda c, cfg, k, clk: triage.assign(c, cfg, k, owner, due_at, actor=_operator(cfg, operator), clock=clk,
-                                                     reason=reason))
-
-
-@app.command(name="bulk-assign")
+@app.command(name="bulk-assign", help=ACTION_TABLE["bulk-assign"].help + "\n\nWithout --yes it only says how many "
+             "jobs would change, and writes nothing.")
 def bulk_assign(
-    owner: Annotated[str, typer.Option("--owner", help="Who sees them through.")],
-    due: Annotated[str, typer.Option("--due", help="ISO time, e.g. 2026-12-03T09:00Z.")],
+    owner: BulkOwnerOpt = "",
+    due: BulkDueOpt = "",
     filter_text: Annotated[str, typer.Option("--filter", help="Which held jobs, e.g. 'op:storage.* bucket-a'.")] = "",
     yes: Annotated[bool, typer.Option("--yes", help="Do it; without --yes only the count is shown.")] = False,
-    reason: ReasonOpt = "",
+    reason: BulkReasonOpt = "",
     ledger: LedgerOpt = DEFAULT_LEDGER,
     config: ConfigOpt = DEFAULT_CONFIG,
     operator: OperatorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Assign an owner and due time to every held job matching a filter (a safe bulk action; never a release).
+    from ledger.clock import parse_due
 
-    Without --yes it only says how many jobs would change.
-    """
-    due_at = _due_option(due, as_json)
     with _guard(as_json):
-        triage.check_owner(owner)
-        conn, cfg, clock = _open(ledger, config)
+        triage.check_input("bulk-assign", {"reason": reason, "owner": owner, "due": due})
+        conn, cfg, clock = _open(ledger, config, readonly=not yes)
+        due_at = parse_due(due, clock.now(), cfg.timezone, name="--due")
         me = _operator(cfg, operator)
         flt = queries.JobFilter.parse(filter_text, me=me)
-        keys: list[JobKey] = []
-        while True:
-            page = queries.list_jobs(conn, "held", limit=500, offset=len(keys), flt=flt)
-            keys += [j.key for j in page]
-            if len(page) < 500:
-                break
-        if yes:
-            for key in keys:
-                triage.assign(conn, cfg, key, owner, due_at, actor=me, clock=clock, reason=reason)
-    doc = {"matched": len(keys), "assigned": len(keys) if yes else 0, "owner": owner, "due": iso(due_at)}
+        done = triage.bulk_assign(conn, cfg, flt, owner, due_at, actor=me, clock=clock, reason=reason, apply=yes)
+    doc = {"matched": len(done.matched), "assigned": done.assigned, "owner": owner, "due": iso(due_at)}
     if as_json:
         output.emit_json(doc)
     elif yes:
-        output.line(f"assigned {len(keys)} held jobs to {owner}, due {iso(due_at)}")
+        output.line(f"assigned {done.assigned} held jobs to {owner}, due {iso(due_at)}")
     else:
-        output.line(f"would assign {len(keys)} held jobs to {owner}, due {iso(due_at)}; run again with --yes")
+        output.line(f"would assign {len(done.matched)} held jobs to {owner}, due {iso(due_at)}; run again with --yes")
 
 
-@app.command()
-def release(
-    job_id: Annotated[str, typer.Argument()],
-    operation: OperationOpt = None,
-    reason: ReasonOpt = "",
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Re-submit a held job: a new attempt with the same idem key, sent by the next pass (approver)."""
-    _triage_cmd(as_json, ledger, config, job_id, operation,
-                lambda c, cfg, k, clk: triage.release(c, cfg, k, actor=_operator(cfg, operator), clock=clk,
-                                                      reason=reason))
-
-
-@app.command()
-def reconcile(
-    job_id: Annotated[str, typer.Argument()],
-    handle: Annotated[str, typer.Option("--handle", help="The remote's id for this job.")],
-    operation: OperationOpt = None,
-    reason: ReasonOpt = "",
-    unverified: Annotated[bool, typer.Option(
-        "--unverified", help="Attach without asking the remote (it cannot be asked); needs --reason.")] = False,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """The remote did run it: verify the handle carries this job's idem key, attach it, move to submitted;
-    nothing is sent (approver)."""
-    _triage_cmd(as_json, ledger, config, job_id, operation,
-                lambda c, cfg, k, clk: triage.reconcile(
-                    c, cfg, k, handle, actor=_operator(cfg, operator), clock=clk, reason=reason, unverified=unverified,
-                    remote=None if unverified else _remote_for(cfg, k.operation)))
-
-
-@app.command()
-def reject(
-    job_id: Annotated[str, typer.Argument()],
-    reason: Annotated[str, typer.Option("--reason", help="Why it is closed without re-sending.")],
-    operation: OperationOpt = None,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Close a held job without re-sending (approver)."""
-    _triage_cmd(as_json, ledger, config, job_id, operation,
-                lambda c, cfg, k, clk: triage.reject(c, cfg, k, actor=_operator(cfg, operator), clock=clk,
-                                                     reason=reason))
-
-
-@app.command()
-def remediate(
-    job_id: Annotated[str, typer.Argument()],
-    note: Annotated[str, typer.Option("--note", help="What was done instead, and where it is recorded.")],
-    operation: OperationOpt = None,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Close a held job as done by another allowed means (approver)."""
-    _triage_cmd(as_json, ledger, config, job_id, operation,
-                lambda c, cfg, k, clk: triage.remediate(c, cfg, k, note, actor=_operator(cfg, operator),
-                                                        clock=clk))
+for _name in ("release", "reconcile", "reject", "remediate"):
+    app.command(name=_name)(_triage_command(_name))
 
 
 @app.command()
@@ -957,6 +921,7 @@ def events(
     limit: Annotated[int, typer.Option("--limit", help="How many recent events without --after.")] = 20,
     ledger: LedgerOpt = DEFAULT_LEDGER,
     config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print the event log (newest `limit`, or after an id), and follow it with --follow.
@@ -997,7 +962,8 @@ def events(
 
 @app.command()
 def notifications(
-    ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, as_json: JsonOpt = False
+    ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """The notification outbox, uncertain ones first."""
     from ledger.dispatch import list_outbox
@@ -1011,7 +977,7 @@ def notifications(
         return
     output.table("notifications", ["event id", "channel", "job", "kind", "state", "tries", "last error"],
                  [[r["event_id"], r["channel"], f"{r['job_id']} / {r['operation']}", r["kind"], r["state"],
-                   r["tries"], r["last_error"]] for r in rows])
+                   r["tries"], r["last_error"]] for r in rows], ids=("event id", "job"))
 
 
 @app.command(name="notification")

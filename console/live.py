@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar, cast
 from zoneinfo import ZoneInfo
 
-from ledger import dispatch, evidence, queries, triage
-from ledger.clock import INVALID, LATEST, Clock, parse_time, valid_time
+from ledger import actions, dispatch, evidence, queries, triage
+from ledger.clock import INVALID, LATEST, Clock, valid_time
+from ledger.clock import parse_due as parse_due_text
 from ledger.config import Config, Policy
 from ledger.db import connect
 from ledger.errors import BadInput, LedgerError, Refused
@@ -32,6 +33,7 @@ from ledger.heartbeat import Liveness, WorkerBoard, read_board
 from ledger.model import GROUPS, Event, Job, JobKey
 from ledger.queries import JobFilter, QuotaDay
 from ledger.remote_health import paused_remotes
+from ledger.remotes.base import RemoteStatus
 from ledger.worker import RemoteCache
 
 T = TypeVar("T")
@@ -248,6 +250,8 @@ class JobPage:
     has_more: bool
     oldest_first: bool
     filter_text: str
+    error: str | None = None
+    """Why the filter was refused (an unknown key): the page is then empty."""
 
 
 class PageRequest(NamedTuple):
@@ -264,8 +268,12 @@ def load_page(
     conn: sqlite3.Connection, group: str, *, offset: int, oldest_first: bool, filter_text: str, me: str,
     page_size: int = PAGE_SIZE,
 ) -> JobPage:
-    """Read one page (plus one row to know if another page follows); never the whole group."""
-    flt = JobFilter.parse(filter_text, me=me) if filter_text.strip() else None
+    """Read one page (plus one row to know if another page follows); never the whole group. A filter that cannot
+    be parsed reads nothing: the page is empty and says why."""
+    try:
+        flt = JobFilter.parse(filter_text, me=me) if filter_text.strip() else None
+    except BadInput as e:
+        return JobPage(group, [], offset, False, oldest_first, filter_text, error=str(e))
     rows = queries.list_jobs(conn, group, limit=page_size + 1, offset=offset, oldest_first=oldest_first, flt=flt)
     return JobPage(group, rows[:page_size], offset, len(rows) > page_size, oldest_first, filter_text)
 
@@ -429,87 +437,56 @@ class ActionInput:
     owner: str = ""
     due: str = ""
 
+    def fields(self) -> dict[str, str]:
+        """The input under the action table's field names: the one note box is a finding's note, a decision's
+        reason and a remediation's note."""
+        return {"category": self.category, "note": self.note, "reason": self.note, "handle": self.handle,
+                "owner": self.owner, "due": self.due}
 
-def parse_due(text: str, now: float) -> float:
-    """A due time: '30m', '4h', '2d' from now, or epoch seconds / ISO-8601 (naive is UTC)."""
-    s = text.strip()
-    if not s:
-        raise BadInput("due: required, e.g. 4h, 30m, 2d or 2026-12-01T17:00")
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    if s[-1:] in units and s[:-1].replace(".", "", 1).isdigit():
-        return now + float(s[:-1]) * units[s[-1]]
-    try:
-        return parse_time(s)
-    except ValueError:
-        raise BadInput(f"due {s!r}: use 4h, 30m, 2d or an ISO time such as 2026-12-01T17:00") from None
+
+def parse_due(text: str, now: float, tz: str = "UTC") -> float:
+    """A due time in 1970..9999, by the ledger's one parser: '30m', '4h', '2d' from now, 'tomorrow 09:00' in `tz`,
+    or epoch seconds / ISO-8601 (naive is UTC); else BadInput."""
+    return parse_due_text(text, now, tz)
 
 
 def check_input(action: str, given: ActionInput) -> str | None:
-    """What is missing from the operator's input for `action`, or None."""
-    if action == "finding":
-        if given.category not in triage.FINDING_CATEGORIES:
-            return "choose a finding category first"
-        if not given.note.strip():
-            return "write a note: what you saw and where"
-    if action in ("release", "reject", "remediate", "reconcile", "assign") and not given.note.strip():
-        return "write a reason first: every decision records why"
-    if action == "reconcile" and not given.handle.strip():
-        return "type the remote's handle for this job first"
-    if action == "assign":
-        if not given.owner.strip():
-            return "type an owner first"
-        if not given.due.strip():
-            return "type a due time first (e.g. 4h)"
-    return None
+    """What the operator must still type for `action` (the action table's first missing field, in its words), or
+    None."""
+    missing = actions.action(action).missing(given.fields())
+    return None if missing is None else missing.ask
 
 
 def describe_input(action: str, given: ActionInput) -> list[str]:
-    """The operator's own words for the confirmation, one line each (shown literally)."""
-    lines: list[str] = []
-    if action == "finding":
-        lines += [f"category: {given.category}", f"note: {given.note}"]
-    elif action == "reconcile":
-        lines += [f"handle: {given.handle}", f"reason: {given.note}"]
-    elif action == "assign":
-        lines += [f"owner: {given.owner}", f"due: {given.due}", f"reason: {given.note}"]
-    elif action == "remediate":
-        lines.append(f"note: {given.note}")
-    elif action in ("release", "reject"):
-        lines.append(f"reason: {given.note}")
-    return lines
+    """The operator's own words for the confirmation, one line per field the action table requires (shown
+    literally)."""
+    return actions.action(action).describe(given.fields())
 
 
 def perform(
     conn: sqlite3.Connection, config: Config, remotes: RemoteCache, key: JobKey, action: str, given: ActionInput,
     *, actor: str, clock: Clock,
 ) -> str:
-    """Run one operator action through the ledger; return what happened. Raises Refused / BadInput, writing nothing."""
-    if action == "query":
-        status = triage.query_job(conn, config, key, remotes.for_operation(key.operation), actor=actor, clock=clock)
-        said = status.error or (f"handle {status.handle}" if status.handle else "")
-        return f"remote says {status.state}" + (f": {said}" if said else "")
-    if action == "finding":
-        triage.record_finding(conn, config, key, given.category, given.note, actor=actor, clock=clock)
-        return f"finding recorded: {given.category}"
+    """Run one operator action through the ledger (`triage.take`, the CLI's path too); return what happened.
+    Raises Refused / BadInput, writing nothing."""
+    fields: dict[str, Any] = dict(given.fields())
     if action == "assign":
-        due = parse_due(given.due, clock.now())
-        triage.assign(conn, config, key, given.owner, due, actor=actor, clock=clock, reason=given.note)
-        return f"assigned to {given.owner}"
+        fields["due"] = parse_due(given.due, clock.now(), config.timezone)
+    remote = remotes.for_operation(key.operation) if action in ("query", "reconcile") else None
+    result = triage.take(conn, config, key, action, fields, actor=actor, clock=clock, remote=remote)
+    if isinstance(result, RemoteStatus):
+        said = result.error or (f"handle {result.handle}" if result.handle else "")
+        return f"remote says {result.state}" + (f": {said}" if said else "")
     if action == "release":
-        applied = triage.release(conn, config, key, actor=actor, clock=clock, reason=given.note)
-        attempt = applied.job.attempt if applied.job else "?"
+        attempt = result.job.attempt if result.job else "?"
         return f"released: attempt {attempt} will be sent once by the next worker pass"
-    if action == "reconcile":
-        triage.reconcile(conn, config, key, given.handle, actor=actor, clock=clock, reason=given.note,
-                         remote=remotes.for_operation(key.operation))
-        return f"reconciled with handle {given.handle} (verified with the remote): submitted, nothing sent"
-    if action == "reject":
-        triage.reject(conn, config, key, actor=actor, clock=clock, reason=given.note)
-        return "rejected: closed without re-sending"
-    if action == "remediate":
-        triage.remediate(conn, config, key, given.note, actor=actor, clock=clock)
-        return "remediated: closed as done by other means"
-    raise BadInput(f"action {action!r}: unknown")
+    return {
+        "finding": f"finding recorded: {given.category}",
+        "assign": f"assigned to {given.owner}",
+        "reconcile": f"reconciled with handle {given.handle} (verified with the remote): submitted, nothing sent",
+        "reject": "rejected: closed without re-sending",
+        "remediate": "remediated: closed as done by other means",
+    }[action]
 
 
 # -- formatting helpers (plain strings from trusted numbers) ------------------------------------------------

@@ -9,6 +9,7 @@ called `use_redactor`). `--json` documents are valid JSON with those code points
 from __future__ import annotations
 
 import sys
+from collections.abc import Collection
 from typing import Any
 
 from rich.console import Console
@@ -46,13 +47,28 @@ def notice(message: str) -> None:
     stderr.print(Text(f"reclaim: {clean(message)}"), soft_wrap=True)
 
 
-def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
-    """Print a Rich table; the title, headers and every cell are untrusted text, rendered literally."""
+CELL_LIMIT = 120
+"""Characters a table cell shows before it is cut with an ellipsis (not for id columns: see `table`)."""
+
+
+def cut(value: Any) -> str:
+    """`value` as a table cell shows it when its column is not an id column: cleaned, at most CELL_LIMIT chars."""
+    return clean(value, CELL_LIMIT)
+
+
+def table(title: str, columns: list[str], rows: list[list[Any]], *, ids: Collection[str] = ()) -> None:
+    """Print a Rich table; the title, headers and every cell are untrusted text, rendered literally.
+
+    Cells are cut at CELL_LIMIT characters, and a column too wide for the terminal is cut with an ellipsis,
+    except the columns named in `ids`: they hold what a person types next (a job id, a notification id, a
+    handle), so they are never cut; a narrow terminal wraps them onto more lines instead.
+    """
     t = Table(title=Text(clean(title, 200)), title_justify="left")
-    for c in columns:
-        t.add_column(Text(clean(c, 60)))
+    keep = [c in ids for c in columns]
+    for c, whole in zip(columns, keep, strict=True):
+        t.add_column(Text(clean(c, 60)), overflow="fold" if whole else "ellipsis")
     for row in rows:
-        t.add_row(*[Text(clean(v, 120)) for v in row])
+        t.add_row(*[Text(clean(v, None if whole else CELL_LIMIT)) for v, whole in zip(row, keep, strict=False)])
     stdout.print(t)
 
 

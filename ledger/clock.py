@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from datetime import time as day_time
 from typing import Protocol
 from zoneinfo import ZoneInfo
+
+from ledger.errors import BadInput
 
 
 class Clock(Protocol):
@@ -100,3 +104,43 @@ INVALID = "invalid"
 def valid_time(ts: object) -> bool:
     """True when `ts` is epoch seconds (a finite number) between EARLIEST and LATEST."""
     return isinstance(ts, (int, float)) and not isinstance(ts, bool) and EARLIEST <= ts <= LATEST
+
+
+_SPAN = re.compile(r"\+?(?:\s*\d+(?:\.\d+)?\s*[smhd])+")
+_SPAN_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_DAY_AT = re.compile(r"(today|tomorrow)(?:\s+(\d{1,2}):(\d{2}))?")
+DUE_EXAMPLES = "2h, 30m, 2d, tomorrow 09:00 or an ISO time such as 2026-12-03T09:00Z"
+
+
+def parse_due(text: str, now: float, tz: str = "UTC", *, name: str = "due") -> float:
+    """A due time as epoch seconds, always a time in 1970..9999; else BadInput naming `name` and the value.
+
+    Takes a span from `now` (`2h`, `30m`, `2d`, `1h30m`), `today HH:MM` or `tomorrow HH:MM` in time zone `tz`,
+    or epoch seconds / ISO-8601 (a naive ISO time is UTC).
+    """
+    s = text.strip()
+    if not s:
+        raise BadInput(f"{name}: required; give {DUE_EXAMPLES}")
+    if len(s) > 100:
+        raise BadInput(f"{name}: at most 100 characters; give {DUE_EXAMPLES}")
+    low = s.lower()
+    try:
+        if _SPAN.fullmatch(low):
+            due = now + sum(float(n) * _SECONDS[unit] for n, unit in _SPAN_PART.findall(low))
+        elif (day := _DAY_AT.fullmatch(low)) is not None:
+            if day.group(2) is None:
+                raise BadInput(f"{name} {s!r}: say when on that day, e.g. {day.group(1)} 09:00")
+            hour, minute = int(day.group(2)), int(day.group(3))
+            if hour > 23 or minute > 59:
+                raise BadInput(f"{name} {s!r}: {hour:02d}:{minute:02d} is not a time of day (00:00 to 23:59)")
+            zone = ZoneInfo(tz)
+            date = datetime.fromtimestamp(now, zone).date() + timedelta(days=1 if day.group(1) == "tomorrow" else 0)
+            due = datetime.combine(date, day_time(hour, minute), tzinfo=zone).timestamp()
+        else:
+            due = parse_time(s)
+    except (ValueError, OverflowError):
+        raise BadInput(f"{name} {s!r}: not a time; give {DUE_EXAMPLES}") from None
+    if not valid_time(due):
+        raise BadInput(f"{name} {s!r}: not a time between 1970 and 9999; give {DUE_EXAMPLES}")
+    return due

@@ -6,6 +6,7 @@ Every query here is served by an index; none loads a whole table.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -13,6 +14,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from ledger.config import Config
+from ledger.errors import BadInput
 from ledger.model import GROUPS, STATES, Event, Job, JobKey
 
 
@@ -36,31 +38,60 @@ def group_counts(conn: sqlite3.Connection) -> dict[str, int]:
     return {g: sum(counts[s] for s in states) for g, states in GROUPS.items()}
 
 
+FILTER_KEYS = {
+    "owner": "the owner, exactly (owner:me is you)",
+    "op": "the operation (* is a wildcard)",
+    "target": "the target (* is a wildcard)",
+    "reason": "words in why it is held or its last error",
+    "text": "a word that itself holds a colon (text:a:b)",
+}
+"""The keys a typed filter knows, and what each matches; words without a key match id, operation, target and
+why the job is held (or its last error)."""
+_KEY = re.compile(r"([A-Za-z][A-Za-z0-9_-]*):(.*)", re.DOTALL)
+
+
 @dataclass(frozen=True)
 class JobFilter:
-    """A typed filter: free text on job id / operation / target, plus owner:, op:, target: terms."""
+    """A typed filter: free words on job id / operation / target / held reason / last error, plus owner:, op:,
+    target:, reason: terms."""
 
     text: str = ""
     owner: str | None = None
     operation: str | None = None
     target: str | None = None
+    reason: str | None = None
 
     @classmethod
     def parse(cls, query: str, me: str | None = None) -> JobFilter:
-        """Parse "owner:me op:article.* bucket" into a filter (`*` is a wildcard; `me` is the operator)."""
-        words, owner, op, target = [], None, None, None
+        """Parse "owner:me op:article.* reason:timeout bucket" into a filter (`*` is a wildcard in op: and
+        target:; `me` is the operator). A key it does not know is refused (BadInput naming it and the keys)."""
+        words: list[str] = []
+        terms: dict[str, str] = {}
         for tok in query.split():
-            if tok.startswith("owner:"):
-                owner = tok[6:]
-                if owner == "me" and me:
-                    owner = me
-            elif tok.startswith("op:"):
-                op = tok[3:]
-            elif tok.startswith("target:"):
-                target = tok[7:]
-            else:
+            m = _KEY.fullmatch(tok)
+            if m is None:
                 words.append(tok)
-        return cls(text=" ".join(words), owner=owner, operation=op, target=target)
+                continue
+            key, value = m.group(1), m.group(2)
+            if key not in FILTER_KEYS:
+                raise BadInput(
+                    f"filter key {_clip(key) + ':'!r}: unknown; the keys are "
+                    f"{', '.join(k + ':' for k in FILTER_KEYS)} (words without a key match id, operation, target "
+                    "and why it is held; text:a:b for a word with a colon)"
+                )
+            if key == "text":
+                words.append(value)
+            else:
+                terms[key] = value
+        owner = terms.get("owner")
+        if owner == "me" and me:
+            owner = me
+        return cls(text=" ".join(w for w in words if w), owner=owner, operation=terms.get("op"),
+                   target=terms.get("target"), reason=terms.get("reason"))
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _like(value: str) -> str:
@@ -83,9 +114,14 @@ def list_jobs(
     params: list[Any] = list(states)
     if flt is not None:
         if flt.text:
-            where.append("(job_id LIKE ? ESCAPE '\\' OR operation LIKE ? ESCAPE '\\' OR target LIKE ? ESCAPE '\\')")
+            where.append("(job_id LIKE ? ESCAPE '\\' OR operation LIKE ? ESCAPE '\\' OR target LIKE ? ESCAPE '\\' "
+                         "OR held_reason LIKE ? ESCAPE '\\' OR last_error LIKE ? ESCAPE '\\')")
             pat = f"%{_like(flt.text)}%"
-            params += [pat, pat, pat]
+            params += [pat] * 5
+        if flt.reason:
+            where.append("(held_reason LIKE ? ESCAPE '\\' OR last_error LIKE ? ESCAPE '\\')")
+            pat = f"%{_like(flt.reason)}%"
+            params += [pat, pat]
         if flt.owner:
             where.append("owner = ?")
             params.append(flt.owner)

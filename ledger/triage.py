@@ -1,56 +1,38 @@
 """Operator actions on a held (or failed) job: query, finding, assign, release, reconcile, reject, remediate.
 
-Each action checks roles and policy and the job's state inside its own BEGIN IMMEDIATE transaction,
-and either writes its event (with who, when and why) or raises Refused with the reason, writing nothing.
-`refusal()` answers the same question without writing, so the console can show a disabled action and why.
+Who may take each, on which states, what must be typed and what it does come from one table,
+`ledger.actions`. Each action refuses a missing field (BadInput, naming it and its CLI option) before
+anything else, then checks roles and policy and the job's state inside its own BEGIN IMMEDIATE
+transaction, and either writes its event (with who, when and why) or raises Refused with the reason,
+writing nothing. `refusal()` and `preview()` answer the same questions without writing, so the console
+can show a disabled action and why, and the CLI's `--dry-run` can say what would happen.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ledger import evidence
+from ledger.actions import DECISIONS as DECISIONS
+from ledger.actions import FINDING_CATEGORIES as FINDING_CATEGORIES
+from ledger.actions import JOB_ACTIONS
+from ledger.actions import action as action_spec
 from ledger.clock import Clock, day_of, valid_time
 from ledger.config import Config
 from ledger.db import write_tx
 from ledger.errors import BadInput, JobNotFound, Refused
 from ledger.model import Event, Job, JobKey
+from ledger.queries import JobFilter, list_jobs
 from ledger.redaction import Redactor
 from ledger.remotes.base import Remote, RemoteStatus, redact_status
 from ledger.reserve import count_quota, quota_used
 from ledger.transitions import Applied, append_event, apply
 
-FINDING_CATEGORIES = ("not_received", "in_progress", "completed_reply_lost", "cannot_determine", "changed_by_other")
-ACTIONS = ("query", "finding", "assign", "release", "reconcile", "reject", "remediate")
-_ROLE_FOR = {
-    "query": "triage",
-    "finding": "triage",
-    "assign": "triage",
-    "release": "approver",
-    "reconcile": "approver",
-    "reject": "approver",
-    "remediate": "approver",
-}
-_VERB_FOR = {
-    "query": "query the remote",
-    "finding": "record a finding",
-    "assign": "assign an owner",
-    "release": "release",
-    "reconcile": "reconcile",
-    "reject": "reject",
-    "remediate": "remediate",
-}
-_STATES_FOR = {
-    "finding": ("held", "failed"),
-    "assign": ("held", "failed"),
-    "release": ("held", "failed"),
-    "reconcile": ("held",),
-    "reject": ("held",),
-    "remediate": ("held",),
-}
+ACTIONS = JOB_ACTIONS
+"""The actions on one job, in triage order (the table is `ledger.actions.ACTIONS`)."""
 
 
 def get_job(conn: sqlite3.Connection, key: JobKey) -> Job:
@@ -106,15 +88,18 @@ _SOURCE_WORDS = {
 
 
 def refusal(conn: sqlite3.Connection, config: Config, job: Job, action: str, actor: str, now: float) -> str | None:
-    """Why `actor` may not take `action` on `job` now, or None when it is allowed. Writes nothing."""
-    if action not in ACTIONS:
-        raise BadInput(f"action {action!r}: unknown (actions: {', '.join(ACTIONS)})")
-    role = _ROLE_FOR[action]
-    if role not in config.roles_of(actor):
-        return f"{actor} lacks the {role} role needed to {_VERB_FOR[action]} (roles come from [operators] in the config)"
-    states = _STATES_FOR.get(action)
-    if states is not None and job.state not in states:
-        return f"the job is {job.state}; {action} applies to {' or '.join(states)} jobs"
+    """Why `actor` may not take `action` on `job` now, or None when it is allowed. Writes nothing.
+
+    The role and the states come from the action table; a release also answers to policy and evidence.
+    """
+    spec = action_spec(action)
+    if action not in JOB_ACTIONS:
+        raise BadInput(f"action {action!r}: acts on many jobs, not one (actions: {', '.join(JOB_ACTIONS)})")
+    if spec.role not in config.roles_of(actor):
+        return spec.role_refusal(actor)
+    why = spec.state_refusal(job.state)
+    if why is not None:
+        return why
     if action == "release":
         return _release_refusal(conn, config, job, actor, now)
     return None
@@ -158,29 +143,53 @@ class Preview:
 
 
 def preview(conn: sqlite3.Connection, config: Config, key: JobKey, action: str, actor: str, clock: Clock) -> Preview:
-    """Say what `action` will do ("sends 1 new request to gemini; quota 12/200 -> 13/200") and if it may."""
+    """Say what `action` will do ("sends 1 new request to gemini; quota 12/200 -> 13/200") and if it may.
+
+    The text is the action table's; a release fills in the remote, the attempt and today's quota.
+    """
     job = get_job(conn, key)
     now = clock.now()
     why = refusal(conn, config, job, action, actor, now)
+    spec = action_spec(action)
     op = config.operations.get(job.operation)
+    facts: dict[str, object] = {}
     if action == "release" and op is not None:
         used = quota_used(conn, job.operation, day_of(now, config.timezone))
-        summary = (
-            f"sends 1 new request to {op.remote} (attempt {job.attempt + 1}, same idem key); "
-            f"{job.operation} quota today {used}/{op.daily_quota} -> {used + 1}/{op.daily_quota}"
-        )
-    else:
-        summary = {
-            "query": "asks the remote about this job (a read; nothing is sent) and records the reply",
-            "finding": "records what you found; nothing is sent",
-            "assign": "sets the owner and due time; nothing is sent",
-            "reconcile": "asks the remote whether the handle carries this job's idem key, then attaches it and "
-                         "marks the job submitted; nothing is sent (unverified: attaches it without asking)",
-            "reject": "closes the job as rejected; nothing is sent",
-            "remediate": "closes the job as remediated by other means; nothing is sent",
-            "release": "sends 1 new request",
-        }[action]
-    return Preview(action=action, allowed=why is None, reason=why, summary=summary)
+        facts = {"remote": op.remote, "attempt": job.attempt + 1, "operation": job.operation, "used": used,
+                 "after": used + 1, "limit": op.daily_quota}
+    return Preview(action=action, allowed=why is None, reason=why, summary=spec.preview_text(**facts))
+
+
+def check_input(action: str, given: Mapping[str, object]) -> None:
+    """Refuse (BadInput, naming the field and its CLI option) input `action` cannot be taken with: a required
+    field missing (the action table says which), a category not known, an owner who is no one, a due time not
+    in 1970..9999. Returns when the input will do; reads nothing."""
+    spec = action_spec(action)
+    spec.require(given)
+    needs = {f.name for f in spec.fields}
+    if "owner" in needs:
+        check_owner(str(given["owner"]))
+    due = given.get("due")
+    if "due" in needs and isinstance(due, (int, float)):
+        check_due(due)
+
+
+def dry_run(
+    conn: sqlite3.Connection, config: Config, key: JobKey, action: str, given: Mapping[str, object], *, actor: str,
+    clock: Clock, remote: Remote | None = None, unverified: bool = False,
+) -> Preview:
+    """What `action` with this input would do now, and whether it would be allowed: the same checks the action
+    makes, stopping before it writes (a reconcile still asks the remote about the handle). Writes nothing.
+
+    Input it cannot be taken with is refused at once (BadInput), as the action itself would refuse it.
+    """
+    check_input(action, given)
+    p = preview(conn, config, key, action, actor, clock)
+    if p.allowed and action == "reconcile":
+        why = _reconcile_refusal(conn, config, get_job(conn, key), str(given.get("handle", "")), remote, unverified)
+        if why is not None:
+            p = Preview(action, False, why, p.summary)
+    return p
 
 
 def _act(
@@ -218,9 +227,6 @@ def _act(
         if after is not None:
             after(conn, applied)  # in the same transaction as the event
         return applied
-
-
-DECISIONS = frozenset({"release", "reconcile", "reject", "remediate"})
 
 
 def query_remote(config: Config, job: Job, remote: Remote, handle: str | None = None) -> RemoteStatus:
@@ -308,11 +314,9 @@ def query_job(
 def record_finding(
     conn: sqlite3.Connection, config: Config, key: JobKey, category: str, note: str, *, actor: str, clock: Clock
 ) -> Applied:
-    """Record what a person learned (category + note), resting on the latest query's snapshot."""
-    if category not in FINDING_CATEGORIES:
-        raise BadInput(f"finding category {category!r}: unknown (use one of {', '.join(FINDING_CATEGORIES)})")
-    if not note.strip():
-        raise BadInput("finding note: required; say what you saw and where")
+    """Record what a person learned (category + note), resting on the latest query's snapshot; a category not
+    known or a blank note is refused (BadInput) before anything is read."""
+    check_input("finding", {"category": category, "note": note})
     query = latest_query(conn, key)
     detail = {
         "category": category,
@@ -343,11 +347,11 @@ def check_due(due_at: float) -> float:
 
 def assign(
     conn: sqlite3.Connection, config: Config, key: JobKey, owner: str, due_at: float, *, actor: str, clock: Clock,
-    reason: str = "",
+    reason: str,
 ) -> Applied:
-    """Give the job an owner and a due time; refuses (BadInput) a blank owner or a due time not in 1970..9999."""
-    check_owner(owner)
-    check_due(due_at)
+    """Give the job an owner and a due time; refuses (BadInput) a blank reason or owner, or a due time not in
+    1970..9999."""
+    check_input("assign", {"reason": reason, "owner": owner, "due": due_at})
     return _act(
         conn, config, key, "assign", "assign", actor=actor, clock=clock,
         detail={"owner": owner, "due_at": due_at, "reason": reason}, fields={"owner": owner, "due_at": due_at},
@@ -355,9 +359,11 @@ def assign(
 
 
 def release(
-    conn: sqlite3.Connection, config: Config, key: JobKey, *, actor: str, clock: Clock, reason: str = ""
+    conn: sqlite3.Connection, config: Config, key: JobKey, *, actor: str, clock: Clock, reason: str
 ) -> Applied:
-    """Re-submit: back to reserving, attempt + 1, same idem key, counted against today's quota."""
+    """Re-submit: back to reserving, attempt + 1, same idem key, counted against today's quota; a blank reason
+    is refused (BadInput)."""
+    check_input("release", {"reason": reason})
     job = get_job(conn, key)
     finding = latest_finding(conn, key)
     return _act(
@@ -403,28 +409,20 @@ def verify_handle(config: Config, job: Job, handle: str, remote: Remote, attempt
 
 
 def reconcile(
-    conn: sqlite3.Connection, config: Config, key: JobKey, handle: str, *, actor: str, clock: Clock, reason: str = "",
+    conn: sqlite3.Connection, config: Config, key: JobKey, handle: str, *, actor: str, clock: Clock, reason: str,
     remote: Remote | None = None, unverified: bool = False,
 ) -> Applied:
     """The remote did run it: attach the handle and move to submitted; nothing is sent.
 
-    The handle is first verified with the remote (`verify_handle`); `unverified=True` skips that and
-    needs a reason, and is recorded as unverified. A handle attached to another job is always refused.
+    A blank reason or handle is refused (BadInput). The handle is first verified with the remote
+    (`verify_handle`); `unverified=True` skips that and is recorded as unverified. A handle attached to
+    another job is always refused.
     """
-    if not handle.strip():
-        raise BadInput("handle: required; the remote's id for this job (from 'reclaim query' or the remote's console)")
-    if unverified and not reason.strip():
-        raise BadInput("reason: required for an unverified reconcile; say where you saw that the remote ran it")
+    check_input("reconcile", {"reason": reason, "handle": handle})
     job = get_job(conn, key)
     why = refusal(conn, config, job, "reconcile", actor, clock.now())
     if why is None:
-        owner = evidence.handle_owner(conn, handle)
-        if owner is not None and owner != key:
-            why = f"handle {handle} is already attached to job {owner.job_id} / {owner.operation}"
-    if why is None and not unverified:
-        if remote is None:
-            raise BadInput("reconcile: no remote to verify the handle with; pass the remote or --unverified")
-        why = verify_handle(config, job, handle, remote)
+        why = _reconcile_refusal(conn, config, job, handle, remote, unverified)
     if why is not None:
         raise Refused(f"reconcile refused for {key.job_id} / {key.operation}: {why}")
     return _act(
@@ -435,6 +433,49 @@ def reconcile(
     )
 
 
+@dataclass(frozen=True)
+class BulkAssigned:
+    """What a bulk assign matched, and how many of them it assigned (0 when it only counted)."""
+
+    matched: list[JobKey]
+    assigned: int
+
+
+def bulk_assign(
+    conn: sqlite3.Connection, config: Config, flt: JobFilter | None, owner: str, due_at: float, *, actor: str,
+    clock: Clock, reason: str, apply: bool,
+) -> BulkAssigned:
+    """Give every held job `flt` matches this owner and due time (each its own assign, with its event); with
+    `apply=False` only count them. The input and the role are checked first, for a count too (BadInput,
+    Refused); never anything but an assign."""
+    check_input("bulk-assign", {"reason": reason, "owner": owner, "due": due_at})
+    spec = action_spec("bulk-assign")
+    if spec.role not in config.roles_of(actor):
+        raise Refused(f"bulk-assign refused: {spec.role_refusal(actor)}")
+    keys: list[JobKey] = []
+    while True:
+        page = list_jobs(conn, "held", limit=500, offset=len(keys), flt=flt)
+        keys += [j.key for j in page]
+        if len(page) < 500:
+            break
+    if apply:
+        for key in keys:
+            assign(conn, config, key, owner, due_at, actor=actor, clock=clock, reason=reason)
+    return BulkAssigned(keys, len(keys) if apply else 0)
+
+
+def _reconcile_refusal(
+    conn: sqlite3.Connection, config: Config, job: Job, handle: str, remote: Remote | None, unverified: bool
+) -> str | None:
+    """Why `handle` may not be attached to `job` (another job's, or the remote says it is not this job's)."""
+    why = _handle_taken(conn, job.key, handle)
+    if why is None and not unverified:
+        if remote is None:
+            raise BadInput("reconcile: no remote to verify the handle with; pass the remote or --unverified")
+        why = verify_handle(config, job, handle, remote)
+    return why
+
+
 def _handle_taken(conn: sqlite3.Connection, key: JobKey, handle: str) -> str | None:
     owner = evidence.handle_owner(conn, handle)
     if owner is not None and owner != key:
@@ -443,17 +484,43 @@ def _handle_taken(conn: sqlite3.Connection, key: JobKey, handle: str) -> str | N
 
 
 def reject(conn: sqlite3.Connection, config: Config, key: JobKey, *, actor: str, clock: Clock, reason: str) -> Applied:
-    """Close a held job without re-sending; a reason is required."""
-    if not reason.strip():
-        raise BadInput("reason: required; say why the job is closed without re-sending")
+    """Close a held job without re-sending; a blank reason is refused (BadInput)."""
+    check_input("reject", {"reason": reason})
     return _act(conn, config, key, "reject", "reject", actor=actor, clock=clock, detail={"reason": reason})
 
 
 def remediate(conn: sqlite3.Connection, config: Config, key: JobKey, note: str, *, actor: str, clock: Clock) -> Applied:
-    """Close a held job as done by another allowed means; a note is required."""
-    if not note.strip():
-        raise BadInput("note: required; say what was done instead and where it is recorded")
+    """Close a held job as done by another allowed means; a blank note is refused (BadInput)."""
+    check_input("remediate", {"note": note})
     return _act(conn, config, key, "remediate", "remediate", actor=actor, clock=clock, detail={"note": note})
+
+
+def take(
+    conn: sqlite3.Connection, config: Config, key: JobKey, action: str, given: Mapping[str, Any], *, actor: str,
+    clock: Clock, remote: Remote | None = None, unverified: bool = False,
+) -> Applied | RemoteStatus:
+    """Take one job action with the input under the action table's field names (`due` in epoch seconds): the
+    same function the action's own name calls, so the same checks and refusals. A query returns the remote's
+    reply; every other action what it applied. `remote` is needed by a query and a verified reconcile."""
+    check_input(action, given)
+    if action == "query":
+        if remote is None:
+            raise BadInput("query: no remote to ask; pass the operation's remote")
+        return query_job(conn, config, key, remote, actor=actor, clock=clock)
+    if action == "finding":
+        return record_finding(conn, config, key, given["category"], given["note"], actor=actor, clock=clock)
+    if action == "assign":
+        return assign(conn, config, key, given["owner"], given["due"], actor=actor, clock=clock, reason=given["reason"])
+    if action == "release":
+        return release(conn, config, key, actor=actor, clock=clock, reason=given["reason"])
+    if action == "reconcile":
+        return reconcile(conn, config, key, given["handle"], actor=actor, clock=clock, reason=given["reason"],
+                         remote=remote, unverified=unverified)
+    if action == "reject":
+        return reject(conn, config, key, actor=actor, clock=clock, reason=given["reason"])
+    if action == "remediate":
+        return remediate(conn, config, key, given["note"], actor=actor, clock=clock)
+    raise BadInput(f"action {action!r}: acts on many jobs, not one (actions: {', '.join(JOB_ACTIONS)})")
 
 
 def record_note(conn: sqlite3.Connection, key: JobKey, text: str, *, actor: str, clock: Clock) -> int:

@@ -9,6 +9,7 @@ from ledger.clock import Clock
 from ledger.db import write_tx
 from ledger.errors import BadInput
 from ledger.model import GROUPS
+from ledger.queries import JobFilter
 
 
 @dataclass(frozen=True)
@@ -23,13 +24,15 @@ class SavedView:
 
 
 def save_view(conn: sqlite3.Connection, operator: str, name: str, group: str, flt: str, *, clock: Clock) -> SavedView:
-    """Save (or replace) `operator`'s view `name`: a group and a filter such as 'owner:me op:article.*'."""
+    """Save (or replace) `operator`'s view `name`: a group and a filter such as 'owner:me op:article.*'; a filter
+    with a key `JobFilter.parse` does not know is refused (BadInput), as every use of it would be."""
     if not name.strip() or len(name) > 80:
         raise BadInput("view name: must be 1 to 80 characters and not blank")
     if group not in GROUPS:
         raise BadInput(f"group {group!r}: unknown (groups: {', '.join(GROUPS)})")
     if len(flt) > 500:
         raise BadInput("filter: at most 500 characters")
+    JobFilter.parse(flt, me=operator)
     now = clock.now()
     with write_tx(conn):
         conn.execute(

@@ -228,12 +228,13 @@ def test_assign_with_a_due_that_is_not_a_time(
     res = submit_now(conn, cfg, OP, {"input": "x"}, clock=clock, job_id="held-1", remotes=RemoteCache(cfg))
     assert res.state == "held"
     before = fingerprint(ledger_path)
-    r = run_cli("assign", "held-1", "--owner", "bob", "--due", "notatime", "--operation", OP, operator="alice")
+    r = run_cli("assign", "held-1", "--owner", "bob", "--due", "notatime", "--operation", OP, "--reason", "on call",
+                operator="alice")
     assert_one_line_error(r, 2, "--due", "notatime")
     assert fingerprint(ledger_path) == before
     # The same command with a real time is accepted: it was the due time that was refused.
     r = run_cli("assign", "held-1", "--owner", "bob", "--due", "2026-12-03T09:00Z", "--operation", OP,
-                operator="alice", now=clock.now())
+                "--reason", "on call", operator="alice", now=clock.now())
     assert r.rc == 0, r.stderr
     assert fingerprint(ledger_path) != before
 

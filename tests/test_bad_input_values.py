@@ -460,13 +460,13 @@ def test_a_due_time_outside_1970_to_9999_is_refused(
 ) -> None:
     _held_jobs(ledger_path, config_path, ["held-1"])
     before = fingerprint(ledger_path)
-    for args in (["assign", "held-1", "--owner", "bob", "--due", due],
-                 ["bulk-assign", "--owner", "bob", "--due", due],
-                 ["bulk-assign", "--owner", "bob", "--due", due, "--yes"]):
+    for args in (["assign", "held-1", "--owner", "bob", "--due", due, "--reason", "r"],
+                 ["bulk-assign", "--owner", "bob", "--due", due, "--reason", "r"],
+                 ["bulk-assign", "--owner", "bob", "--due", due, "--yes", "--reason", "r"]):
         r = run_cli(*args, operator="alice")
         assert_one_line_error(r, 2, "--due", due)
     assert fingerprint(ledger_path) == before
-    r = run_cli("assign", "held-1", "--owner", "bob", "--due", "9999-12-31T00:00Z", operator="alice")
+    r = run_cli("assign", "held-1", "--owner", "bob", "--due", "9999-12-31T00:00Z", "--reason", "r", operator="alice")
     assert r.rc == 0, r.stderr  # the last year is still a time
 
 
@@ -477,8 +477,8 @@ def test_an_owner_must_name_someone(
 ) -> None:
     _held_jobs(ledger_path, config_path, ["held-1"])
     before = fingerprint(ledger_path)
-    for args in (["assign", "held-1", "--owner", owner, "--due", "2026-12-03T09:00Z"],
-                 ["bulk-assign", "--owner", owner, "--due", "2026-12-03T09:00Z", "--yes"]):
+    for args in (["assign", "held-1", "--owner", owner, "--due", "2026-12-03T09:00Z", "--reason", "r"],
+                 ["bulk-assign", "--owner", owner, "--due", "2026-12-03T09:00Z", "--yes", "--reason", "r"]):
         r = run_cli(*args, operator="alice")
         assert_one_line_error(r, 2, "owner")
     assert fingerprint(ledger_path) == before

@@ -230,11 +230,11 @@ def test_not_received_is_held_then_found_not_received_and_released_once(env: Env
     assert (query.actor, query.detail["remote_state"]) == ("bob", "not_found")
 
     with pytest.raises(Refused, match="needs a finding"):
-        env.act(triage.release, key, actor="carol")
+        env.act(triage.release, key, actor="carol", reason="r")
     env.act(triage.record_finding, key, "not_received", "GET /cleanup?key=... is 404; bucket unchanged", actor="bob")
     before = env.fingerprint()
     with pytest.raises(Refused, match="lacks the approver role"):
-        env.act(triage.release, key, actor="bob")
+        env.act(triage.release, key, actor="bob", reason="r")
     assert env.fingerprint() == before
 
     env.act(triage.release, key, actor="carol", reason="remote shows no job for the key")
@@ -269,7 +269,7 @@ def test_four_eyes_refuses_the_finding_author(env: Env) -> None:
     env.act(triage.record_finding, key, "not_received", "no job for the key", actor="alice")
     before = env.fingerprint()
     with pytest.raises(Refused, match="four-eyes"):
-        env.act(triage.release, key, actor="alice")
+        env.act(triage.release, key, actor="alice", reason="r")
     assert env.fingerprint() == before and env.sim.count("cleanup") == 1
 
 
@@ -297,7 +297,7 @@ def test_received_and_running_is_reconciled_without_a_second_post(env: Env) -> N
     env.act(triage.record_finding, key, "cannot_determine", "bucket size unchanged so far", actor="bob")
     before = env.fingerprint()
     with pytest.raises(Refused, match="evidence from a query says the remote is still running it"):
-        env.act(triage.release, key, actor="carol")
+        env.act(triage.release, key, actor="carol", reason="r")
     assert env.fingerprint() == before
     env.act(triage.record_finding, key, "in_progress", f"{status.handle} running", actor="bob")
 
@@ -329,7 +329,7 @@ def test_completed_with_reply_lost_is_reconciled_with_its_counts(env: Env) -> No
     env.act(triage.record_finding, key, "cannot_determine", "no reply seen", actor="bob")
     before = env.fingerprint()
     with pytest.raises(Refused, match="evidence from a query says the remote completed it"):
-        env.act(triage.release, key, actor="carol")
+        env.act(triage.release, key, actor="carol", reason="r")
     assert env.fingerprint() == before
     env.act(triage.record_finding, key, "completed_reply_lost", "deleted 100/100", actor="bob")
     env.act(triage.reconcile, key, status.handle, actor="carol", reason="completed, reply lost",

@@ -128,6 +128,7 @@ INVALID: list[tuple[str, tuple[str, ...], Any, str]] = [
     ("unknown-top-level", ("operatorz",), {}, "config key operatorz:"),
     ("timezone-unknown", ("timezone",), "Mars/Olympus_Mons", "config key timezone:"),
     ("timezone-not-string", ("timezone",), 9, "config key timezone:"),
+    ("timezone-too-long", ("timezone",), "a" * 5000, "config key timezone:"),
     ("policy-not-table", ("policy",), "strict", "config key policy:"),
     ("four-eyes-string", ("policy", "four_eyes"), "yes", "config key policy.four_eyes:"),
     ("requires-finding-int", ("policy", "release_requires_finding"), 1, "config key policy.release_requires_finding:"),

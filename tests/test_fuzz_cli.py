@@ -88,6 +88,12 @@ payload = st.one_of(
     text,
 )
 operator = st.sampled_from(["alice", "bob", "carol", "scheduler", "nobody", "", "\ud800", "[b]bob[/b]"])
+reason = st.one_of(st.just([]), text.map(lambda r: ["--reason", r]))
+"""A reason, or none at all (every write needs one: refused with exit 2)."""
+filters = st.one_of(text, st.lists(st.sampled_from(["owner:me", "op:article.*", "target:b*", "reason:503",
+                                                    "reason:", "text:a:b", "foo:bar", "Owner:x", "held", "1"]),
+                                   max_size=4).map(" ".join))
+DRY_RUNS = {"query", "finding", "assign", "release", "reconcile", "reject", "remediate"}
 
 
 @st.composite
@@ -110,18 +116,18 @@ def command(draw: st.DrawFn) -> list[str]:
         case "finding":
             args = [j, "--category", draw(st.one_of(st.just("not_received"), text)), "--note", draw(text)]
         case "assign":
-            args = [j, "--owner", draw(st.one_of(operator, text)), "--due", draw(due), "--reason", draw(text)]
+            args = [j, "--owner", draw(st.one_of(operator, text)), "--due", draw(due), *draw(reason)]
         case "bulk-assign":
-            args = ["--owner", draw(st.one_of(operator, text)), "--due", draw(due), "--filter", draw(text),
-                    *(["--yes"] if draw(st.booleans()) else [])]
+            args = ["--owner", draw(st.one_of(operator, text)), "--due", draw(due), "--filter", draw(filters),
+                    *draw(reason), *(["--yes"] if draw(st.booleans()) else [])]
         case "release" | "reject":
-            args = [j, "--reason", draw(text)]
+            args = [j, *draw(reason)]
         case "reconcile":
-            args = [j, "--handle", draw(text), "--reason", draw(text)]
+            args = [j, "--handle", draw(text), *draw(reason), *(["--unverified"] if draw(st.booleans()) else [])]
         case "remediate":
             args = [j, "--note", draw(text)]
         case "jobs":
-            args = [draw(st.one_of(st.just("held"), text)), "--filter", draw(text), "--limit", draw(number_text),
+            args = [draw(st.one_of(st.just("held"), text)), "--filter", draw(filters), "--limit", draw(number_text),
                     "--page", draw(number_text)]
         case "views":
             args = ["--save", draw(text), "--group", draw(text), "--filter", draw(text)]
@@ -138,6 +144,8 @@ def command(draw: st.DrawFn) -> list[str]:
             args = ["--interval", draw(st.sampled_from(["-5", "nan", "inf", "-inf", "0", "1e999", "x", ""]))]
         case _:
             args = []
+    if name in DRY_RUNS and draw(st.booleans()):
+        args.append("--dry-run")
     if draw(st.booleans()):
         args.append("--json")
     return [name, *args]
@@ -210,7 +218,7 @@ def _run(world: dict[str, Any], args: list[str], *, config: Path | None = None) 
         raise AssertionError(f"reclaim {args!r} raised instead of a one-line error:\n{tb}")
     rc = result.exit_code
     assert rc in DOCUMENTED, f"reclaim {args!r}: exit {rc} is not a documented exit code\n{result.output}"
-    if rc in REFUSALS:
+    if rc in REFUSALS or "--dry-run" in args:
         assert _fingerprint(ledger) == before, f"reclaim {args!r} exited {rc} but changed the ledger"
     return rc, result.stdout, result.stderr, ledger
 

@@ -601,7 +601,7 @@ class LedgerMachine(RuleBasedStateMachine):
         m = self.job(i, ("held", "failed"))
         allowed = "triage" in self.roles(actor) and m.state in ("held", "failed")
         self.expect(allowed, lambda: triage.assign(self.conn, self.cfg, m.key, actor, self.now + 3600,
-                                                   actor=actor, clock=self.clock))
+                                                   actor=actor, clock=self.clock, reason="model"))
         if allowed:
             m.owner = actor
 

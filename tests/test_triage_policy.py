@@ -54,7 +54,7 @@ def test_roles_triage_cannot_release_and_an_unknown_name_is_a_viewer(
     before = fingerprint(ledger_path)
 
     with pytest.raises(Refused, match="alice lacks the approver role"):
-        triage.release(conn, cfg, key, actor="alice", clock=clock)
+        triage.release(conn, cfg, key, actor="alice", clock=clock, reason="r")
     assert fingerprint(ledger_path) == before
     prev = triage.preview(conn, cfg, key, "release", "alice", clock)
     assert not prev.allowed and "approver" in (prev.reason or "")
@@ -97,7 +97,7 @@ def test_four_eyes_the_finding_author_cannot_release(
     _finding(conn, cfg, key, "bob", clock)
     before = fingerprint(ledger_path)
     with pytest.raises(Refused, match="four-eyes"):
-        triage.release(conn, cfg, key, actor="bob", clock=clock)
+        triage.release(conn, cfg, key, actor="bob", clock=clock, reason="r")
     assert fingerprint(ledger_path) == before
 
     triage.release(conn, cfg, key, actor="carol", clock=clock, reason="bob found nothing on the remote")
@@ -112,7 +112,7 @@ def test_four_eyes_off_lets_the_author_release(
     cfg = parse_config(make_config(policy={"four_eyes": False}), base_dir=tmp_path)
     key = _held_by_503(sim, conn, cfg, clock)
     _finding(conn, cfg, key, "bob", clock)
-    triage.release(conn, cfg, key, actor="bob", clock=clock)
+    triage.release(conn, cfg, key, actor="bob", clock=clock, reason="r")
     assert read_job(ledger_path, key.job_id).state == "reserving"
 
 
@@ -123,7 +123,7 @@ def test_release_requires_a_finding(
     key = _held_by_503(sim, conn, cfg, clock)
     before = fingerprint(ledger_path)
     with pytest.raises(Refused, match="needs a finding"):
-        triage.release(conn, cfg, key, actor="carol", clock=clock)
+        triage.release(conn, cfg, key, actor="carol", clock=clock, reason="r")
     assert fingerprint(ledger_path) == before
 
     lax = parse_config(make_config(policy={"release_requires_finding": False}), base_dir=tmp_path)
@@ -140,7 +140,7 @@ def test_release_refused_when_the_finding_says_the_remote_ran_it(
     _finding(conn, cfg, key, "alice", clock, category=category)
     before = fingerprint(ledger_path)
     with pytest.raises(Refused, match="reconcile instead"):
-        triage.release(conn, cfg, key, actor="carol", clock=clock)
+        triage.release(conn, cfg, key, actor="carol", clock=clock, reason="r")
     assert fingerprint(ledger_path) == before
 
 
@@ -167,7 +167,7 @@ def test_release_refused_when_the_last_query_says_completed_or_running(
     _finding(conn, cfg, res.key, "alice", clock, category="cannot_determine")
     before = fingerprint(ledger_path)
     with pytest.raises(Refused, match=f"evidence from a query says the remote {says}"):
-        triage.release(conn, cfg, res.key, actor="carol", clock=clock)
+        triage.release(conn, cfg, res.key, actor="carol", clock=clock, reason="r")
     assert fingerprint(ledger_path) == before
     assert not triage.preview(conn, cfg, res.key, "release", "carol", clock).allowed
 
@@ -186,11 +186,11 @@ def test_release_refused_when_todays_quota_is_used_up(
     _finding(conn, cfg, key, "alice", clock)
     before = fingerprint(ledger_path)
     with pytest.raises(Refused, match="quota"):
-        triage.release(conn, cfg, key, actor="carol", clock=clock)
+        triage.release(conn, cfg, key, actor="carol", clock=clock, reason="r")
     assert fingerprint(ledger_path) == before
 
     clock.set(parse_time("2026-12-02T09:00:00Z"))
-    triage.release(conn, cfg, key, actor="carol", clock=clock)
+    triage.release(conn, cfg, key, actor="carol", clock=clock, reason="r")
     assert read_job(ledger_path, key.job_id).state == "reserving"
     fresh = connect(ledger_path, readonly=True)
     try:
@@ -243,9 +243,9 @@ def test_reconcile_attaches_the_handle_without_sending(
     (found,) = sim.find_by_idem(idem_key("hung", OP))
     before = fingerprint(ledger_path)
     with pytest.raises(Refused, match="alice lacks the approver role"):
-        triage.reconcile(conn, cfg, res.key, found["id"], actor="alice", clock=clock)
+        triage.reconcile(conn, cfg, res.key, found["id"], actor="alice", clock=clock, reason="seen")
     with pytest.raises(BadInput, match="handle"):
-        triage.reconcile(conn, cfg, res.key, "  ", actor="carol", clock=clock)
+        triage.reconcile(conn, cfg, res.key, "  ", actor="carol", clock=clock, reason="seen")
     assert fingerprint(ledger_path) == before
 
     triage.reconcile(conn, cfg, res.key, found["id"], actor="carol", clock=clock, reason="found in the console",

@@ -45,14 +45,15 @@ def test_bulk_assign_previews_then_assigns_only_matching_held_jobs(
     creates = sim.count("create")
     before = fingerprint(ledger_path)
     preview = run_cli("bulk-assign", "--owner", "alice", "--due", "2026-12-02T09:00Z", "--filter", "bucket-1",
-                      "--json", operator="bob")
+                      "--reason", "alice is on call", "--json", operator="bob")
     assert preview.rc == 0 and json.loads(preview.stdout)["matched"] == 1
     assert fingerprint(ledger_path) == before  # a preview writes nothing
     done = run_cli("bulk-assign", "--owner", "alice", "--due", "2026-12-02T09:00Z", "--yes", "--json",
-                   operator="bob")
+                   "--reason", "alice is on call", operator="bob")
     assert json.loads(done.stdout)["assigned"] == 3
     assert {read_job(ledger_path, f"held-{i}").owner for i in range(3)} == {"alice"}
     assert read_job(ledger_path, "other").owner is None and read_job(ledger_path, "other").state == "reserving"
     assert sim.count("create") == creates  # assigning never sends
-    refused = run_cli("bulk-assign", "--owner", "x", "--due", "2026-12-02T09:00Z", "--yes", operator="carol")
+    refused = run_cli("bulk-assign", "--owner", "x", "--due", "2026-12-02T09:00Z", "--yes", "--reason", "r",
+                      operator="carol")
     assert refused.rc == 6 and "triage role" in refused.stderr

@@ -150,6 +150,8 @@ class JobListScreen(ReclaimScreen):
         info = Text.assemble((page.group, "bold"), f" · {span} · {order}{more}{prev}")
         if page.filter_text:
             info.append(" · filtered", style="bold")
+        if page.error:  # the filter was refused: say why (literal text; the key it names is letters and digits)
+            info = Text.assemble(("filter refused: ", "bold red"), page.error)
         if info != self._info:
             self._info = info
             self.query_one("#jobs-info", Label).update(info)

@@ -1,4 +1,4 @@
-"""The job list's typed filter: `owner:me op:article.* target:bucket-* free text`."""
+"""The job list's typed filter: `owner:me op:article.* target:bucket-* reason:timeout free text`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class FilterBar(Input):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(
-            placeholder="/ to filter: [group] owner:me op:article.* target:bucket-* words…",
+            placeholder="/ to filter: [group] owner:me op:article.* target:bucket-* reason:timeout words…",
             id=id,
             select_on_focus=False,
         )

@@ -229,7 +229,8 @@ async def test_read_only_console_writes_nothing(demo: Demo) -> None:
         assert "READ-ONLY" in widget_text(app)
         conn = app.source.connect()  # the console's own connections are mode=ro
         with pytest.raises(Exception, match=r"(?i)read-?only"):
-            triage.assign(conn, demo.config, demo.jobs["held_reset"], "bob", 0.0, actor="bob", clock=demo.clock)
+            triage.assign(conn, demo.config, demo.jobs["held_reset"], "bob", 0.0, actor="bob", clock=demo.clock,
+                          reason="r")
         conn.close()
     assert fingerprint(demo.ledger) == before
 
