@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from textual.widgets import Static
 
 from console.app import make_app
 from console.fixtures import ARTICLE, Demo
@@ -13,11 +14,12 @@ from console.screens.job import JobScreen
 from console.screens.overview import OverviewScreen
 from console.screens.triage import TriageScreen
 from console.widgets.held_table import HeldTable
+from console.widgets.timeline import Timeline
 from ledger.db import connect
 from ledger.leases import claim_for_send
 from ledger.reserve import reserve
 from ledger.worker import RemoteCache, TickReport, recover_stale
-from tests.console.console_helpers import screen_text, wait_loaded, wait_until
+from tests.console.console_helpers import screen_text, wait_loaded, wait_until, widget_text
 
 pytestmark = pytest.mark.anyio
 
@@ -78,3 +80,30 @@ async def test_triage_feedback_and_keys_visible_at_80x24(demo: Demo) -> None:
         lines = screen_text(app).splitlines()
         assert any(line.strip().startswith("release: write a reason first") for line in lines[-4:]), lines
         assert "esc" in lines[-1] and "palette" in lines[-1]
+
+
+async def test_job_times_to_the_second_and_an_event_expands_whole(demo: Demo) -> None:
+    app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_loaded(pilot, OverviewScreen)
+        app.open_job(demo.jobs["held_reset"])
+        await wait_loaded(pilot, JobScreen)
+        screen = app.screen
+        assert isinstance(screen, JobScreen)
+        assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ · 4h 10m 00s ago", widget_text(app)), widget_text(app)
+        timeline = screen.query_one(Timeline)
+        events = [e for e in (screen.detail.events if screen.detail else []) if "lease_until" in e.detail]
+        assert events, "the held job's send has a lease"
+        timeline.focus()
+        timeline.move_cursor(row=[e.id for e in screen.detail.events].index(events[0].id))  # type: ignore[union-attr]
+        await pilot.press("enter")
+        shown = screen.query_one("#job-event-detail", Static)
+        await wait_until(pilot, lambda: "lease_until" in widget_text(app).split("Event #", 1)[-1],
+                         what="the expanded event")
+        expanded = str(shown.render())
+        assert f"Event #{events[0].seq}" in expanded
+        for key in events[0].detail:
+            assert f'"{key}"' in expanded, (key, expanded)
+        assert re.search(r'"lease_until": "\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ"', expanded), expanded
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: str(shown.render()) == "", what="the event to fold away")
