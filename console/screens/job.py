@@ -27,6 +27,8 @@ from ledger.clock import INVALID, valid_time
 from ledger.model import JobKey
 
 TRIAGE_STATES = ("held", "failed")
+NARROW = 110
+"""Below this many columns the job's fields are listed one per line."""
 
 
 def job_title(detail: JobDetail) -> Text:
@@ -112,6 +114,7 @@ class JobScreen(ReclaimScreen):
         self.key = key
         self.detail: JobDetail | None = None
         self.expanded: int | None = None
+        self._fields: list[tuple[str, Text]] = []
         """The id of the event shown whole under the timeline (None: none)."""
 
     def compose(self) -> ComposeResult:
@@ -201,7 +204,8 @@ class JobScreen(ReclaimScreen):
             ("payload", compact_json(job.payload, 300)),
             ("result", compact_json(job.result, 300) if job.result is not None else Text("—", style="dim")),
         ]
-        self.query_one("#job-fields", FieldTable).show(rows, columns=2)
+        self._fields = rows
+        self.query_one("#job-fields", FieldTable).show(rows, columns=self.field_columns())
         self.query_one("#job-why", HeldExplanation).show(detail)
         self.query_one("#job-remote", Static).update(Text("\n").join(safe_text(line, 300) for line in detail.can_answer))
         self.query_one("#job-snapshot", Static).update(snapshot_text(detail, tz))
@@ -231,6 +235,14 @@ class JobScreen(ReclaimScreen):
             fenced.append("\n")
         self.query_one("#job-fenced", Static).update(_or_none(fenced, "None."))
         self.query_one("#job-timeline", Timeline).show_events(detail.events)
+
+    def field_columns(self) -> int:
+        """Field pairs per line: two on a wide terminal, one below NARROW columns (times then fit on a line)."""
+        return 1 if self.size.width < NARROW else 2
+
+    def on_resize(self) -> None:
+        if self._fields:
+            self.query_one("#job-fields", FieldTable).show(self._fields, columns=self.field_columns())
 
     def on_timeline_expanded(self, message: Timeline.Expanded) -> None:
         """Show the event's whole detail under the timeline (Enter on it again hides it)."""
