@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -103,6 +103,10 @@ class ReclaimApp(App[int]):
     TITLE = "reclaim"
     BINDINGS = bindings.APP
     COMMANDS = App.COMMANDS | {ReclaimCommands}
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (160, "-wide")]
+    """Each screen gets the class for its width: below 160 columns the overview stacks its panels."""
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (36, "-tall")]
+    """Below 36 rows the overview's tiles go to one line and the latest events give their room to the held jobs."""
 
     last_seen: reactive[float | None] = reactive(None)
     stale: reactive[str] = reactive("")

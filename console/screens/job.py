@@ -11,9 +11,11 @@ from textual.widgets import Label, Static
 from textual.worker import get_current_worker
 
 from console.bindings import JOB
-from console.live import JobDetail, Pulse, age, clock_time, load_job
+from console.live import JobDetail, Pulse, clock_time, load_job
 from console.sanitize import compact_json, safe_json, safe_text
 from console.screens.base import ReclaimScreen
+from console.times import full_time, readable_detail
+from console.times import when as time_and_age
 from console.widgets.event_feed import event_summary
 from console.widgets.feedback_line import FeedbackLine
 from console.widgets.field_table import FieldTable
@@ -25,6 +27,8 @@ from ledger.clock import INVALID, valid_time
 from ledger.model import JobKey
 
 TRIAGE_STATES = ("held", "failed")
+NARROW = 110
+"""Below this many columns the job's fields are listed one per line."""
 
 
 def job_title(detail: JobDetail) -> Text:
@@ -109,6 +113,9 @@ class JobScreen(ReclaimScreen):
         super().__init__()
         self.key = key
         self.detail: JobDetail | None = None
+        self.expanded: int | None = None
+        self._fields: list[tuple[str, Text]] = []
+        """The id of the event shown whole under the timeline (None: none)."""
 
     def compose(self) -> ComposeResult:
         tz = self.reclaim.config.timezone
@@ -130,8 +137,9 @@ class JobScreen(ReclaimScreen):
             yield Static("", id="job-blocked", classes="section-body")
             yield Label("Fenced writes from stale workers", classes="section")
             yield Static("", id="job-fenced", classes="section-body")
-            yield Label("Timeline", classes="section")
+            yield Label("Timeline (Enter on an event shows it whole)", classes="section")
             yield Timeline(tz=tz, id="job-timeline")
+            yield Static("", id="job-event-detail", classes="section-body")
         yield FeedbackLine(id="feedback")
         yield KeyFooter()
 
@@ -175,8 +183,7 @@ class JobScreen(ReclaimScreen):
                 return Text("—", style="dim")
             if not valid_time(ts):
                 return Text(INVALID, style="bold red")
-            rel = f"{age(now - ts)} ago" if ts <= now else f"in {age(ts - now)}"
-            return Text(f"{clock_time(ts, tz, with_date=True)} ({rel})")
+            return Text(time_and_age(ts, now, tz))
 
         due = when(job.due_at)
         if job.due_at is not None and job.due_at <= now and job.state == "held":
@@ -197,7 +204,8 @@ class JobScreen(ReclaimScreen):
             ("payload", compact_json(job.payload, 300)),
             ("result", compact_json(job.result, 300) if job.result is not None else Text("—", style="dim")),
         ]
-        self.query_one("#job-fields", FieldTable).show(rows, columns=2)
+        self._fields = rows
+        self.query_one("#job-fields", FieldTable).show(rows, columns=self.field_columns())
         self.query_one("#job-why", HeldExplanation).show(detail)
         self.query_one("#job-remote", Static).update(Text("\n").join(safe_text(line, 300) for line in detail.can_answer))
         self.query_one("#job-snapshot", Static).update(snapshot_text(detail, tz))
@@ -227,6 +235,30 @@ class JobScreen(ReclaimScreen):
             fenced.append("\n")
         self.query_one("#job-fenced", Static).update(_or_none(fenced, "None."))
         self.query_one("#job-timeline", Timeline).show_events(detail.events)
+
+    def field_columns(self) -> int:
+        """Field pairs per line: two on a wide terminal, one below NARROW columns (times then fit on a line)."""
+        return 1 if self.size.width < NARROW else 2
+
+    def on_resize(self) -> None:
+        if self._fields:
+            self.query_one("#job-fields", FieldTable).show(self._fields, columns=self.field_columns())
+
+    def on_timeline_expanded(self, message: Timeline.Expanded) -> None:
+        """Show the event's whole detail under the timeline (Enter on it again hides it)."""
+        shown = self.query_one("#job-event-detail", Static)
+        e = message.event
+        if self.expanded == e.id:
+            self.expanded = None
+            shown.update("")
+            return
+        self.expanded = e.id
+        tz = self.reclaim.config.timezone
+        text = Text.assemble((f"Event #{e.seq} ", "bold"), safe_text(e.kind, 40, style="bold"), "  ",
+                             full_time(e.at, tz), "  by ", safe_text(e.actor, 60), "\n")
+        text.append_text(safe_json(readable_detail(e.detail, tz), 20000))
+        shown.update(text)
+        self.call_after_refresh(shown.scroll_visible)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "triage":

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.containers import Container, Vertical
 from textual.message import Message
 from textual.widgets import Label
 from textual.worker import get_current_worker
@@ -40,26 +41,50 @@ class OverviewScreen(ReclaimScreen):
         yield LedgerHeader()
         yield GroupCounts(id="overview-counts")
         with Vertical(id="overview-held", classes="panel"):
-            yield Label("Held jobs — outcome unknown, oldest first (Enter opens, t triages)", classes="panel-title")
+            yield Label(self.held_title(), id="held-title", classes="panel-title")
             yield HeldTable(id="held-table")
-        with Vertical(id="overview-quotas", classes="panel"):
-            yield Label("Today's quota per operation", classes="panel-title")
-            yield QuotaTable(id="quota-table")
-        with Vertical(id="overview-events", classes="panel"):
-            yield Label("Latest events, newest first (Enter opens the event's job)", classes="panel-title")
-            yield EventFeed(size=20, tz=self.reclaim.config.timezone, id="event-feed")
+        with Container(id="overview-lower"):
+            quotas = Vertical(id="overview-quotas", classes="panel")
+            quotas.border_title = "Today's quota per operation"
+            with quotas:
+                yield QuotaTable(id="quota-table")
+            events = Vertical(id="overview-events", classes="panel")
+            events.border_title = "Latest events, newest first (Enter opens the event's job)"
+            with events:
+                yield EventFeed(size=20, tz=self.reclaim.config.timezone, id="event-feed")
         yield FeedbackLine(id="feedback")
         yield KeyFooter()
+
+    def held_title(self, shown: int | None = None) -> Text:
+        """'Held jobs — 4 held, oldest first …', or '50 of 312 held — j for all' when the panel shows fewer."""
+        counts = self.reclaim.counts
+        total = counts.get("held", 0) if counts is not None else None
+        text = Text("Held jobs — ", style="bold")
+        if shown is not None and total is not None and shown < total:
+            key = self.reclaim.keymap.keys.get("app.jobs", "j")
+            text.append(f"{shown} of {total:,} held — {key} for all", style="bold")
+        elif total is not None:
+            text.append(f"{total:,} held")
+        else:
+            text.append("reading…")
+        text.append(" · outcome unknown, oldest first (Enter opens, t triages)", style="not bold")
+        return text
+
+    def _show_held_title(self) -> None:
+        table = self.query_one(HeldTable)
+        self.query_one("#held-title", Label).update(self.held_title(table.row_count if self.loaded else None))
 
     def resumed(self) -> None:
         app = self.reclaim
         if app.counts is not None:
             self.query_one(GroupCounts).show_counts(app.counts)
+        self._show_held_title()
         self.query_one(EventFeed).replace(app.feed)
         self.reload()
 
     def ledger_changed(self, pulse: Pulse) -> None:
         self.query_one(GroupCounts).show_counts(pulse.counts)
+        self._show_held_title()
         feed = self.query_one(EventFeed)
         if pulse.reset:
             feed.replace(pulse.events)
@@ -88,6 +113,7 @@ class OverviewScreen(ReclaimScreen):
         if not self.loaded:
             app.call_after_refresh(app.prepare_job_list)
         self.loaded = True
+        self._show_held_title()
         self.refresh_bindings()  # `t` is enabled only while a held job is at the cursor
 
     def on_held_table_opened(self, message: HeldTable.Opened) -> None:

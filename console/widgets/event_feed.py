@@ -10,6 +10,7 @@ from textual.widgets import DataTable
 
 from console.live import clock_time
 from console.sanitize import safe_text
+from console.widgets.column_fit import ellipsised, fit_widths
 from ledger.model import Event, JobKey
 
 
@@ -70,12 +71,20 @@ class EventFeed(DataTable[Text]):
         self.tz = tz
         self._events: list[Event] = []
         self._shown: list[Event] = []  # newest first, as drawn
+        self._room = 0
+
+    LABELS = ("time", "job", "operation", "event", "what", "actor")
+    FLEX = (4, 2, 1)
+    """What happened takes the free room; when room is short it, the operation, then the job id give way (each
+    cut with an ellipsis, never silently)."""
+    MINIMUM = (8, 10, 8, 8, 20, 6)
 
     def on_mount(self) -> None:
-        for label, width in (("time", 8), ("job", 22), ("operation", 16), ("event", 15), ("what", 33),
-                             ("actor", 10)):
-            self.add_column(label, width=width, key=label)
         self._draw()
+
+    def on_resize(self) -> None:
+        if self.size.width != self._room:
+            self._draw(relayout=True)
 
     def replace(self, events: Iterable[Event]) -> None:
         """Show exactly these events (oldest first)."""
@@ -96,26 +105,32 @@ class EventFeed(DataTable[Text]):
         """The event under the cursor, if any."""
         return self._shown[self.cursor_row] if 0 <= self.cursor_row < len(self._shown) else None
 
-    def _draw(self) -> None:
+    def _draw(self, relayout: bool = False) -> None:
         if not self.is_mounted:
             return
         newest_first = list(reversed(self._events))
-        if newest_first == self._shown:
+        if newest_first == self._shown and not relayout and self.columns:
             return
         selected = self.event_at_cursor() if self.cursor_row > 0 else None
         self._shown = newest_first
-        self.clear()
-        self.add_rows(
-            (
+        rows = [
+            tuple(ellipsised(cell) for cell in (
                 Text(clock_time(e.at, self.tz)),
-                safe_text(e.job_id, 60),
-                safe_text(e.operation, 40),
+                safe_text(e.job_id, 200),
+                safe_text(e.operation, 80),
                 safe_text(e.kind, 30),
                 feed_summary(e) or transition(e),
-                safe_text(e.actor, 40),
-            )
+                safe_text(e.actor, 60),
+            ))
             for e in newest_first
-        )
+        ]
+        self._room = self.size.width
+        widths = fit_widths(self.LABELS, rows, self._room or 120, flex=self.FLEX, minimum=self.MINIMUM,
+                            maximum=(8, 60, 40, 30, 200, 30))
+        self.clear(columns=True)
+        for label, width in zip(self.LABELS, widths, strict=True):
+            self.add_column(ellipsised(Text(label)), width=width, key=label)
+        self.add_rows(rows)
         if selected is not None:  # keep the cursor on the same event as newer ones push it down
             row = next((i for i, e in enumerate(newest_first) if e.id == selected.id), None)
             if row:

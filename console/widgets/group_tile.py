@@ -8,6 +8,14 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 
+def fit_label(label: str, room: int) -> str:
+    """`label` whole when it fits in `room` cells, else shortened with a full stop ('reserving' -> 'reser.'),
+    never below three letters: a tile keeps its state's name recognisable at 80 columns."""
+    if room <= 0 or len(label) <= room:
+        return label
+    return label[: max(room - 1, 3)] + "."
+
+
 class GroupTile(Static):
     """A group name, its key, and its job count; highlighted when current, red when held jobs wait."""
 
@@ -41,7 +49,7 @@ class GroupTile(Static):
 
     def render(self) -> Text:
         n = "…" if self.count is None else f"{self.count:,}"
-        return Text.assemble((n, "bold"), " ", self.label)
+        return Text.assemble((n, "bold"), " ", fit_label(self.label, self.content_size.width - len(n) - 1))
 
     def watch_count(self, count: int | None) -> None:
         self.set_class(self.group == "held" and bool(count), "-alert")

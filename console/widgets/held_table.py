@@ -8,6 +8,7 @@ from textual.widgets import DataTable
 
 from console.live import age
 from console.sanitize import safe_text
+from console.widgets.column_fit import ellipsised, fit_widths
 from ledger.clock import INVALID, valid_time
 from ledger.model import Job, JobKey
 
@@ -46,19 +47,46 @@ class HeldTable(DataTable[Text]):
             self.now_on = now_on
             super().__init__()
 
+    LABELS = ("age", "job", "operation", "reason held", "owner", "due", "target")
+    FLEX = (3, 6, 2, 1)
+    """The reason takes the free room; when room is short the reason, the target, the operation, then the job id
+    give way (each cut with an ellipsis)."""
+    MINIMUM = (5, 10, 8, 10, 5, 5, 6)
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self._keys: dict[str, JobKey] = {}
         self._shown: list[tuple[Job, str, str]] | None = None
+        self._rows: list[tuple[Text, ...]] = []
+        self._room = 0
 
     def on_mount(self) -> None:
-        for label, width in (("age", 7), ("job", 18), ("operation", 16), ("reason held", 27), ("owner", 8),
-                             ("due", 11), ("target", 15)):
-            self.add_column(label, width=width, key=label)
+        self._draw()
+
+    def on_resize(self) -> None:
+        if self.size.width != self._room:
+            self._draw()
 
     def key_at_cursor(self) -> JobKey | None:
         """The held job under the cursor, if any."""
         return self._keys.get(str(self.cursor_row)) if self.row_count else None
+
+    def column_widths(self) -> list[int]:
+        """The widths the columns are drawn at now (tests read them)."""
+        return [column.width for column in self.columns.values()]
+
+    def _draw(self) -> None:
+        """Lay the columns out for the rows and the room there is, and put the rows back (cursor kept)."""
+        self._room = self.size.width
+        widths = fit_widths(self.LABELS, self._rows, self._room or 100, flex=self.FLEX, minimum=self.MINIMUM)
+        row = self.cursor_row
+        self.clear(columns=True)
+        for label, width in zip(self.LABELS, widths, strict=True):
+            self.add_column(ellipsised(Text(label)), width=width, key=label)
+        for i, cells in enumerate(self._rows):
+            self.add_row(*cells, key=str(i))
+        if self._rows and row > 0:
+            self.move_cursor(row=min(row, len(self._rows) - 1))
 
     def show_jobs(self, jobs: list[Job], now: float) -> None:
         """Replace the rows, keeping the cursor on the same job (no redraw when they read the same)."""
@@ -79,23 +107,20 @@ class HeldTable(DataTable[Text]):
         self._shown = shown
         row = self.cursor_row
         was_on = self.key_at_cursor()
-        self.clear()
-        self._keys.clear()
-        for i, (job, when, due) in enumerate(zip(jobs, ages, dues, strict=True)):
-            rk = str(i)
-            self._keys[rk] = job.key
-            reason = safe_text(short_reason(job.held_reason or job.last_error or ""), 80)
-            reason.overflow = "ellipsis"  # the job screen has it whole
-            self.add_row(
+        self._keys = {str(i): job.key for i, job in enumerate(jobs)}
+        self._rows = [
+            tuple(ellipsised(cell) for cell in (
                 Text(when),
-                safe_text(job.job_id, 60),
-                safe_text(job.operation, 40),
-                reason,
-                safe_text(job.owner, 30) if job.owner else Text("—", style="dim"),
+                safe_text(job.job_id, 200),
+                safe_text(job.operation, 80),
+                safe_text(short_reason(job.held_reason or job.last_error or ""), 300),  # the job screen has it whole
+                safe_text(job.owner, 60) if job.owner else Text("—", style="dim"),
                 due,
-                safe_text(job.target, 60),
-                key=rk,
-            )
+                safe_text(job.target, 200),
+            ))
+            for job, when, due in zip(jobs, ages, dues, strict=True)
+        ]
+        self._draw()
         keys = [job.key for job in jobs]
         if was_on in keys:
             row = keys.index(was_on)

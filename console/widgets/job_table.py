@@ -8,13 +8,8 @@ from textual.widgets import DataTable
 
 from console.live import JobPage, age
 from console.sanitize import safe_text
+from console.widgets.column_fit import ellipsised, fit_widths
 from ledger.model import Job, JobKey
-
-
-def _clipped(text: Text) -> Text:
-    """End with an ellipsis where the column cuts the text (the job screen shows it whole)."""
-    text.overflow = "ellipsis"
-    return text
 
 
 class JobTable(DataTable[Text]):
@@ -46,18 +41,42 @@ class JobTable(DataTable[Text]):
     class SortRequested(Message):
         """The age column header was clicked."""
 
+    LABELS = ("age", "job", "operation", "state", "target", "owner", "try", "last word")
+    FLEX = (7, 4, 2, 1)
+    """The last word takes the free room; when room is short it, the target, the operation, then the job id give
+    way (each cut with an ellipsis, never silently)."""
+    MINIMUM = (5, 10, 8, 5, 6, 5, 3, 10)
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self._keys: list[JobKey] = []
         self._jobs: list[Job] = []
         self._shown: list[tuple[Job, str]] | None = None
+        self._rows: list[tuple[Text, ...]] = []
+        self._room = 0
 
     def on_mount(self) -> None:
-        # 102 columns of text + 16 of padding + the scrollbar: the page fits a 120-column terminal, so no
-        # horizontal scrollbar, and no cell is drawn off-screen.
-        for label, width in (("age", 7), ("job", 26), ("operation", 16), ("state", 10), ("target", 15),
-                             ("owner", 8), ("try", 3), ("last word", 17)):
-            self.add_column(label, width=width, key=label)
+        self._draw()
+
+    def on_resize(self) -> None:
+        if self.size.width != self._room:
+            row = self.cursor_row
+            self._draw()
+            if row > 0 and self._rows:
+                self.move_cursor(row=min(row, len(self._rows) - 1))
+
+    def column_widths(self) -> list[int]:
+        """The widths the columns are drawn at now (tests read them)."""
+        return [column.width for column in self.columns.values()]
+
+    def _draw(self) -> None:
+        """Lay the columns out for the rows and the room there is, and put the rows in (cursor on the first)."""
+        self._room = self.size.width
+        widths = fit_widths(self.LABELS, self._rows, self._room or 120, flex=self.FLEX, minimum=self.MINIMUM)
+        self.clear(columns=True)
+        for label, width in zip(self.LABELS, widths, strict=True):
+            self.add_column(ellipsised(Text(label)), width=width, key=label)
+        self.add_rows(self._rows)
 
     def show_page(self, page: JobPage, now: float, *, follow: bool = False) -> None:
         """Replace the rows with `page` (nothing is redrawn when the rows read the same as those shown).
@@ -70,22 +89,22 @@ class JobTable(DataTable[Text]):
         self._shown = shown
         row = self.cursor_row
         was_on = self.key_at_cursor() if follow else None
-        self.clear()
         self._keys = [job.key for job in page.jobs]
         self._jobs = list(page.jobs)
-        self.add_rows(
-            (
+        self._rows = [
+            tuple(ellipsised(cell) for cell in (
                 Text(when),
-                safe_text(job.job_id, 60),
-                safe_text(job.operation, 40),
+                safe_text(job.job_id, 200),
+                safe_text(job.operation, 80),
                 Text(job.state, style="bold red" if job.state == "held" else ""),
-                safe_text(job.target, 60),
-                safe_text(job.owner, 30),
+                safe_text(job.target, 200),
+                safe_text(job.owner, 60),
                 Text(str(job.attempt)),
-                _clipped(safe_text(job.held_reason or job.last_error or job.handle or "", 80)),
-            )
+                safe_text(job.held_reason or job.last_error or job.handle or "", 300),  # the job screen has it whole
+            ))
             for job, when in shown
-        )
+        ]
+        self._draw()
         if was_on in self._keys:
             row = self._keys.index(was_on)
         if row > 0 and page.jobs:  # clear() put the cursor on the first row; moving it there again scrolls

@@ -1,4 +1,4 @@
-"""Snapshots of the console over the deterministic demo ledger (ManualClock, 120x40)."""
+"""Snapshots of the console over the deterministic demo ledger (ManualClock; 120x40, and 80x24 and 160x48)."""
 
 from __future__ import annotations
 
@@ -28,3 +28,19 @@ def test_scene(scene: str, demo: Demo, snap_compare: Any, monkeypatch: pytest.Mo
         await stage(pilot, scene, demo)
 
     assert snap_compare(app, terminal_size=SCENE_SIZE, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+@pytest.mark.parametrize("scene", ["overview", "triage"])
+def test_scene_sized(scene: str, size: tuple[int, int], demo: Demo, snap_compare: Any,
+                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The overview and triage at the smallest supported terminal and a large one."""
+    for name in ("poll", "_reload"):
+        read = getattr(Follower, name)
+        monkeypatch.setattr(Follower, name, lambda self, read=read: _pinned(read(self)))
+    app = make_app(demo.ledger, scene_config(demo.config), SCENE_OPERATOR, clock=demo.clock)
+
+    async def run_before(pilot: Any) -> None:
+        await stage(pilot, scene, demo)
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
