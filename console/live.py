@@ -9,7 +9,6 @@ one operator action. None of this touches Textual, so it is safe to call from an
 
 from __future__ import annotations
 
-import math
 import os
 import sqlite3
 import threading
@@ -22,7 +21,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 from zoneinfo import ZoneInfo
 
 from ledger import actions, dispatch, evidence, queries, triage
-from ledger.clock import INVALID, LATEST, Clock, valid_time
+from ledger.clock import INVALID, Clock, span, valid_time
 from ledger.clock import parse_due as parse_due_text
 from ledger.config import Config, Policy
 from ledger.db import connect
@@ -494,16 +493,7 @@ def perform(
 
 def age(seconds: float) -> str:
     """A short age: 45s, 12m, 3h 05m, 2d 04h; 'invalid' for a span no two valid times have (inf, nan, 1e20)."""
-    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or abs(seconds) > LATEST:
-        return INVALID
-    s = max(int(seconds), 0)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h {s % 3600 // 60:02d}m"
-    return f"{s // 86400}d {s % 86400 // 3600:02d}h"
+    return span(seconds)
 
 
 def clock_time(ts: float | None, tz: str = "UTC", with_date: bool = False) -> str:

@@ -6,12 +6,11 @@ so an operator never has to decode 1796115600.0 by hand.
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from ledger.clock import INVALID, valid_time
+from ledger.clock import INVALID, span, valid_time
 
 TIME_KEYS = ("at", "until", "due", "deadline", "time", "since", "expires")
 """A detail key naming a time: one of these, or ending in _<one of these> (lease_until, due_at, held_at)."""
@@ -30,16 +29,7 @@ def full_time(ts: float | None, tz: str = "UTC") -> str:
 
 def precise_age(seconds: float) -> str:
     """'45s', '3m 12s', '4h 10m 05s', '2d 04h 10m'; 'invalid' for a span that is not finite."""
-    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or abs(seconds) > 1e12:
-        return INVALID
-    s = max(int(seconds), 0)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h {s % 3600 // 60:02d}m {s % 60:02d}s"
-    return f"{s // 86400}d {s % 86400 // 3600:02d}h {s % 3600 // 60:02d}m"
+    return span(seconds, parts=3, finest="s")
 
 
 def when(ts: float, now: float, tz: str = "UTC") -> str:

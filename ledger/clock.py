@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -99,6 +100,29 @@ LATEST = 253402300799.0
 """9999-12-31T23:59:59Z: the latest time the ledger stores or accepts."""
 INVALID = "invalid"
 """How a stored time outside EARLIEST..LATEST is shown."""
+
+
+_UNITS = ((86400, "d", "d"), (3600, "h", "h"), (60, "m", "min"), (1, "s", "s"))
+
+
+def span(seconds: float, *, parts: int = 2, finest: str = "m", words: bool = False, join: str = " ") -> str:
+    """How long `seconds` is, in at most `parts` units from the largest that fits down to `finest` ("m" or
+    "s"; under a minute it is always seconds): '45s', '12m', '3h 05m', '2d 04h' by default; `words` gives
+    '5 min', `join=""` gives '2h05m'. A span no two valid times have (nan, inf, 1e20) is 'invalid'."""
+    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or abs(seconds) > LATEST:
+        return INVALID
+    s = max(int(seconds), 0)
+    if s < 60:
+        return f"{s} s" if words else f"{s}s"
+    lead = next(i for i, (size, _, _) in enumerate(_UNITS) if s >= size)
+    stop = min(lead + parts, len(_UNITS) if finest == "s" else len(_UNITS) - 1)
+    pieces = []
+    for j in range(lead, stop):
+        size, short, word = _UNITS[j]
+        n = s // size if j == lead else s % _UNITS[j - 1][0] // size
+        number = str(n) if j == lead else f"{n:02d}"
+        pieces.append(f"{number} {word}" if words else f"{number}{short}")
+    return join.join(pieces)
 
 
 def valid_time(ts: object) -> bool:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from ledger.clock import Clock, iso
+from ledger.clock import Clock, iso, span
 from ledger.db import write_tx
 from ledger.errors import LedgerError
 
@@ -269,23 +269,9 @@ def read_board(conn: sqlite3.Connection, recent: int = 10) -> WorkerBoard:
 
 def duration(seconds: float) -> str:
     """'3 s', '5 min', '2 h 05 min', '3 d 04 h'."""
-    s = max(int(seconds), 0)
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min"
-    if s < 86400:
-        return f"{s // 3600} h {s % 3600 // 60:02d} min"
-    return f"{s // 86400} d {s % 86400 // 3600:02d} h"
+    return span(seconds, words=True)
 
 
 def short_age(seconds: float) -> str:
     """'3s', '5m', '2h05m', '3d04h'."""
-    s = max(int(seconds), 0)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+    return span(seconds, join="")
