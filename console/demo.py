@@ -72,6 +72,13 @@ daily_quota = 300
 sink = "results"
 """
 
+FAULT_RATES = {"accept_then_hang": 0.04, "complete_lose_reply": 0.03, "status": 0.02, "drop_before_accept": 0.01,
+               "status:400": 0.02}
+"""The share of Gemini creates the demo's simulator answers with each fault ("status" is a 503)."""
+SIMULATOR_SEED = 7
+DEMO_RATE = 0.3
+"""New jobs per second by default (`reclaim demo --rate`)."""
+
 SECRET_ENV = "RECLAIM_DEMO_WEBHOOK_SECRET"
 WEBHOOK_DROP_RATE = 0.35
 """Share of webhook deliveries the demo's simulator drops: those held jobs need a person."""
@@ -100,7 +107,7 @@ class DemoProcesses:
                 p.wait(5)
 
 
-def start_simulator(log: Path, fault_rates: dict[str, float], seed: int = 7) -> tuple[subprocess.Popen[str], str]:
+def start_simulator(log: Path, fault_rates: dict[str, float], seed: int = SIMULATOR_SEED) -> tuple[subprocess.Popen[str], str]:
     """Start the simulator on a free loopback port; return the process and its URL (read from its first line)."""
     cmd = [sys.executable, "-m", "ledger.simulator", "--port", "0", "--complete-after", "3", "--seed", str(seed)]
     for kind, rate in fault_rates.items():
@@ -163,10 +170,7 @@ def run_demo(folder: Path, *, ui: bool, seconds: float, operator: str, rate: flo
     """Run the demo; with ui=False, run headless for `seconds` and print where things ended."""
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "demo.log"
-    sim, url = start_simulator(
-        log, {"accept_then_hang": 0.04, "complete_lose_reply": 0.03, "status": 0.02, "drop_before_accept": 0.01,
-         "status:400": 0.02}
-    )
+    sim, url = start_simulator(log, FAULT_RATES, SIMULATOR_SEED)
     procs = DemoProcesses(simulator=sim)
     try:
         ledger, config = prepare(folder, url)

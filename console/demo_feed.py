@@ -4,19 +4,32 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sqlite3
 import threading
 import time
 from pathlib import Path
 
-from ledger.clock import SystemClock, day_of
-from ledger.config import load_config
+from ledger.clock import Clock, SystemClock, day_of
+from ledger.config import Config, load_config
 from ledger.db import connect
 from ledger.heartbeat import WorkerBeat
-from ledger.reserve import reserve
+from ledger.reserve import ReserveResult, reserve
 from ledger.worker import RemoteCache, tick, worker_id
 
 TOPICS = ["tides", "lighthouses", "glaciers", "bridges", "owls", "comets", "orchards", "ferries", "kilns", "dunes"]
 BUCKETS = ["bucket-a", "bucket-b", "bucket-c", "bucket-d"]
+
+
+def new_job(conn: sqlite3.Connection, config: Config, clock: Clock, n: int) -> ReserveResult:
+    """Reserve the generator's `n`-th job (as the scheduler): every 10th a storage clean-up, else an article."""
+    day = day_of(clock.now(), config.timezone)
+    if n % 10 == 0 and "storage.cleanup" in config.operations:
+        bucket = BUCKETS[(n // 10) % len(BUCKETS)]
+        return reserve(conn, config, "storage.cleanup", {"bucket": bucket, "older_than_days": 30}, clock=clock,
+                       job_id=f"retention-check #{n} {bucket} {day}", target=bucket, actor="scheduler")
+    topic = TOPICS[n % len(TOPICS)]
+    return reserve(conn, config, "article.generate", {"input": f"Write four lines about {topic}."},
+                   clock=clock, job_id=f"article #{n} {topic} {day}", actor="scheduler")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,15 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         now = time.monotonic()
         while now >= next_job and not stop.is_set():
             n += 1
-            day = day_of(clock.now(), config.timezone)
-            if n % 10 == 0 and "storage.cleanup" in config.operations:
-                bucket = BUCKETS[(n // 10) % len(BUCKETS)]
-                reserve(conn, config, "storage.cleanup", {"bucket": bucket, "older_than_days": 30}, clock=clock,
-                        job_id=f"retention-check #{n} {bucket} {day}", target=bucket, actor="scheduler")
-            else:
-                topic = TOPICS[n % len(TOPICS)]
-                reserve(conn, config, "article.generate", {"input": f"Write four lines about {topic}."},
-                        clock=clock, job_id=f"article #{n} {topic} {day}", actor="scheduler")
+            new_job(conn, config, clock, n)
             next_job += 1.0 / max(args.rate, 0.01)
         report = tick(conn, config, clock=clock, remotes=remotes, owner=owner, stop=stop, beat=beat)
         print(f"pass: {report.as_dict()}", flush=True)

@@ -10,7 +10,9 @@ events (``webhooks``), the URIs are stored but unused (the simulator plays the p
 
 from __future__ import annotations
 
+import base64
 import json
+import random
 import re
 import secrets
 import time
@@ -196,11 +198,24 @@ class GeminiMixin(WebhooksMixin, FaultsMixin):
     api_key: str | None
     unknown_models: set[str]
     _interaction_seq: int
+    _id_rng: random.Random | None
 
     def _init_gemini(self, api_key: str | None, unknown_models: Sequence[str]) -> None:
         self.api_key = api_key
         self.unknown_models = {m.removeprefix("models/") for m in unknown_models}
         self._interaction_seq = 0
+        self._id_rng = None
+
+    def seed_interaction_ids(self, seed: int) -> None:
+        """Draw the following interaction ids from `seed` (same shape, same sequence on every run), for pictures
+        that must not change between runs; by default ids are random."""
+        with self._lock:
+            self._id_rng = random.Random(seed)
+
+    def _next_interaction_id_locked(self) -> str:
+        if self._id_rng is None:
+            return _new_interaction_id()
+        return "v1_" + base64.urlsafe_b64encode(self._id_rng.randbytes(48)).decode().rstrip("=")
 
     def force_status(self, interaction_id: str, status: str, *, allow_unknown: bool = False) -> None:
         """Pin an interaction's status (e.g. "failed"); KeyError if the interaction is unknown.
@@ -275,7 +290,7 @@ class GeminiMixin(WebhooksMixin, FaultsMixin):
         meta = hook.get("user_metadata") if isinstance(hook.get("user_metadata"), dict) else {}
         uris = hook.get("uris") if isinstance(hook.get("uris"), list) else []
         rec = _Interaction(
-            id=_new_interaction_id(),
+            id=self._next_interaction_id_locked(),
             model=body.get("model") if isinstance(body.get("model"), str) else None,
             agent=body.get("agent") if isinstance(body.get("agent"), str) else None,
             input=body.get("input"),
