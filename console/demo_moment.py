@@ -6,11 +6,16 @@ worker passes and the real SDK against a loopback simulator: only the clock is a
 `START`, so every time, id and count is the same on every run. The screenshots are drawn over it.
 
 What `make demo` adds that is left out here: the webhook receiver (its deliveries race the worker's passes
-and are signed with the wall clock), so no held job is resolved by evidence at this moment.
+and are signed with the wall clock), so no held job is resolved by evidence at this moment. What differs:
+the worker passes run with a 5 s remote timeout and a 60 s lease (the demo's config file says 1.5 s and
+5 s): those are measured on the wall clock, and the demo's margins are thin enough that a loaded machine
+would turn a slow ordinary send into a held or abandoned one and draw a different moment. Faults do not
+depend on them: a hang still ends in a timeout.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +46,8 @@ FINDING_AFTER = 60.0
 """Seconds between alice's query and her finding (she reads the remote console meanwhile)."""
 SHOWN_AFTER = 10.0
 """Seconds after the finding that the moment is drawn at."""
+WORKER_TIMEOUT_SECONDS = 5.0
+WORKER_LEASE_SECONDS = 60.0
 PASS_SECONDS = 0.5
 """The demo worker's pause between passes (console/demo_feed.py)."""
 
@@ -77,8 +84,9 @@ def build_moment(folder: Path, sim: Simulator, moment: str = "first-finding") ->
         raise ValueError(f"unknown demo moment {moment!r}; known: {', '.join(MOMENTS)}")
     ledger, config_path = prepare(folder, sim.url)
     config = load_config(config_path)
+    worker_config = _wall_clock_tolerant(config)
     clock = ManualClock(START)
-    remotes = RemoteCache(config)
+    remotes = RemoteCache(worker_config)
     conn = connect(ledger)
     beat = WorkerBeat(conn, clock, WORKER, kind="worker", interval=PASS_SECONDS)
     keys: list[JobKey] = []
@@ -89,9 +97,9 @@ def build_moment(folder: Path, sim: Simulator, moment: str = "first-finding") ->
         nonlocal next_job
         while clock.now() < t:
             while clock.now() >= next_job:
-                keys.append(new_job(conn, config, clock, len(keys) + 1).key)
+                keys.append(new_job(conn, worker_config, clock, len(keys) + 1).key)
                 next_job += 1.0 / DEMO_RATE
-            tick(conn, config, clock=clock, remotes=remotes, owner=WORKER, beat=beat)
+            tick(conn, worker_config, clock=clock, remotes=remotes, owner=WORKER, beat=beat)
             clock.advance(PASS_SECONDS)
 
     try:
@@ -111,6 +119,14 @@ def build_moment(folder: Path, sim: Simulator, moment: str = "first-finding") ->
         conn.close()
     return DemoMoment(ledger=ledger, config_path=config_path, config=config, clock=clock,
                       jobs={"found": first, "held_next": held[1]}, held=held)
+
+
+def _wall_clock_tolerant(config: Config) -> Config:
+    """`config` with the remote timeouts and the lease the worker passes here use (see the module's note)."""
+    remotes = {name: dataclasses.replace(rc, timeout_seconds=max(rc.timeout_seconds, WORKER_TIMEOUT_SECONDS))
+               for name, rc in config.remotes.items()}
+    policy = dataclasses.replace(config.policy, lease_seconds=max(config.policy.lease_seconds, WORKER_LEASE_SECONDS))
+    return dataclasses.replace(config, remotes=remotes, policy=policy)
 
 
 def _finding(sim: Simulator, key: JobKey) -> tuple[str, str]:

@@ -1,7 +1,9 @@
-"""A deterministic demo ledger for the console's tests, snapshots and screenshots.
+"""A deterministic ledger for the console's tests and snapshots: states `make demo` rarely reaches in minutes.
 
 Built with the real ledger API (reserve, worker passes against the loopback simulator, triage) under a
-`ManualClock`, so every time, id and count is the same on every run.
+`ManualClock`, so every time, id and count is the same on every run: 14 days of history, overdue and
+resolved holds, a blocked new job, a notification channel, a third operator (carol). The screenshots are
+drawn over `make demo`'s own data instead (console/demo_moment.py).
 """
 
 from __future__ import annotations
@@ -247,7 +249,7 @@ def _k(key: JobKey) -> tuple[str, str]:
     return key.job_id, key.operation
 
 
-# -- scenes: the screens the snapshot tests and the screenshot script draw -------------------------------------
+# -- scenes: the screens the snapshot tests draw -------------------------------------
 
 SCENES = ("overview", "job", "triage", "triage-confirm", "quotas")
 SCENE_OPERATOR = "carol"
