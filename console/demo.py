@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -197,5 +198,16 @@ def run_demo(folder: Path, *, ui: bool, seconds: float, operator: str, rate: flo
                 stopping.wait(0.2)
     finally:
         procs.stop()
-    output.line(f"demo stopped; the ledger stays: .venv/bin/reclaim status --ledger {ledger} --config {config}")
+    output.line(f"demo stopped; the ledger stays: {reclaim_command()} status --ledger {shlex.quote(str(ledger))} "
+                f"--config {shlex.quote(str(config))}")
     return 0
+
+
+def reclaim_command() -> str:
+    """How to run `reclaim` again from the current folder, as this process was started: `.venv/bin/reclaim`
+    under `make demo`, the absolute path of the script when it lies outside, plain `reclaim` otherwise."""
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if script is None or script.name != "reclaim" or not script.is_file():
+        return "reclaim"
+    rel = os.path.relpath(script.absolute())
+    return shlex.quote(rel if not rel.startswith("..") and os.sep in rel else str(script.absolute()))

@@ -157,3 +157,8 @@ def test_demo_headless_fills_every_group_and_leaves_no_process(tmp_path: Path) -
         assert str(folder) not in cmdline or "pytest" in cmdline, f"left running: {cmdline!r}"
     # Every state the worker moves jobs through was reached, held included (read from the event log).
     assert EVERY_GROUP <= _reached(folder)
+    # The last line suggests a command that runs as printed, from where the demo was started.
+    last = res.stdout.strip().splitlines()[-1]
+    assert last.startswith("demo stopped; the ledger stays: "), res.stdout
+    status = subprocess.run(shlex.split(last.split(": ", 1)[1]), capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0 and "jobs by state" in status.stdout, (last, status.stderr)
