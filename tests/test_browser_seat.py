@@ -20,7 +20,6 @@ import re
 import secrets
 import shutil
 import signal
-import sqlite3
 import subprocess
 import threading
 import time
