@@ -84,7 +84,8 @@ STARTER_CONFIG = """\
 timezone = "UTC"
 
 [identity]
-source = "os"   # the acting operator is the OS account running the command ("declared": --operator, demos only)
+source = "os"   # the acting operator is the OS account running the command ("declared": --operator, demos only;
+                #  "proxy": the browser seat, `reclaim serve`; see the README)
 
 [policy]
 four_eyes = true

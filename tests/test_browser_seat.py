@@ -32,6 +32,7 @@ import pytest
 from conftest import OP, RECLAIM, _free_port, _wait_for, to_toml
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
+from console.serve import HEARTBEAT_SECONDS
 from ledger import queries
 from ledger.clock import SystemClock
 from ledger.config import parse_config
@@ -417,17 +418,29 @@ def test_no_header_an_untrusted_peer_or_a_foreign_origin_is_refused_and_starts_n
     status, body = _get(seat.address, "/", bob)
     assert status == 200 and "<title>reclaim — bob</title>" in body
     host, port = seat.address.removeprefix("http://").rsplit(":", 1)
-    conn = http.client.HTTPConnection(host, int(port), timeout=10)
-    conn.request("GET", "/ws?width=100&height=30", headers={**UPGRADE, **bob, "Origin": origin})
-    assert conn.getresponse().status == 101
-    consoles = _wait_for(lambda: seat.consoles, timeout=10, step=0.02, what="a console for the admitted websocket")
-    assert len(consoles) == 1
-    (pid,) = consoles
-    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    assert b"RECLAIM_SEAT_OPERATOR=bob" in environ and not any(v.startswith(b"RECLAIM_OPERATOR=") for v in environ)
-    assert os.getpgid(pid) == pid  # its own process group, so reaping takes everything it started
-    conn.close()  # the client goes away without a websocket close
-    _wait_for(lambda: not alive(pid), timeout=5, step=0.05, what="the console reaped after its client vanished")
+    clients = []
+    for _ in range(2):
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        conn.request("GET", "/ws?width=100&height=30", headers={**UPGRADE, **bob, "Origin": origin})
+        assert conn.getresponse().status == 101
+        clients.append(conn)
+    consoles = _wait_for(lambda: len(seat.consoles) == 2 and seat.consoles, timeout=10, step=0.02,
+                         what="a console for each admitted websocket")
+    for pid in consoles:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert b"RECLAIM_SEAT_OPERATOR=bob" in environ and not any(v.startswith(b"RECLAIM_OPERATOR=") for v in environ)
+        assert os.getpgid(pid) == pid  # its own process group, so reaping takes everything it started
+    # One client goes away without a websocket close: its console ends within 5 s.
+    clients[0].close()
+    gone = _wait_for(lambda: len(seat.consoles) == 1 and consoles - seat.consoles, timeout=5, step=0.05,
+                     what="the console reaped after its client went away")
+    (silent,) = consoles - gone
+    # The other keeps its connection open but stops answering (a laptop lid closed, a network gone): the
+    # heartbeat's unanswered ping drops it, and its console ends.
+    _wait_for(lambda: not alive(silent), timeout=HEARTBEAT_SECONDS * 2 + 5, step=0.05,
+              what="the console reaped after its client stopped answering pings")
+    assert all(not alive(pid) for pid in consoles)
+    clients[1].close()
 
 
 # -- reaping -----------------------------------------------------------------------------------------------------
