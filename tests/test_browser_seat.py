@@ -442,6 +442,16 @@ def test_no_header_an_untrusted_peer_or_a_foreign_origin_is_refused_and_starts_n
     assert all(not alive(pid) for pid in consoles)
     clients[1].close()
 
+    # Stopping the seat (SIGTERM) with a console open ends that console too.
+    last = http.client.HTTPConnection(host, int(port), timeout=10)
+    last.request("GET", "/ws", headers={**UPGRADE, **bob, "Origin": origin})
+    assert last.getresponse().status == 101
+    (pid,) = _wait_for(lambda: seat.consoles, timeout=10, step=0.02, what="a console")
+    seat.proc.send_signal(signal.SIGTERM)
+    assert seat.proc.wait(timeout=15) == 0
+    assert not alive(pid) and not seat.consoles
+    last.close()
+
 
 # -- reaping -----------------------------------------------------------------------------------------------------
 def _open_seat_tab(context: Any, address: str) -> Page:
