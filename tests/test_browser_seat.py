@@ -1,5 +1,5 @@
 """The browser seat (`reclaim serve`) in a real browser (Debian's chromium driven by Playwright) behind real nginx
-running the README's own example: bob logs in with basic auth, sees his name and roles, queries a held job and
+running the README's own example and started by the README's own command: bob logs in with basic auth, sees his name and roles, queries a held job and
 records a finding, and the ledger read afresh says bob did it. Refusals (no header, a header from an untrusted
 address, a foreign Origin) start no process; closing a tab, or the browser vanishing, ends that tab's console
 within 5 s, counted in /proc.
@@ -18,9 +18,13 @@ import os
 import queue
 import re
 import secrets
+import shlex
 import shutil
 import signal
+import socket
+import ssl
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import OP, RECLAIM, _free_port, _wait_for, to_toml
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
 from console.serve import HEARTBEAT_SECONDS
@@ -43,6 +46,9 @@ from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, submit_now
 
 ROOT = Path(__file__).resolve().parents[1]
+OP = "article.generate"
+_SCRIPT = Path(sys.executable).with_name("reclaim")
+RECLAIM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "console"]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-default-apps", "--disable-extensions"]
@@ -53,6 +59,24 @@ SCREEN_JS = """() => {
   for (let i = 0; i < buffer.length; i++) { const l = buffer.getLine(i); lines.push(l ? l.translateToString(true) : ""); }
   return lines.join("\\n");
 }"""
+
+
+def _wait_for(pred: Callable[[], Any], timeout: float, step: float = 0.02, what: str = "condition") -> Any:
+    """Poll `pred` until truthy (returned), else fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"{what} not met within {timeout}s")
+        time.sleep(step)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _need(path: str) -> str:
@@ -116,27 +140,29 @@ def held_ledger(folder: Path, sim: Simulator) -> tuple[Path, dict[str, Any], Job
     create_ledger(ledger)
     sim.add_fault("drop_before_accept")
     conn = connect(ledger)
-    res = submit_now(conn, cfg, OP, {"input": "the seat's held job"}, job_id="seat-held", target="blog/seat", clock=SystemClock(),
-                     remotes=RemoteCache(cfg))
+    res = submit_now(conn, cfg, OP, {"input": "the seat's held job"}, job_id="seat-held", target="blog/seat",
+                     clock=SystemClock(), remotes=RemoteCache(cfg))
     conn.close()
     assert res.state == "held", res
     return ledger, doc, res.key
 
 
 @pytest.fixture
-def serve_seat(tmp_path: Path) -> Iterator[Callable[..., Served]]:
-    """`serve_seat(ledger, doc, key, trusted=[...], origins=[...], listen=None|socket=None)`: `reclaim serve`
+def serve_seat(tmp_path: Path, write_config: Callable[..., Path]) -> Iterator[Callable[..., Served]]:
+    """`serve_seat(ledger, doc, key, trusted=[...], origins=[...], listen=None|sock=None)`: `reclaim serve`
     started and listening; stopped (SIGTERM) at teardown, which must leave no console behind."""
     started: list[Served] = []
 
     def start(ledger: Path, doc: dict[str, Any], key: JobKey, *, trusted: list[str], origins: list[str],
-              listen: str | None = None, socket: Path | None = None) -> Served:
+              listen: str | None = None, sock: Path | None = None) -> Served:
         doc = {**doc, "serve": {**doc["serve"], "trusted_proxies": trusted, "allowed_origins": origins}}
-        config = tmp_path / "seat.toml"
-        config.write_text(to_toml(doc), encoding="utf-8")
-        where = ["--listen", listen] if listen is not None else ["--socket", str(socket)]
+        config = write_config(doc, tmp_path / "seat.toml")
+        if sock is not None:
+            args = readme_serve_command({"--socket": sock, "--ledger": ledger, "--config": config})
+        else:
+            args = ["serve", "--ledger", str(ledger), "--config", str(config), "--listen", str(listen)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("RECLAIM_")}
-        proc = subprocess.Popen([*RECLAIM, "serve", "--ledger", str(ledger), "--config", str(config), *where],
+        proc = subprocess.Popen([*RECLAIM, *args],
                                 cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 stdin=subprocess.DEVNULL)
         lines: queue.Queue[str] = queue.Queue()
@@ -185,6 +211,19 @@ def readme_block(name: str, lang: str) -> str:
     return block.group(1)
 
 
+def readme_serve_command(paths: dict[str, Path]) -> list[str]:
+    """The README's one command that runs the seat, as `reclaim` arguments, with its paths replaced by `paths`
+    (the tests run as the seat account already, so its `sudo -u reclaim-seat` is dropped)."""
+    words = shlex.split(readme_block("seat-command", "sh").strip())
+    assert words[:5] == ["sudo", "-u", "reclaim-seat", "reclaim", "serve"], words
+    args = words[4:]
+    for option, path in paths.items():
+        i = args.index(option)
+        args[i + 1] = str(path)
+    assert len(args) == 1 + 2 * len(paths), args  # nothing else in the command
+    return args
+
+
 @dataclass
 class Nginx:
     origin: str
@@ -194,11 +233,11 @@ class Nginx:
 
 @pytest.fixture
 def nginx(tmp_path: Path) -> Iterator[Callable[[Path], Nginx]]:
-    """`nginx(socket)`: the README's nginx example with basic auth for bob, in front of `socket`, on a free
-    loopback port with a throwaway certificate."""
+    """`nginx(sock)`: the README's nginx example with basic auth for bob, in front of the unix socket `sock`,
+    on a free loopback port with a throwaway certificate."""
     procs: list[subprocess.Popen[str]] = []
 
-    def start(socket: Path) -> Nginx:
+    def start(sock: Path) -> Nginx:
         binary = _need("/usr/sbin/nginx")
         openssl = _need("openssl")
         prefix = tmp_path / "nginx"
@@ -217,7 +256,7 @@ def nginx(tmp_path: Path) -> Iterator[Callable[[Path], Nginx]]:
             "/etc/ssl/reclaim/fullchain.pem": str(prefix / "cert.pem"),
             "/etc/ssl/reclaim/privkey.pem": str(prefix / "key.pem"),
             "/etc/nginx/reclaim.htpasswd": str(prefix / "htpasswd"),
-            "/run/reclaim-seat/seat.sock": str(socket),
+            "/run/reclaim-seat/seat.sock": str(sock),
         }.items():
             assert old in site, f"the README's nginx example lost {old!r}"
             site = site.replace(old, new)
@@ -234,7 +273,7 @@ def nginx(tmp_path: Path) -> Iterator[Callable[[Path], Nginx]]:
         def listening() -> bool:
             assert proc.poll() is None, proc.communicate()[0]
             conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=1,
-                                               context=__import__("ssl")._create_unverified_context())
+                                               context=ssl._create_unverified_context())  # the throwaway certificate
             try:
                 conn.request("GET", "/")
                 return conn.getresponse().status == 401
@@ -311,7 +350,7 @@ def test_bob_through_nginx_queries_and_records_a_finding_as_himself(
     sock = tmp_path / "run" / "seat.sock"
     sock.parent.mkdir()
     front = nginx(sock)
-    seat = serve_seat(ledger, doc, key, trusted=[f"unix:{sock}"], origins=[front.origin], socket=sock)
+    seat = serve_seat(ledger, doc, key, trusted=[f"unix:{sock}"], origins=[front.origin], sock=sock)
     assert not seat.consoles
 
     # The client also sends its own X-Forwarded-User: nginx replaces it with the authenticated user.
