@@ -98,16 +98,16 @@ class Seat:
             raise BadInput(f"serve: textual-serve's script changed ({STATIC / 'js' / 'textual.js'}); "
                            "install the textual-serve version pyproject.toml names")
         self.script = script.replace(_JS_ANCHOR, "t.fit(),window.reclaimSeat=t,s||t.connect()", 1)
+        trusted = self.config.serve.trusted_proxies
+        self.trusted_ips = {ipaddress.ip_address(t) for t in trusted if not t.startswith("unix:")}
+        self.trusted_socket = self.socket_path is not None and f"unix:{self.socket_path}" in trusted
 
     # -- admission --------------------------------------------------------------------------------------------
     def _trusted_peer(self, request: web.Request) -> bool:
-        trusted = self.config.serve.trusted_proxies
         ip = _peer_ip(request)
         if ip is not None:
-            return any(t == ip or (not t.startswith("unix:") and ipaddress.ip_address(t) == ipaddress.ip_address(ip))
-                       for t in trusted)
-        # A unix socket: the peer is whoever could open the socket file.
-        return self.socket_path is not None and f"unix:{self.socket_path}" in trusted
+            return ipaddress.ip_address(ip.split("%")[0]) in self.trusted_ips
+        return self.trusted_socket  # a unix socket: the peer is whoever could open the socket file
 
     def admit(self, request: web.Request, *, websocket: bool) -> str:
         """The operator the proxy named for this request; HTTPForbidden (one line why) when the request is not
@@ -137,7 +137,7 @@ class Seat:
 
     @web.middleware
     async def _admission(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        self.admit(request, websocket=request.path == "/ws")
+        request["operator"] = self.admit(request, websocket=request.path == "/ws")
         response: web.StreamResponse = await handler(request)
         response.headers.setdefault("Content-Security-Policy", CSP)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
@@ -147,7 +147,7 @@ class Seat:
     # -- handlers ---------------------------------------------------------------------------------------------
     async def page(self, request: web.Request) -> web.Response:
         """The seat's page: textual-serve's terminal with local fonts, the operator's name in the title."""
-        name = self.admit(request, websocket=False)
+        name: str = request["operator"]
         size = request.query.get("fontsize", "16")
         body = PAGE.substitute(operator=html.escape(name), font_size=size if size.isdigit() and len(size) < 3 else 16)
         return web.Response(text=body, content_type="text/html", headers={"Cache-Control": "no-store"})
@@ -158,7 +158,7 @@ class Seat:
 
     async def websocket(self, request: web.Request) -> web.StreamResponse:
         """One console for this connection, acting as the proxy's user; reaped when the connection ends."""
-        name = self.admit(request, websocket=True)
+        name: str = request["operator"]  # admitted by `_admission`, Origin included
         width = _int(request.query.get("width"), 80)
         height = _int(request.query.get("height"), 24)
         ws = web.WebSocketResponse(heartbeat=HEARTBEAT_SECONDS)
