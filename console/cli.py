@@ -84,7 +84,8 @@ STARTER_CONFIG = """\
 timezone = "UTC"
 
 [identity]
-source = "os"   # the acting operator is the OS account running the command ("declared": --operator, demos only)
+source = "os"   # the acting operator is the OS account running the command ("declared": --operator, demos only;
+                #  "proxy": the browser seat, `reclaim serve`; see the README)
 
 [policy]
 four_eyes = true
@@ -120,16 +121,17 @@ DEFAULT_CONFIG = Path("reclaim.toml")
 
 
 def _identity(cfg: Config, name: str | None) -> Identity:
-    return identity.resolve(cfg, name)
+    """Who acts: the config's identity source applied to --operator and a browser seat's name (if any)."""
+    return identity.resolve(cfg, name, os.environ.get(identity.SEAT_ENV) or None)
 
 
 def _operator(cfg: Config, name: str | None) -> str:
-    return identity.resolve(cfg, name).name
+    return _identity(cfg, name).name
 
 
 def _sender(cfg: Config, name: str | None, what: str) -> str:
     """The acting identity's name, after checking it holds the sender role `what` needs."""
-    who = identity.resolve(cfg, name)
+    who = _identity(cfg, name)
     identity.require_role(cfg, who, "sender", what)
     return who.name
 
@@ -1049,6 +1051,50 @@ def console(
         cfg = _load(config)
         _check_ledger_pages(ledger, CONSOLE_PAGE_CHECK_SECONDS)  # a corrupt file stops here, before the UI
         run_console(ledger, cfg, _identity(cfg, operator), read_only, config_path=config)
+
+
+@app.command()
+def serve(
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    listen: Annotated[str | None, typer.Option(
+        "--listen", help="Loopback HOST:PORT to listen on (port 0: a free one), behind the proxy.")] = None,
+    socket: Annotated[Path | None, typer.Option(
+        "--socket", help="Unix socket to listen on (list it in [serve] trusted_proxies as unix:PATH).")] = None,
+) -> None:
+    """The browser seat: one console per browser connection, as the user an authenticating proxy names."""
+    with _guard(False):
+        cfg = _load(config)
+        if cfg.identity_source != "proxy":
+            raise BadInput(f"serve: this config's [identity] source is {cfg.identity_source!r}; the browser seat "
+                           "needs source = \"proxy\" with [serve] account, trusted_proxies and allowed_origins")
+        account = identity.os_account()
+        if account != cfg.serve.account:
+            raise BadInput(f"serve: runs only as the seat account [serve] account = {cfg.serve.account!r}, not as "
+                           f"{account!r} (e.g. sudo -u {cfg.serve.account} reclaim serve ...)")
+        if not cfg.serve.trusted_proxies or not cfg.serve.allowed_origins:
+            raise BadInput("serve: [serve] trusted_proxies and allowed_origins must each name at least one entry")
+        if (listen is None) == (socket is None):
+            raise BadInput("serve: give exactly one of --listen 127.0.0.1:PORT or --socket /path/seat.sock")
+        from console.serve import Seat, parse_listen, run
+
+        host, port = parse_listen(listen) if listen is not None else (None, None)
+        sock = socket.absolute() if socket is not None else None
+        if sock is not None and f"unix:{sock}" not in cfg.serve.trusted_proxies:
+            output.stderr.print(f"reclaim serve: note: unix:{sock} is not in [serve] trusted_proxies; every "
+                                "request will be refused", markup=False, highlight=False)
+        _check_ledger_pages(ledger, CONSOLE_PAGE_CHECK_SECONDS)
+        seat = Seat(ledger.absolute(), config.absolute(), cfg, socket_path=sock)
+        import asyncio
+
+        def announce(line: str) -> None:
+            output.line(line)
+            sys.stdout.flush()
+
+        try:
+            asyncio.run(run(seat, host=host, port=port, socket_path=sock, announce=announce))
+        except OSError as e:
+            raise BadInput(f"serve: cannot listen on {listen or sock}: {e.strerror}") from None
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -16,7 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from ledger.errors import ConfigError
 
 ROLES = frozenset({"viewer", "triage", "approver", "sender"})
-IDENTITY_SOURCES = ("os", "declared")
+IDENTITY_SOURCES = ("os", "declared", "proxy")
 REMOTE_KINDS = frozenset({"gemini", "http"})
 NOTIFY_EVENTS = frozenset({"held", "resolved", "consumed", "paused"})
 MAX_SECONDS = 10 * 365 * 86400
@@ -95,6 +96,18 @@ class NotifyConfig:
 
 
 @dataclass(frozen=True)
+class ServeConfig:
+    """The browser seat (`reclaim serve`): who may speak for the browser user, and from where."""
+
+    # The OS account `reclaim serve` must run as; only processes of this account may act for a browser user.
+    account: str = ""
+    # Peers whose identity header is believed: IP addresses, or "unix:/path" for a socket the proxy connects to.
+    trusted_proxies: tuple[str, ...] = ()
+    # Exact Origins (scheme://host[:port]) a browser's websocket may come from.
+    allowed_origins: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole validated configuration."""
 
@@ -107,6 +120,9 @@ class Config:
     base_dir: Path = field(default_factory=Path.cwd)
     # Where the acting operator's name comes from: "os" (the process's account) or "declared" (--operator).
     identity_source: str = "os"
+    # With identity_source "proxy": the request header the authenticating proxy puts the user's name in.
+    proxy_header: str = "X-Forwarded-User"
+    serve: ServeConfig = field(default_factory=ServeConfig)
 
     def roles_of(self, operator: str) -> frozenset[str]:
         """The operator's roles; unknown names are viewers."""
@@ -199,7 +215,7 @@ def _url(table: dict[str, Any], name: str, path: tuple[str, ...], template: bool
 
 def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
     """Validate a parsed TOML document; raise ConfigError naming the first bad key."""
-    known_top = {"timezone", "policy", "operators", "remotes", "operations", "notify", "keys", "identity"}
+    known_top = {"timezone", "policy", "operators", "remotes", "operations", "notify", "keys", "identity", "serve"}
     for k in raw:
         if k not in known_top:
             raise ConfigError(f"config key {k}: unknown key (expected one of {', '.join(sorted(known_top))})")
@@ -210,13 +226,18 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         raise ConfigError(f"config key timezone: unknown time zone {tz[:80]!r} (use an IANA name such as 'UTC')") from None
 
     ident = _table(raw, "identity")
-    _known(ident, {"source"}, ("identity",))
+    _known(ident, {"source", "proxy_header"}, ("identity",))
     identity_source = _typed(ident, "source", (str,), ("identity",), "os")
     if identity_source not in IDENTITY_SOURCES:
         raise ConfigError(
             f"config key identity.source: {identity_source!r} is not one of {', '.join(IDENTITY_SOURCES)} "
-            "(\"os\": the account running the process; \"declared\": --operator, for demos and tests)"
+            "(\"os\": the account running the process; \"declared\": --operator, for demos and tests; "
+            "\"proxy\": the browser seat's authenticating proxy)"
         )
+    proxy_header = _typed(ident, "proxy_header", (str,), ("identity",), "X-Forwarded-User")
+    if not _HEADER_NAME.fullmatch(proxy_header):
+        raise ConfigError(f"config key identity.proxy_header: {proxy_header[:80]!r} is not an HTTP header name")
+    serve = _serve_config(_table(raw, "serve"), identity_source)
 
     p = _table(raw, "policy")
     pp = ("policy",)
@@ -352,7 +373,48 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         notify=notify,
         base_dir=base_dir or Path.cwd(),
         identity_source=identity_source,
+        proxy_header=proxy_header,
+        serve=serve,
     )
+
+
+def _str_list(table: dict[str, Any], name: str, path: tuple[str, ...]) -> tuple[str, ...]:
+    value = _typed(table, name, (list,), path, [])
+    if not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"config key {_key(*path, name)}: must be a list of non-empty strings")
+    return tuple(value)
+
+
+def _serve_config(table: dict[str, Any], identity_source: str) -> ServeConfig:
+    """[serve]: checked here so a bad value stops every command, not only `reclaim serve`."""
+    path = ("serve",)
+    _known(table, {"account", "trusted_proxies", "allowed_origins"}, path)
+    account = _typed(table, "account", (str,), path, "")
+    proxies = _str_list(table, "trusted_proxies", path)
+    for p in proxies:
+        if p.startswith("unix:"):
+            if not Path(p[5:]).is_absolute():
+                raise ConfigError(f"config key serve.trusted_proxies: {p!r}: a unix socket must be an absolute path")
+            continue
+        try:
+            ipaddress.ip_address(p)
+        except ValueError:
+            raise ConfigError(
+                f"config key serve.trusted_proxies: {p[:80]!r} is neither an IP address nor unix:/absolute/path"
+            ) from None
+    origins = _str_list(table, "allowed_origins", path)
+    for o in origins:
+        parts = urlsplit(o)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path or parts.query or parts.fragment:
+            raise ConfigError(
+                f"config key serve.allowed_origins: {o[:80]!r} is not an origin (scheme://host[:port], no path)"
+            )
+    if identity_source == "proxy" and not account:
+        raise ConfigError(
+            'config key serve.account: required with [identity] source = "proxy": the OS account `reclaim serve` '
+            "runs as (only its processes may act for a browser user)"
+        )
+    return ServeConfig(account=account, trusted_proxies=proxies, allowed_origins=tuple(o.rstrip("/") for o in origins))
 
 
 def _read_text(p: Path) -> str:

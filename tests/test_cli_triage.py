@@ -234,7 +234,8 @@ def test_a_due_that_is_not_a_time_names_the_option(
 # -- the common options ------------------------------------------------------------------------------------------
 EXEMPT = {"simulator": {"--ledger", "--config", "--operator", "--json"},  # no ledger: a loopback server
           "demo": {"--ledger", "--config", "--json"},  # its own folder (--dir) and seat (--operator)
-          "console": {"--json"}}  # a full-screen UI, nothing to print
+          "console": {"--json"},  # a full-screen UI, nothing to print
+          "serve": {"--operator", "--json"}}  # a server; its operators are the proxy's users, one per connection
 
 
 def test_every_command_takes_the_common_options() -> None:

@@ -130,7 +130,7 @@ def test_declared_identity_counts_only_when_the_config_says_so(config_dict: dict
         resolve(_cfg(config_dict, tmp_path, "declared"), " ")
 
 
-@pytest.mark.parametrize("source", ["proxy", "ldap", ""])
+@pytest.mark.parametrize("source", ["PROXY", "ldap", ""])
 def test_an_unknown_identity_source_is_refused_naming_the_key(
     source: str, config_dict: dict[str, Any], write_config: Callable[..., Path], ledger_path: Path,
     run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],

@@ -1,0 +1,546 @@
+"""The browser seat (`reclaim serve`) in a real browser (Debian's chromium driven by Playwright) behind real nginx
+running the README's own example and started by the README's own command: bob logs in with basic auth, sees his name and roles, queries a held job and
+records a finding, and the ledger read afresh says bob did it. Refusals (no header, a header from an untrusted
+address, a foreign Origin) start no process; closing a tab, or the browser vanishing, ends that tab's console
+within 5 s, counted in /proc.
+
+chromium, nginx and openssl come from Debian (`make test` installs them as root). They are not optional: a
+missing one fails these tests rather than skipping them.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import http.client
+import os
+import queue
+import re
+import secrets
+import shlex
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, Playwright, sync_playwright
+
+from console.serve import HEARTBEAT_SECONDS
+from ledger import queries
+from ledger.clock import SystemClock
+from ledger.config import parse_config
+from ledger.db import connect, create_ledger
+from ledger.identity import os_account
+from ledger.model import JobKey
+from ledger.simulator import Simulator
+from ledger.worker import RemoteCache, submit_now
+
+ROOT = Path(__file__).resolve().parents[1]
+OP = "article.generate"
+_SCRIPT = Path(sys.executable).with_name("reclaim")
+RECLAIM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "console"]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-default-apps", "--disable-extensions"]
+SCREEN_JS = """() => {
+  const seat = window.reclaimSeat;
+  if (!seat) return "";
+  const buffer = seat.terminal.buffer.active, lines = [];
+  for (let i = 0; i < buffer.length; i++) { const l = buffer.getLine(i); lines.push(l ? l.translateToString(true) : ""); }
+  return lines.join("\\n");
+}"""
+
+
+def _wait_for(pred: Callable[[], Any], timeout: float, step: float = 0.02, what: str = "condition") -> Any:
+    """Poll `pred` until truthy (returned), else fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"{what} not met within {timeout}s")
+        time.sleep(step)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _need(path: str) -> str:
+    found = shutil.which(path) or (path if Path(path).exists() else None)
+    if found is None:
+        pytest.fail(f"{path} is missing: `make test` installs chromium, nginx and openssl from Debian (as root)")
+    return found
+
+
+# -- processes -------------------------------------------------------------------------------------------------
+def children(pid: int) -> set[int]:
+    """The live (not zombie) processes whose parent is `pid`, read from /proc."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.add(int(entry))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+# -- the seat --------------------------------------------------------------------------------------------------
+@dataclass
+class Served:
+    proc: subprocess.Popen[str]
+    address: str  # "unix:/path" or "http://127.0.0.1:PORT"
+    ledger: Path
+    key: JobKey
+    log: list[str]
+
+    @property
+    def consoles(self) -> set[int]:
+        return children(self.proc.pid)
+
+
+def held_ledger(folder: Path, sim: Simulator) -> tuple[Path, dict[str, Any], JobKey]:
+    """A ledger with one held job (the send was dropped after it went out) and its config dict."""
+    doc: dict[str, Any] = {
+        "timezone": "UTC",
+        "identity": {"source": "proxy"},
+        "operators": {"alice": ["triage"], "bob": ["triage", "approver"], "scheduler": ["sender"]},
+        "remotes": {"gemini": {"kind": "gemini", "base_url": sim.url, "model": "gemini-sim", "timeout_seconds": 5}},
+        "operations": {OP: {"remote": "gemini", "daily_quota": 100, "sink": str(folder / "results")}},
+        "serve": {"account": os_account()},
+    }
+    cfg = parse_config(doc, base_dir=folder)
+    ledger = folder / "reclaim.db"
+    create_ledger(ledger)
+    sim.add_fault("drop_before_accept")
+    conn = connect(ledger)
+    res = submit_now(conn, cfg, OP, {"input": "the seat's held job"}, job_id="seat-held", target="blog/seat",
+                     clock=SystemClock(), remotes=RemoteCache(cfg))
+    conn.close()
+    assert res.state == "held", res
+    return ledger, doc, res.key
+
+
+@pytest.fixture
+def serve_seat(tmp_path: Path, write_config: Callable[..., Path]) -> Iterator[Callable[..., Served]]:
+    """`serve_seat(ledger, doc, key, trusted=[...], origins=[...], listen=None|sock=None)`: `reclaim serve`
+    started and listening; stopped (SIGTERM) at teardown, which must leave no console behind."""
+    started: list[Served] = []
+
+    def start(ledger: Path, doc: dict[str, Any], key: JobKey, *, trusted: list[str], origins: list[str],
+              listen: str | None = None, sock: Path | None = None) -> Served:
+        doc = {**doc, "serve": {**doc["serve"], "trusted_proxies": trusted, "allowed_origins": origins}}
+        config = write_config(doc, tmp_path / "seat.toml")
+        if sock is not None:
+            args = readme_serve_command({"--socket": sock, "--ledger": ledger, "--config": config})
+        else:
+            args = ["serve", "--ledger", str(ledger), "--config", str(config), "--listen", str(listen)]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RECLAIM_")}
+        proc = subprocess.Popen([*RECLAIM, *args],
+                                cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                stdin=subprocess.DEVNULL)
+        lines: queue.Queue[str] = queue.Queue()
+        log: list[str] = []
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log.append(line)
+                lines.put(line)
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                proc.kill()
+                pytest.fail(f"reclaim serve did not start within 30 s: {''.join(log)}")
+            m = re.search(r"listening on (\S+)", line)
+            if m:
+                break
+        served = Served(proc, m.group(1), ledger, key, log)
+        started.append(served)
+        return served
+
+    yield start
+    for s in started:
+        consoles = s.consoles
+        s.proc.send_signal(signal.SIGTERM)
+        try:
+            s.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            s.proc.kill()
+            s.proc.wait()
+            pytest.fail(f"reclaim serve ignored SIGTERM: {''.join(s.log)}")
+        left = [pid for pid in consoles if alive(pid)]
+        assert not left, f"consoles left running after reclaim serve stopped: {left}"
+
+
+# -- nginx, from the README ------------------------------------------------------------------------------------
+def readme_block(name: str, lang: str) -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(rf"<!-- {name} -->\s*```{lang}\n(.*?)```\s*<!-- /{name} -->", text, re.S)
+    assert block, f"the README lost its {name} block"
+    return block.group(1)
+
+
+def readme_serve_command(paths: dict[str, Path]) -> list[str]:
+    """The README's one command that runs the seat, as `reclaim` arguments, with its paths replaced by `paths`
+    (the tests run as the seat account already, so its `sudo -u reclaim-seat` is dropped)."""
+    words = shlex.split(readme_block("seat-command", "sh").strip())
+    assert words[:5] == ["sudo", "-u", "reclaim-seat", "reclaim", "serve"], words
+    args = words[4:]
+    for option, path in paths.items():
+        i = args.index(option)
+        args[i + 1] = str(path)
+    assert len(args) == 1 + 2 * len(paths), args  # nothing else in the command
+    return args
+
+
+@dataclass
+class Nginx:
+    origin: str
+    password: str
+    proc: subprocess.Popen[str]
+
+
+@pytest.fixture
+def nginx(tmp_path: Path) -> Iterator[Callable[[Path], Nginx]]:
+    """`nginx(sock)`: the README's nginx example with basic auth for bob, in front of the unix socket `sock`,
+    on a free loopback port with a throwaway certificate."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(sock: Path) -> Nginx:
+        binary = _need("/usr/sbin/nginx")
+        openssl = _need("openssl")
+        prefix = tmp_path / "nginx"
+        (prefix / "tmp").mkdir(parents=True)
+        subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                        "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-keyout", str(prefix / "key.pem"),
+                        "-out", str(prefix / "cert.pem")], check=True, capture_output=True)
+        password = secrets.token_urlsafe(12)
+        salt = secrets.token_bytes(8)
+        ssha = base64.b64encode(hashlib.sha1(password.encode() + salt).digest() + salt).decode()
+        (prefix / "htpasswd").write_text(f"bob:{{SSHA}}{ssha}\n", encoding="utf-8")
+        port = _free_port()
+        site = readme_block("seat-nginx", "nginx")
+        for old, new in {
+            "listen 443 ssl;": f"listen 127.0.0.1:{port} ssl;",
+            "/etc/ssl/reclaim/fullchain.pem": str(prefix / "cert.pem"),
+            "/etc/ssl/reclaim/privkey.pem": str(prefix / "key.pem"),
+            "/etc/nginx/reclaim.htpasswd": str(prefix / "htpasswd"),
+            "/run/reclaim-seat/seat.sock": str(sock),
+        }.items():
+            assert old in site, f"the README's nginx example lost {old!r}"
+            site = site.replace(old, new)
+        temp = "\n".join(f"    {k}_temp_path {prefix / 'tmp' / k};" for k in ("client_body", "proxy", "fastcgi",
+                                                                               "uwsgi", "scgi"))
+        (prefix / "nginx.conf").write_text(
+            f"daemon off;\nworker_processes 1;\nuser {os_account()};\npid {prefix / 'nginx.pid'};\n"
+            f"error_log stderr warn;\nevents {{ worker_connections 64; }}\n"
+            f"http {{\n    access_log off;\n{temp}\n{site}\n}}\n", encoding="utf-8")
+        proc = subprocess.Popen([binary, "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-e", "stderr"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        procs.append(proc)
+
+        def listening() -> bool:
+            assert proc.poll() is None, proc.communicate()[0]
+            conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=1,
+                                               context=ssl._create_unverified_context())  # the throwaway certificate
+            try:
+                conn.request("GET", "/")
+                return conn.getresponse().status == 401
+            except OSError:
+                return False
+            finally:
+                conn.close()
+
+        _wait_for(listening, timeout=20, step=0.05, what="nginx listening")
+        return Nginx(f"https://127.0.0.1:{port}", password, proc)
+
+    yield start
+    for p in procs:
+        p.terminate()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+# -- the browser -----------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def playwright() -> Iterator[Playwright]:
+    with sync_playwright() as pw:
+        yield pw
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    b = playwright.chromium.launch(executable_path=_need(str(CHROMIUM)), args=CHROMIUM_ARGS)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def screen(page: Page) -> str:
+    """The terminal's text as the browser holds it (xterm's buffer)."""
+    return str(page.evaluate(SCREEN_JS))
+
+
+def wait_screen(page: Page, what: str | re.Pattern[str], timeout: float = 30.0) -> str:
+    """Wait until the browser's terminal shows `what`; fail with the screen as it is."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = screen(page)
+        if (what.search(text) if isinstance(what, re.Pattern) else what in text):
+            return text
+        if time.monotonic() >= deadline:
+            pytest.fail(f"the browser never showed {what!r} within {timeout}s; it shows:\n{text}")
+        page.wait_for_timeout(50)
+
+
+def press(page: Page, *keys: str) -> None:
+    for key in keys:
+        page.keyboard.press(key)
+
+
+def ledger_events(ledger: Path, key: JobKey) -> list[tuple[str, str]]:
+    conn = connect(ledger, readonly=True)
+    try:
+        return [(e.kind, e.actor) for e in queries.job_events(conn, key)]
+    finally:
+        conn.close()
+
+
+# -- tests -----------------------------------------------------------------------------------------------------
+def test_bob_through_nginx_queries_and_records_a_finding_as_himself(
+    tmp_path: Path, sim: Simulator, serve_seat: Callable[..., Served], nginx: Callable[[Path], Nginx],
+    browser: Browser,
+) -> None:
+    ledger, doc, key = held_ledger(tmp_path, sim)
+    sock = tmp_path / "run" / "seat.sock"
+    sock.parent.mkdir()
+    front = nginx(sock)
+    seat = serve_seat(ledger, doc, key, trusted=[f"unix:{sock}"], origins=[front.origin], sock=sock)
+    assert not seat.consoles
+
+    # The client also sends its own X-Forwarded-User: nginx replaces it with the authenticated user.
+    context = browser.new_context(http_credentials={"username": "bob", "password": front.password},
+                                  ignore_https_errors=True, viewport={"width": 1280, "height": 800},
+                                  extra_http_headers={"X-Forwarded-User": "alice"})
+    requests: list[str] = []
+    context.on("request", lambda r: requests.append(r.url))
+    page = context.new_page()
+    sockets: list[str] = []
+    page.on("websocket", lambda ws: sockets.append(ws.url))
+    try:
+        page.goto(front.origin + "/")
+        assert page.title() == "reclaim — bob"
+        page.locator(".xterm-helper-textarea").focus()
+        wait_screen(page, "bob · approver, triage")
+        assert "alice" not in screen(page)
+        assert len(seat.consoles) == 1
+        wait_screen(page, "seat-held")  # the held job, first in the held table
+
+        press(page, "Enter")  # opens the held job
+        wait_screen(page, "Job seat-held  ·  article.generate  ·  held")
+        press(page, "t")  # its triage screen
+        wait_screen(page, re.compile(r"cannot be listed or searched(.|\n)*Record what you found"))
+        press(page, "r")  # a read: asks the remote at once
+        wait_screen(page, "points to no finding")
+        assert ("remote_query", "bob") in ledger_events(ledger, key)
+        press(page, "f")  # asks for the category first: the list opens
+        wait_screen(page, "not received — the remote never got it")
+        press(page, "ArrowDown", "Enter")  # the first category after the blank prompt: not received
+        wait_screen(page, "finding: write a note")
+        page.keyboard.type("Nothing labelled with this idem key in AI Studio; checked from the browser seat.")
+        press(page, "Enter")  # a preview whose default is Cancel
+        wait_screen(page, "Record finding? seat-held")
+        press(page, "y")
+        wait_screen(page, "Latest finding: not_received by bob")
+        console = next(iter(seat.consoles))
+    finally:
+        page.close()
+    # Closing the tab ends its console (and nothing else is left) within 5 s.
+    _wait_for(lambda: not seat.consoles and not alive(console), timeout=5, step=0.05, what="the console reaped")
+    context.close()
+
+    # The ledger, read afresh, says bob queried and bob found (not alice, whom the client claimed to be).
+    conn = connect(ledger, readonly=True)
+    try:
+        events = queries.job_events(conn, key)
+    finally:
+        conn.close()
+    by_kind = {e.kind: e for e in events}
+    assert by_kind["remote_query"].actor == "bob"
+    assert by_kind["finding"].actor == "bob" and by_kind["finding"].detail["category"] == "not_received"
+    assert "checked from the browser seat" in by_kind["finding"].detail["note"]
+    assert "alice" not in {e.actor for e in events}
+
+    # Nothing was asked of any other host: the page, its script, stylesheet and fonts all came from the seat.
+    assert requests and all(url.startswith(front.origin + "/") for url in requests), requests
+    assert any("/static/fonts/RobotoMono" in url for url in requests), requests
+    assert len(sockets) == 1 and sockets[0].startswith(front.origin.replace("https://", "wss://") + "/ws?"), sockets
+
+
+# -- refusals ----------------------------------------------------------------------------------------------------
+def _get(address: str, path: str, headers: dict[str, str], source: str = "127.0.0.1") -> tuple[int, str]:
+    host, port = address.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=10, source_address=(source, 0))
+    try:
+        conn.request("GET", path, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read().decode("utf-8", "replace")
+    finally:
+        conn.close()
+
+
+UPGRADE = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+           "Sec-WebSocket-Key": base64.b64encode(b"0123456789abcdef").decode()}
+
+
+def test_no_header_an_untrusted_peer_or_a_foreign_origin_is_refused_and_starts_nothing(
+    tmp_path: Path, sim: Simulator, serve_seat: Callable[..., Served],
+) -> None:
+    ledger, doc, key = held_ledger(tmp_path, sim)
+    origin = "https://reclaim.example.org"
+    seat = serve_seat(ledger, doc, key, trusted=["127.0.0.1"], origins=[origin], listen="127.0.0.1:0")
+    bob = {"X-Forwarded-User": "bob"}
+    refused = [
+        ("/", {}, "127.0.0.1", "no X-Forwarded-User header"),
+        ("/ws", {**UPGRADE, "Origin": origin}, "127.0.0.1", "no X-Forwarded-User header"),
+        # 127.0.0.2 is loopback too, but not the trusted proxy's address.
+        ("/", bob, "127.0.0.2", "not a trusted proxy"),
+        ("/ws", {**UPGRADE, **bob, "Origin": origin}, "127.0.0.2", "not a trusted proxy"),
+        ("/ws", {**UPGRADE, **bob, "Origin": "https://evil.example"}, "127.0.0.1", "is not in [serve] allowed_origins"),
+        ("/ws", {**UPGRADE, **bob}, "127.0.0.1", "Origin '(none)'"),
+        ("/ws", {**UPGRADE, "X-Forwarded-User": "bob\tsmith", "Origin": origin}, "127.0.0.1", "printable"),
+        ("/static/js/textual.js", {}, "127.0.0.1", "no X-Forwarded-User header"),
+    ]
+    for path, headers, source, why in refused:
+        status, body = _get(seat.address, path, headers, source)
+        assert status == 403 and why in body, (path, headers, source, status, body)
+        assert not seat.consoles, f"a console started for a refused request: {path} {headers} from {source}"
+    _wait_for(lambda: sum("refused" in line for line in seat.log) == len(refused), timeout=5,
+              what="every refusal logged")
+
+    # The same request from the trusted peer with the allowed Origin is admitted: one console, for bob.
+    status, body = _get(seat.address, "/", bob)
+    assert status == 200 and "<title>reclaim — bob</title>" in body
+    host, port = seat.address.removeprefix("http://").rsplit(":", 1)
+    clients = []
+    for _ in range(2):
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        conn.request("GET", "/ws?width=100&height=30", headers={**UPGRADE, **bob, "Origin": origin})
+        assert conn.getresponse().status == 101
+        clients.append(conn)
+    consoles = _wait_for(lambda: len(seat.consoles) == 2 and seat.consoles, timeout=10, step=0.02,
+                         what="a console for each admitted websocket")
+    for pid in consoles:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert b"RECLAIM_SEAT_OPERATOR=bob" in environ and not any(v.startswith(b"RECLAIM_OPERATOR=") for v in environ)
+        assert os.getpgid(pid) == pid  # its own process group, so reaping takes everything it started
+    # One client goes away without a websocket close: its console ends within 5 s.
+    clients[0].close()
+    gone = _wait_for(lambda: len(seat.consoles) == 1 and consoles - seat.consoles, timeout=5, step=0.05,
+                     what="the console reaped after its client went away")
+    (silent,) = consoles - gone
+    # The other keeps its connection open but stops answering (a laptop lid closed, a network gone): the
+    # heartbeat's unanswered ping drops it, and its console ends.
+    _wait_for(lambda: not alive(silent), timeout=HEARTBEAT_SECONDS * 2 + 5, step=0.05,
+              what="the console reaped after its client stopped answering pings")
+    assert all(not alive(pid) for pid in consoles)
+    clients[1].close()
+
+    # Stopping the seat (SIGTERM) with a console open ends that console too.
+    last = http.client.HTTPConnection(host, int(port), timeout=10)
+    last.request("GET", "/ws", headers={**UPGRADE, **bob, "Origin": origin})
+    assert last.getresponse().status == 101
+    (pid,) = _wait_for(lambda: seat.consoles, timeout=10, step=0.02, what="a console")
+    seat.proc.send_signal(signal.SIGTERM)
+    assert seat.proc.wait(timeout=15) == 0
+    assert not alive(pid) and not seat.consoles
+    last.close()
+
+
+# -- reaping -----------------------------------------------------------------------------------------------------
+def _open_seat_tab(context: Any, address: str) -> Page:
+    page: Page = context.new_page()
+    page.goto(address + "/")
+    wait_screen(page, "bob · approver, triage")
+    return page
+
+
+def test_each_tab_has_its_own_console_and_closing_it_or_killing_the_browser_ends_it(
+    tmp_path: Path, sim: Simulator, serve_seat: Callable[..., Served], browser: Browser, playwright: Playwright,
+) -> None:
+    ledger, doc, key = held_ledger(tmp_path, sim)
+    port = _free_port()
+    address = f"http://127.0.0.1:{port}"
+    # Loopback with 127.0.0.1 trusted: the browser itself plays the proxy by sending the header.
+    seat = serve_seat(ledger, doc, key, trusted=["127.0.0.1"], origins=[address], listen=f"127.0.0.1:{port}")
+    context = browser.new_context(extra_http_headers={"X-Forwarded-User": "bob"})
+    first = _open_seat_tab(context, address)
+    (one,) = _wait_for(lambda: len(seat.consoles) == 1 and seat.consoles, timeout=10, what="one console")
+    second = _open_seat_tab(context, address)
+    both = _wait_for(lambda: len(seat.consoles) == 2 and seat.consoles, timeout=10, what="a console per tab")
+    (two,) = both - {one}
+    first.close()
+    _wait_for(lambda: not alive(one), timeout=5, step=0.05, what="the closed tab's console ended")
+    assert seat.consoles == {two} and alive(two)  # the other tab's console is untouched
+    second.close()
+    _wait_for(lambda: not alive(two), timeout=5, step=0.05, what="the second tab's console ended")
+    context.close()
+
+    # The browser vanishes (SIGKILL, no goodbye): its console still ends within 5 s.
+    profile = tmp_path / "profile"
+    persistent = playwright.chromium.launch_persistent_context(
+        str(profile), executable_path=_need(str(CHROMIUM)), args=CHROMIUM_ARGS,
+        extra_http_headers={"X-Forwarded-User": "bob"})
+    _open_seat_tab(persistent, address)
+    (three,) = _wait_for(lambda: len(seat.consoles) == 1 and seat.consoles, timeout=10, what="a console")
+    chromium = [int(p) for p in os.listdir("/proc") if p.isdigit() and _cmdline_has(int(p), str(profile))]
+    assert chromium
+    for pid in chromium:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    _wait_for(lambda: not alive(three), timeout=5, step=0.05, what="the vanished browser's console ended")
+    with contextlib.suppress(Exception):
+        persistent.close()
+    assert not seat.consoles
+
+
+def _cmdline_has(pid: int, text: str) -> bool:
+    try:
+        return text.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
