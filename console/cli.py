@@ -50,6 +50,7 @@ from ledger.model import Event, Job, JobKey
 from ledger.redaction import Redactor
 from ledger.remote_health import paused_remotes
 from ledger.remote_health import resume as resume_remote
+from ledger.store import is_url, ledger_clock, shown_ledger
 
 if TYPE_CHECKING:
     from ledger.worker import TickReport
@@ -62,8 +63,15 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+def _ledger_arg(value: str | Path) -> Path | str:
+    """A ledger file's path, or a PostgreSQL ledger's `postgresql://` URL kept as written."""
+    return str(value) if is_url(str(value)) else Path(value)
+
+
 LedgerOpt = Annotated[
-    Path, typer.Option("--ledger", envvar="RECLAIM_LEDGER", help="Ledger file.", show_default=True)
+    Path,
+    typer.Option("--ledger", envvar="RECLAIM_LEDGER", help="Ledger file, or a postgresql:// URL.",
+                 show_default=True, parser=_ledger_arg),
 ]
 ConfigOpt = Annotated[
     Path, typer.Option("--config", envvar="RECLAIM_CONFIG", help="Config file (TOML).", show_default=True)
@@ -199,7 +207,7 @@ def _protect(config: Path) -> None:
 def _open(ledger: Path, config: Path, *, readonly: bool = False) -> tuple[sqlite3.Connection, Config, Clock]:
     cfg = _load(config)
     conn = connect(ledger, readonly=readonly)
-    return conn, cfg, process_clock()
+    return conn, cfg, ledger_clock(conn, process_clock())  # PostgreSQL: leases by the server's clock
 
 
 def _check_ledger_pages(ledger: Path, budget_seconds: float) -> None:
@@ -260,11 +268,11 @@ def init(
         if not created:
             _check_ledger_pages(ledger, PAGE_CHECK_SECONDS)
     if as_json:
-        output.emit_json({"ledger": str(ledger), "created": created, "wrote_config": wrote_config})
+        output.emit_json({"ledger": shown_ledger(ledger), "created": created, "wrote_config": wrote_config})
     else:
         if wrote_config:
             output.line(f"wrote a starter config: {config} (edit [operators] and [remotes] before real use)")
-        output.line(f"{'created' if created else 'already a ledger (migrated if needed)'}: {ledger}")
+        output.line(f"{'created' if created else 'already a ledger (migrated if needed)'}: {shown_ledger(ledger)}")
 
 
 @app.command()
