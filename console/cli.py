@@ -69,7 +69,7 @@ def _ledger_arg(value: str | Path) -> Path | str:
 
 
 LedgerOpt = Annotated[
-    Path,
+    str,  # not Path: typer would turn the parsed URL into a Path (collapsing its '//'); `_ledger_arg` decides
     typer.Option("--ledger", envvar="RECLAIM_LEDGER", help="Ledger file, or a postgresql:// URL.",
                  show_default=True, parser=_ledger_arg),
 ]

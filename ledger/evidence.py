@@ -149,7 +149,7 @@ def duplicate_count(conn: sqlite3.Connection) -> int:
 def count_refusal(conn: sqlite3.Connection, reason: str) -> None:
     """Count one refused webhook delivery by reason (its own small transaction; nothing else changes)."""
     conn.execute(
-        "INSERT INTO webhook_refusals (reason, n) VALUES (?, 1) ON CONFLICT (reason) DO UPDATE SET n = n + 1",
+        "INSERT INTO webhook_refusals (reason, n) VALUES (?, 1) ON CONFLICT (reason) DO UPDATE SET n = webhook_refusals.n + 1",
         (reason,),
     )
 

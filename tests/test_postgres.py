@@ -33,8 +33,8 @@ from ledger.transitions import append_event, apply
 
 OP = "article.generate"
 T0 = 1_795_000_000.0
-WORKERS = 8
-QUOTA = 30
+WORKERS = 6
+QUOTA = 20
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ def test_many_processes_reserving_the_same_jobs_reserve_each_once_and_never_pass
     pg: str, make_config: Any, tmp_path: Path
 ) -> None:
     cfg_dict = make_config(base_url="http://127.0.0.1:9", daily_quota=QUOTA)
-    ids = [f"job-{i}" for i in range(45)]  # more distinct jobs than the quota allows
+    ids = [f"job-{i}" for i in range(30)]  # more distinct jobs than the quota allows
     ctx = mp.get_context("spawn")
     barrier, out = ctx.Barrier(WORKERS), ctx.Queue()
     procs = [
@@ -120,18 +120,18 @@ def test_a_held_job_blocks_new_work_on_its_target_under_concurrency(
         assert apply(conn, first.job.key, "send_unknown", actor="w", now=T0, expected_state="reserving",
                      expected_epoch=1, fields={"held_reason": "send_unknown", "held_at": T0}).ok
     ctx = mp.get_context("spawn")
-    barrier, out = ctx.Barrier(4), ctx.Queue()
+    barrier, out = ctx.Barrier(3), ctx.Queue()
     ids = [f"t{i}" for i in range(5)]
-    procs = [ctx.Process(target=_reserver, args=(pg, cfg_dict, str(tmp_path), ids, barrier, out)) for _ in range(4)]
+    procs = [ctx.Process(target=_reserver, args=(pg, cfg_dict, str(tmp_path), ids, barrier, out)) for _ in range(3)]
     for p in procs:
         p.start()
-    results = [out.get(timeout=120) for _ in range(4 * len(ids))]
+    results = [out.get(timeout=120) for _ in range(3 * len(ids))]
     for p in procs:
         p.join(timeout=60)
     assert {o for _, o in results} == {"blocked_by_hold"}
     assert queries.state_counts(conn)["held"] == 1 and queries.state_counts(conn)["reserving"] == 0
     blocked = conn.execute("SELECT count(*) FROM events WHERE kind = 'blocked_new_job'").fetchone()[0]
-    assert blocked == 4 * len(ids)
+    assert blocked == 3 * len(ids)
     assert audit.verify(conn).chain_break is None
     conn.close()
 

@@ -415,6 +415,10 @@ class PgConnection:
         """Close the connection."""
         self.raw.close()
 
+    def set_progress_handler(self, handler: Callable[[], int] | None, n: int) -> None:
+        """Nothing to interrupt: SQLite's page check has no PostgreSQL counterpart (the server checks its
+        own pages), and `PRAGMA quick_check` answers 'ok' here."""
+
     def __enter__(self) -> PgConnection:
         return self
 
@@ -478,9 +482,11 @@ class PgConnection:
         """
         timeout_ms = LOCK_TIMEOUT_MS if wait is None else max(int(wait * 1000), 1)
         try:
-            self.raw.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-            self.raw.execute(f"SET LOCAL lock_timeout = {timeout_ms}")
-            self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
+            # One round trip: the three statements go as one simple query (integers only, no parameters).
+            self.raw.execute(
+                f"BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {int(timeout_ms)}; "
+                f"SELECT pg_advisory_xact_lock({int(lock)})"
+            )
         except psycopg.Error as e:
             self.rollback()
             raise _as_sqlite_error(e, self.url) from None
