@@ -217,8 +217,11 @@ def clock() -> ManualClock:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Run every test of a module that lists `BACKENDS` once per backend (fixture `ledger_backend`)."""
+    """Run every test of a module that lists `BACKENDS` once per backend (fixture `ledger_backend`), except
+    those marked `sqlite_only` (about the file itself: its mode, its bytes, SQLite's lock)."""
     backends = getattr(metafunc.module, "BACKENDS", None)
+    if metafunc.definition.get_closest_marker("sqlite_only"):
+        backends = ("sqlite",)
     if backends and "ledger_backend" in metafunc.fixturenames:
         metafunc.parametrize("ledger_backend", backends, indirect=True)
 

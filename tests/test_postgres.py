@@ -324,3 +324,76 @@ def test_a_listener_is_woken_by_notify_when_an_event_commits(pg: str, cfg: Any) 
     assert listener.wait_change(10) is True  # type: ignore[attr-defined]
     listener.close()
     writer.close()
+
+
+# -- bad input and locks through the real CLI, on PostgreSQL -------------------------------------------------
+def _one_line(r: Any, rc: int, *needles: str) -> None:
+    assert r.rc == rc, (r.rc, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("reclaim: error: "), r.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+def test_cli_on_a_locked_postgresql_ledger_exits_8_and_writes_nothing(
+    pg: str, config_path: Path, sim: Any, run_cli: Any
+) -> None:
+    import psycopg
+
+    from ledger.store.postgres import CHAIN_LOCK
+
+    before = queries.job_fingerprint(connect(pg))
+    with psycopg.connect(pg, autocommit=True) as holder:
+        holder.execute("BEGIN")
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (CHAIN_LOCK,))
+        r = run_cli("submit", OP, "--payload", '{"input": "x"}', "--job-id", "locked-1", ledger=pg, timeout=60)
+        holder.execute("ROLLBACK")
+    _one_line(r, 8, "locked by another transaction", "retry later")
+    assert sim.count(None) == 0
+    assert queries.job_fingerprint(connect(pg)) == before
+
+
+def test_cli_refuses_a_server_it_cannot_reach(tmp_path: Path, config_path: Path, run_cli: Any) -> None:
+    url = f"postgresql://postgres@/nothing?host={tmp_path / 'no-server-here'}"
+    for args in (["init"], ["status"], ["submit", OP, "--payload", '{"input": "x"}']):
+        _one_line(run_cli(*args, ledger=url), 7, "cannot connect")
+
+
+def test_cli_refuses_a_database_without_a_ledger_and_creates_nothing(pg_url: str, config_path: Path,
+                                                                    run_cli: Any) -> None:
+    _one_line(run_cli("status", ledger=pg_url), 7, "no reclaim ledger in this database", "reclaim init")
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"
+                         ).fetchone()[0] == 0
+        c.execute("CREATE TABLE someone_elses (x int)")
+    _one_line(run_cli("init", ledger=pg_url), 7, "holds tables but is not a reclaim ledger")
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"
+                         ).fetchone()[0] == 1
+
+
+def test_cli_refuses_a_ledger_of_a_newer_schema(pg: str, config_path: Path, run_cli: Any) -> None:
+    import psycopg
+
+    with psycopg.connect(pg, autocommit=True) as c:
+        c.execute("UPDATE reclaim_meta SET value = '999' WHERE key = 'schema_version'")
+    for args in (["status"], ["init"], ["submit", OP, "--payload", '{"input": "x"}']):
+        _one_line(run_cli(*args, ledger=pg), 7, "schema version 999", "upgrade reclaim")
+    with psycopg.connect(pg, autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM jobs").fetchone()[0] == 0
+
+
+def test_init_on_postgresql_creates_the_schema_once(pg_url: str, config_path: Path, sim: Any, run_cli: Any) -> None:
+    first = run_cli("init", ledger=pg_url)
+    assert first.rc == 0 and "created" in first.stdout, first
+    again = run_cli("init", ledger=pg_url)
+    assert again.rc == 0 and "already a ledger" in again.stdout, again
+    r = run_cli("submit", OP, "--payload", '{"input": "x"}', "--job-id", "one", ledger=pg_url)
+    assert r.rc == 0, r
+    assert run_cli("tick", ledger=pg_url).rc == 0
+    shown = run_cli("show", "one", ledger=pg_url)
+    assert shown.rc == 0 and "consumed" in shown.stdout, shown.stdout
+    verified = run_cli("verify", ledger=pg_url)
+    assert verified.rc == 0 and "the chain holds" in verified.stdout
