@@ -299,8 +299,10 @@ class ReclaimApp(App[int]):
                     finally:
                         self.polling_since = None
                 self.polls += 1
-                if self.paused or not follower.behind:  # a burst still being read goes on at once
+                if self.paused:
                     self._wake.wait(self.poll_seconds)
+                elif not follower.behind:  # a burst still being read goes on at once
+                    follower.wait(self.poll_seconds, self._wake)  # PostgreSQL: woken by NOTIFY
         finally:
             follower.close()
 

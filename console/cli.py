@@ -43,7 +43,7 @@ from ledger.errors import (
     LedgerCorrupt,
     LedgerError,
 )
-from ledger.follow import EventCursor
+from ledger.follow import EventCursor, wait_for_change
 from ledger.identity import Identity
 from ledger.integrity import check_pages
 from ledger.model import Event, Job, JobKey
@@ -960,7 +960,7 @@ def events(
     try:
         while True:
             if not events.behind:
-                time.sleep(FOLLOW_POLL_SECONDS)
+                wait_for_change(conn, FOLLOW_POLL_SECONDS)  # PostgreSQL: woken at once by NOTIFY
             with _guard(as_json):
                 batch = events.poll(limit=10_000)
             show_batch(batch)

@@ -397,3 +397,30 @@ def test_init_on_postgresql_creates_the_schema_once(pg_url: str, config_path: Pa
     assert shown.rc == 0 and "consumed" in shown.stdout, shown.stdout
     verified = run_cli("verify", ledger=pg_url)
     assert verified.rc == 0 and "the chain holds" in verified.stdout
+
+
+def test_the_live_console_follower_is_woken_by_notify(pg: str, cfg: Any) -> None:
+    """The console's follower waits on LISTEN: a commit wakes it long before its polling interval ends."""
+    from console.live import Follower, LedgerSource
+
+    follower = Follower(LedgerSource(pg, read_only=True), ManualClock(T0), 10)
+    assert follower.poll() is not None  # first look: loads the (empty) ledger
+    writer = connect(pg)
+    woke = threading.Event()
+    listening = threading.Event()
+
+    def wait() -> None:
+        follower._conn.listen()  # type: ignore[union-attr]
+        listening.set()
+        follower.wait(120.0, threading.Event())  # polling alone would sleep two minutes
+        woke.set()
+
+    t = threading.Thread(target=wait, daemon=True)
+    t.start()
+    assert listening.wait(20)
+    assert reserve(writer, cfg, OP, {"input": "w"}, clock=ManualClock(T0), job_id="wake").outcome == "reserved"
+    assert woke.wait(30), "the follower was not woken by the commit's NOTIFY"
+    pulse = follower.poll()
+    assert pulse is not None and [e.job_id for e in pulse.events] == ["wake"]
+    follower.close()
+    writer.close()
