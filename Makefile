@@ -43,6 +43,10 @@ lint: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/reclaim demo
 
+# The demo on PostgreSQL: a throwaway server, two worker processes on one ledger (ARGS, e.g. --no-ui --seconds 20).
+demo-pg: $(STAMP) pg-server
+	$(BIN)/python scripts/demo_pg.py $(ARGS)
+
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py
 

@@ -1074,6 +1074,9 @@ def demo(
     seconds: Annotated[float, typer.Option("--seconds", help="How long --no-ui runs.")] = 10.0,
     operator: Annotated[str, typer.Option("--operator", help="The console's seat: alice (triage) or bob.")] = "alice",
     rate: Annotated[float, typer.Option("--rate", help="New jobs per second.")] = 0.3,
+    pg: Annotated[str | None, typer.Option("--pg", help="Put the ledger in this PostgreSQL database "
+                                           "(a postgresql:// URL; `make demo-pg` starts a throwaway one).")] = None,
+    workers: Annotated[int, typer.Option("--workers", help="Worker processes (the first also makes jobs).")] = 1,
 ) -> None:
     """Start a simulator and a worker with a job generator, open the console; stop them on quit."""
     from console.demo import run_demo
@@ -1081,8 +1084,12 @@ def demo(
     with _guard(False):
         _within("--seconds", seconds, 0.1, 86400)
         _within("--rate", rate, 0.01, 100)
-        for old in ("reclaim.db", "reclaim.db-wal", "reclaim.db-shm", "reclaim.db.outcomes"):
+        _within("--workers", workers, 1, 16)
+        if pg is not None and not is_url(pg):
+            raise BadInput(f"--pg {pg!r}: not a postgresql:// URL")
+        for old in ("reclaim.db", "reclaim.db-wal", "reclaim.db-shm", "reclaim.db.outcomes") if pg is None else ():
             if (folder / old).exists():
                 (folder / old).unlink()
                 output.line(f"demo: removed the previous demo ledger {folder / old}; starting fresh")
-    raise typer.Exit(run_demo(folder, ui=not no_ui, seconds=seconds, operator=operator, rate=rate))
+    raise typer.Exit(run_demo(folder, ui=not no_ui, seconds=seconds, operator=operator, rate=rate, ledger_url=pg,
+                              workers=workers))

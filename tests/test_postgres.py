@@ -424,3 +424,21 @@ def test_the_live_console_follower_is_woken_by_notify(pg: str, cfg: Any) -> None
     assert pulse is not None and [e.job_id for e in pulse.events] == ["wake"]
     follower.close()
     writer.close()
+
+
+def test_the_demo_runs_two_workers_on_one_postgresql_ledger(pg_url: str, tmp_path: Path, run_cli: Any) -> None:
+    """`make demo-pg`'s run: the demo with `--pg URL --workers 2`, headless."""
+    r = run_cli("demo", "--no-ui", "--seconds", "12", "--rate", "3", "--dir", str(tmp_path / "demo"), "--pg", pg_url,
+                "--workers", "2", timeout=120)
+    assert r.rc == 0, r
+    assert "2 worker process(es)" in r.stdout
+    conn = connect(pg_url, readonly=True)
+    try:
+        workers = conn.execute("SELECT worker_id, passes FROM worker_heartbeats WHERE kind = 'worker'").fetchall()
+        assert len(workers) == 2 and all(w[1] > 0 for w in workers), workers
+        sent = conn.execute("SELECT count(*) FROM events WHERE kind = 'send_started'").fetchone()[0]
+        assert sent > 0
+        verdict = audit.verify(conn)
+        assert verdict.chain_break is None and verdict.job_mismatch is None
+    finally:
+        conn.close()
