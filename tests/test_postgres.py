@@ -442,3 +442,51 @@ def test_the_demo_runs_two_workers_on_one_postgresql_ledger(pg_url: str, tmp_pat
         assert verdict.chain_break is None and verdict.job_mismatch is None
     finally:
         conn.close()
+
+
+def _deadlock(pg: str, cfg: Any, retry: bool) -> dict[str, Any]:
+    setup = connect(pg)
+    for jid in ("d0", "d1"):
+        assert reserve(setup, cfg, OP, {"input": jid}, clock=ManualClock(T0), job_id=jid).outcome == "reserved"
+    setup.close()
+    barrier = threading.Barrier(2)
+    calls = {"a": 0, "b": 0}
+    results: dict[str, Any] = {}
+
+    def body(conn: sqlite3.Connection, first: str, second: str, name: str) -> int:
+        calls[name] += 1
+        with write_tx(conn, lock=f"op-{name}", wait=20):  # different advisory locks: only the rows collide
+            conn.execute("UPDATE jobs SET updated_at = updated_at WHERE job_id = ?", (first,))
+            if calls[name] == 1:
+                barrier.wait(20)
+            conn.execute("UPDATE jobs SET updated_at = updated_at WHERE job_id = ?", (second,))
+        return calls[name]
+
+    def run(first: str, second: str, name: str) -> None:
+        conn = connect(pg)
+        try:
+            results[name] = (store.retrying(conn, lambda: body(conn, first, second, name)) if retry
+                             else body(conn, first, second, name))
+        except LedgerLocked as e:
+            results[name] = e
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=run, args=a) for a in (("d0", "d1", "a"), ("d1", "d0", "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return results
+
+
+def test_a_deadlock_is_run_again_by_retrying(pg: str, cfg: Any) -> None:
+    results = _deadlock(pg, cfg, retry=True)
+    assert sorted(results.values()) == [1, 2]  # the server aborted one; it ran again and committed
+
+
+def test_a_deadlock_outside_retrying_is_exit_8(pg: str, cfg: Any) -> None:
+    results = _deadlock(pg, cfg, retry=False)
+    failed = [r for r in results.values() if isinstance(r, LedgerLocked)]
+    assert len(failed) == 1 and "deadlock" in str(failed[0]) and failed[0].exit_code == 8
+    assert sorted(r for r in results.values() if isinstance(r, int)) == [1]

@@ -84,6 +84,15 @@ def retrying(conn: sqlite3.Connection, body: Callable[[], T]) -> T:
     serialization failure or a deadlock, a few times with a short jittered pause; once on SQLite."""
     if not is_pg(conn):
         return body()
+    outer = conn.retrying
+    conn.retrying = True
+    try:
+        return _retry(body)
+    finally:
+        conn.retrying = outer
+
+
+def _retry(body: Callable[[], T]) -> T:
     import random
     import time
 

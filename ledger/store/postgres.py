@@ -11,6 +11,7 @@ timeout. Database errors are raised as the sqlite3 exception classes the rules a
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import sqlite3
@@ -370,6 +371,8 @@ class PgConnection:
         self.url = url
         self.reclaim_path = url
         self.row_factory: Any = None
+        self.retrying = False
+        """True while `ledger.store.retrying` runs a body: a Retryable then propagates to be run again."""
         self._listening = False
 
     # -- the sqlite3.Connection subset ------------------------------------------------------------------
@@ -407,9 +410,10 @@ class PgConnection:
             self.execute("COMMIT")
 
     def rollback(self) -> None:
-        """Roll back an open transaction (nothing otherwise)."""
+        """Roll back an open transaction (nothing otherwise; nothing either when the connection is gone)."""
         if self.in_transaction:
-            self.raw.execute("ROLLBACK")
+            with contextlib.suppress(psycopg.Error):
+                self.raw.execute("ROLLBACK")
 
     def close(self) -> None:
         """Close the connection."""
@@ -446,7 +450,10 @@ class PgConnection:
     def change_token(self) -> int:
         """A number that moves whenever a writing transaction starts or ends on the server (the polling
         fallback's data_version): the current snapshot's xmin, xmax and in-progress list."""
-        snap = self.raw.execute("SELECT pg_current_snapshot()::text").fetchone()
+        try:
+            snap = self.raw.execute("SELECT pg_current_snapshot()::text").fetchone()
+        except psycopg.Error as e:
+            raise _as_sqlite_error(e, self.url) from None
         assert snap is not None
         return int.from_bytes(hashlib.blake2b(str(snap[0]).encode(), digest_size=7).digest(), "big")
 
@@ -458,13 +465,16 @@ class PgConnection:
 
     def wait_change(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for a change notification; True when one (or more) came."""
-        self.listen()
         got = False
-        for _ in self.raw.notifies(timeout=timeout, stop_after=1):
-            got = True
-        if got:  # drain whatever else queued meanwhile
-            for _ in self.raw.notifies(timeout=0.0):
-                pass
+        try:
+            self.listen()
+            for _ in self.raw.notifies(timeout=timeout, stop_after=1):
+                got = True
+            if got:  # drain whatever else queued meanwhile
+                for _ in self.raw.notifies(timeout=0.0):
+                    pass
+        except psycopg.Error as e:
+            raise _as_sqlite_error(e, self.url) from None
         return got
 
     def db_now(self) -> float:
@@ -492,6 +502,11 @@ class PgConnection:
             raise _as_sqlite_error(e, self.url) from None
         try:
             yield self
+        except Retryable as e:
+            self.rollback()
+            if self.retrying:
+                raise  # `ledger.store.retrying` runs the body again
+            raise LedgerLocked(f"ledger {_redact(self.url)}: {e}; retry later") from None
         except BaseException:
             self.rollback()
             raise
