@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     add("6", "send window gap", lambda: bench_send_window.run(300))
     add("7", "CLI cold start", lambda: bench_startup.run(15))
     if not args.no_pg:
-        add("8", "PostgreSQL", lambda: bench_pg.run(2000, 3))
+        add("8", "PostgreSQL", lambda: bench_pg.run(1000, 3))
     if not args.quick:
         with tempfile.TemporaryDirectory(prefix="reclaim-bench-big-", dir=args.dir) as d:
             big, cfg = Path(d) / "big.db", Path(d) / "big.toml"
