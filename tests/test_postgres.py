@@ -14,6 +14,7 @@ import sqlite3
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -490,3 +491,33 @@ def test_a_deadlock_outside_retrying_is_exit_8(pg: str, cfg: Any) -> None:
     failed = [r for r in results.values() if isinstance(r, LedgerLocked)]
     assert len(failed) == 1 and "deadlock" in str(failed[0]) and failed[0].exit_code == 8
     assert sorted(r for r in results.values() if isinstance(r, int)) == [1]
+
+
+def test_the_console_opens_on_postgresql_and_follows_a_commit(pg: str, cfg: Any) -> None:
+    """The Textual console over a PostgreSQL ledger: the URL in its header, the live counts and feed
+    following a commit made on another connection."""
+    import asyncio
+
+    from console.app import make_app
+
+    writer = connect(pg)
+    assert reserve(writer, cfg, OP, {"input": "1"}, clock=ManualClock(T0), job_id="c-1").outcome == "reserved"
+
+    async def run() -> None:
+        app = make_app(pg, cfg, "scheduler", read_only=True, clock=ManualClock(T0))
+        async with app.run_test(size=(120, 40)) as pilot:
+            assert app.display_path == pg
+
+            async def until(pred: Callable[[], bool], what: str) -> None:
+                deadline = time.monotonic() + 30
+                while not pred():
+                    assert time.monotonic() < deadline, f"timed out waiting for {what}"
+                    await pilot.pause(0.05)
+
+            await until(lambda: app.counts.get("reserving") == 1, "the first counts")
+            assert reserve(writer, cfg, OP, {"input": "2"}, clock=ManualClock(T0), job_id="c-2").outcome == "reserved"
+            await until(lambda: app.counts.get("reserving") == 2, "the counts after the commit")
+            await until(lambda: any(e.job_id == "c-2" for e in app.feed), "the new event in the feed")
+
+    asyncio.run(run())
+    writer.close()
