@@ -51,6 +51,7 @@ from ledger.heartbeat import Liveness
 from ledger.identity import Identity
 from ledger.model import Event, Job, JobKey
 from ledger.redaction import Redactor
+from ledger.store import shown_ledger
 from ledger.views import SavedView, get_view, list_views
 from ledger.worker import RemoteCache
 
@@ -207,7 +208,10 @@ class ReclaimApp(App[int]):
 
     @property
     def display_path(self) -> str:
-        """The ledger path, relative to the working folder when inside it, with ~ for home."""
+        """The ledger path, relative to the working folder when inside it, with ~ for home; a PostgreSQL
+        ledger's URL without its password."""
+        if isinstance(self.source.path, str):
+            return shown_ledger(self.source.path)
         path = self.source.path.absolute()
         try:
             return str(path.relative_to(Path.cwd()))
@@ -299,8 +303,10 @@ class ReclaimApp(App[int]):
                     finally:
                         self.polling_since = None
                 self.polls += 1
-                if self.paused or not follower.behind:  # a burst still being read goes on at once
+                if self.paused:
                     self._wake.wait(self.poll_seconds)
+                elif not follower.behind:  # a burst still being read goes on at once
+                    follower.wait(self.poll_seconds, self._wake)  # PostgreSQL: woken by NOTIFY
         finally:
             follower.close()
 

@@ -43,13 +43,14 @@ from ledger.errors import (
     LedgerCorrupt,
     LedgerError,
 )
-from ledger.follow import EventCursor
+from ledger.follow import EventCursor, wait_for_change
 from ledger.identity import Identity
 from ledger.integrity import check_pages
 from ledger.model import Event, Job, JobKey
 from ledger.redaction import Redactor
 from ledger.remote_health import paused_remotes
 from ledger.remote_health import resume as resume_remote
+from ledger.store import is_url, ledger_clock, shown_ledger
 
 if TYPE_CHECKING:
     from ledger.worker import TickReport
@@ -62,8 +63,15 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+def _ledger_arg(value: str | Path) -> Path | str:
+    """A ledger file's path, or a PostgreSQL ledger's `postgresql://` URL kept as written."""
+    return str(value) if is_url(str(value)) else Path(value)
+
+
 LedgerOpt = Annotated[
-    Path, typer.Option("--ledger", envvar="RECLAIM_LEDGER", help="Ledger file.", show_default=True)
+    str,  # not Path: typer would turn the parsed URL into a Path (collapsing its '//'); `_ledger_arg` decides
+    typer.Option("--ledger", envvar="RECLAIM_LEDGER", help="Ledger file, or a postgresql:// URL.",
+                 show_default=True, parser=_ledger_arg),
 ]
 ConfigOpt = Annotated[
     Path, typer.Option("--config", envvar="RECLAIM_CONFIG", help="Config file (TOML).", show_default=True)
@@ -201,7 +209,7 @@ def _protect(config: Path) -> None:
 def _open(ledger: Path, config: Path, *, readonly: bool = False) -> tuple[sqlite3.Connection, Config, Clock]:
     cfg = _load(config)
     conn = connect(ledger, readonly=readonly)
-    return conn, cfg, process_clock()
+    return conn, cfg, ledger_clock(conn, process_clock())  # PostgreSQL: leases by the server's clock
 
 
 def _check_ledger_pages(ledger: Path, budget_seconds: float) -> None:
@@ -262,11 +270,11 @@ def init(
         if not created:
             _check_ledger_pages(ledger, PAGE_CHECK_SECONDS)
     if as_json:
-        output.emit_json({"ledger": str(ledger), "created": created, "wrote_config": wrote_config})
+        output.emit_json({"ledger": shown_ledger(ledger), "created": created, "wrote_config": wrote_config})
     else:
         if wrote_config:
             output.line(f"wrote a starter config: {config} (edit [operators] and [remotes] before real use)")
-        output.line(f"{'created' if created else 'already a ledger (migrated if needed)'}: {ledger}")
+        output.line(f"{'created' if created else 'already a ledger (migrated if needed)'}: {shown_ledger(ledger)}")
 
 
 @app.command()
@@ -954,7 +962,7 @@ def events(
     try:
         while True:
             if not events.behind:
-                time.sleep(FOLLOW_POLL_SECONDS)
+                wait_for_change(conn, FOLLOW_POLL_SECONDS)  # PostgreSQL: woken at once by NOTIFY
             with _guard(as_json):
                 batch = events.poll(limit=10_000)
             show_batch(batch)
@@ -1112,6 +1120,9 @@ def demo(
     seconds: Annotated[float, typer.Option("--seconds", help="How long --no-ui runs.")] = 10.0,
     operator: Annotated[str, typer.Option("--operator", help="The console's seat: alice (triage) or bob.")] = "alice",
     rate: Annotated[float, typer.Option("--rate", help="New jobs per second.")] = 0.3,
+    pg: Annotated[str | None, typer.Option("--pg", help="Put the ledger in this PostgreSQL database "
+                                           "(a postgresql:// URL; `make demo-pg` starts a throwaway one).")] = None,
+    workers: Annotated[int, typer.Option("--workers", help="Worker processes (the first also makes jobs).")] = 1,
 ) -> None:
     """Start a simulator and a worker with a job generator, open the console; stop them on quit."""
     from console.demo import run_demo
@@ -1119,8 +1130,12 @@ def demo(
     with _guard(False):
         _within("--seconds", seconds, 0.1, 86400)
         _within("--rate", rate, 0.01, 100)
-        for old in ("reclaim.db", "reclaim.db-wal", "reclaim.db-shm", "reclaim.db.outcomes"):
+        _within("--workers", workers, 1, 16)
+        if pg is not None and not is_url(pg):
+            raise BadInput(f"--pg {pg!r}: not a postgresql:// URL")
+        for old in ("reclaim.db", "reclaim.db-wal", "reclaim.db-shm", "reclaim.db.outcomes") if pg is None else ():
             if (folder / old).exists():
                 (folder / old).unlink()
                 output.line(f"demo: removed the previous demo ledger {folder / old}; starting fresh")
-    raise typer.Exit(run_demo(folder, ui=not no_ui, seconds=seconds, operator=operator, rate=rate))
+    raise typer.Exit(run_demo(folder, ui=not no_ui, seconds=seconds, operator=operator, rate=rate, ledger_url=pg,
+                              workers=workers))

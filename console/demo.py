@@ -15,12 +15,13 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from console import output
 from ledger.config import load_config
 from ledger.db import create_ledger
+from ledger.store import shown_ledger
 
 DEMO_OPERATORS = {"alice": ["triage"], "bob": ["triage", "approver"]}
 
@@ -92,10 +93,11 @@ class DemoProcesses:
     simulator: subprocess.Popen[str]
     feeder: subprocess.Popen[str] | None = None
     receiver: subprocess.Popen[str] | None = None
+    workers: list[subprocess.Popen[str]] = field(default_factory=list)
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM each process, wait (bounded), then SIGKILL what is left."""
-        procs = [p for p in (self.feeder, self.receiver, self.simulator) if p is not None]
+        procs = [p for p in (self.feeder, *self.workers, self.receiver, self.simulator) if p is not None]
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -122,18 +124,19 @@ def start_simulator(log: Path, fault_rates: dict[str, float], seed: int = SIMULA
     return proc, line.strip().rsplit(" ", 1)[-1]
 
 
-def prepare(folder: Path, url: str) -> tuple[Path, Path]:
-    """Write the demo config (pointing at `url`) and create the ledger in `folder`; return both paths."""
+def prepare(folder: Path, url: str, ledger_url: str | None = None) -> tuple[Path | str, Path]:
+    """Write the demo config (pointing at `url`) and create the ledger in `folder` (or in the PostgreSQL
+    database at `ledger_url`); return the ledger and the config."""
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "reclaim.toml"
     config.write_text(CONFIG_TEMPLATE.format(url=url), encoding="utf-8")
-    ledger = folder / "reclaim.db"
+    ledger: Path | str = ledger_url or folder / "reclaim.db"
     load_config(config)
     create_ledger(ledger)
     return ledger, config
 
 
-def start_receiver(ledger: Path, config: Path, log: Path) -> tuple[subprocess.Popen[str], str]:
+def start_receiver(ledger: Path | str, config: Path, log: Path) -> tuple[subprocess.Popen[str], str]:
     """Start `reclaim receiver` on a free loopback port; return the process and its URL."""
     cmd = [sys.executable, "-m", "console", "receiver", "--port", "0", "--ledger", str(ledger), "--config", str(config)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log.open("a"), text=True, start_new_session=True,
@@ -158,7 +161,16 @@ def point_webhooks(sim_url: str, receiver_url: str, secret: str, drop_rate: floa
         reply.read()
 
 
-def start_feeder(ledger: Path, config: Path, log: Path, rate: float) -> subprocess.Popen[str]:
+def start_worker(ledger: Path | str, config: Path, log: Path) -> subprocess.Popen[str]:
+    """Start one more plain worker (`reclaim worker`), as a second host would run it."""
+    cmd = [sys.executable, "-m", "console", "worker", "--interval", "0.5", "--ledger", str(ledger),
+           "--config", str(config)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "RECLAIM_OPERATOR": "scheduler"}
+    return subprocess.Popen(cmd, stdout=log.open("a"), stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+
+
+def start_feeder(ledger: Path | str, config: Path, log: Path, rate: float) -> subprocess.Popen[str]:
     """Start the worker with its job generator in its own process."""
     cmd = [sys.executable, "-m", "console.demo_feed", "--ledger", str(ledger), "--config", str(config),
            "--rate", str(rate)]
@@ -167,20 +179,24 @@ def start_feeder(ledger: Path, config: Path, log: Path, rate: float) -> subproce
                             start_new_session=True)
 
 
-def run_demo(folder: Path, *, ui: bool, seconds: float, operator: str, rate: float) -> int:
-    """Run the demo; with ui=False, run headless for `seconds` and print where things ended."""
+def run_demo(folder: Path, *, ui: bool, seconds: float, operator: str, rate: float, ledger_url: str | None = None,
+             workers: int = 1) -> int:
+    """Run the demo; with ui=False, run headless for `seconds` and print where things ended. `ledger_url`
+    puts the ledger on PostgreSQL; `workers` > 1 adds plain worker processes beside the feeding one."""
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "demo.log"
     sim, url = start_simulator(log, FAULT_RATES, SIMULATOR_SEED)
     procs = DemoProcesses(simulator=sim)
     try:
-        ledger, config = prepare(folder, url)
+        ledger, config = prepare(folder, url, ledger_url)
         os.environ.setdefault(SECRET_ENV, "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode())
         procs.receiver, receiver_url = start_receiver(ledger, config, log)
         point_webhooks(url, receiver_url, os.environ[SECRET_ENV], WEBHOOK_DROP_RATE)
         procs.feeder = start_feeder(ledger, config, log, rate)
+        procs.workers = [start_worker(ledger, config, log) for _ in range(max(workers - 1, 0))]
         output.line(f"demo: simulator at {url} (its remote console: {url}/console/interactions?format=html); "
-                    f"webhooks to {receiver_url}; ledger {ledger}; config {config}; logs {log}")
+                    f"webhooks to {receiver_url}; ledger {shown_ledger(ledger)}; {workers} worker process(es); "
+                    f"config {config}; logs {log}")
         if ui:
             from console.app import run_console
 
@@ -198,7 +214,7 @@ def run_demo(folder: Path, *, ui: bool, seconds: float, operator: str, rate: flo
                 stopping.wait(0.2)
     finally:
         procs.stop()
-    output.line(f"demo stopped; the ledger stays: {reclaim_command()} status --ledger {shlex.quote(str(ledger))} "
+    output.line(f"demo stopped; the ledger stays: {reclaim_command()} status --ledger {shlex.quote(shown_ledger(ledger))} "
                 f"--config {shlex.quote(str(config))}")
     return 0
 

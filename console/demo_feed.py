@@ -35,7 +35,7 @@ def new_job(conn: sqlite3.Connection, config: Config, clock: Clock, n: int) -> R
 def main(argv: list[str] | None = None) -> int:
     """Generate jobs and run passes until SIGTERM/SIGINT; the pass under way finishes its job first."""
     parser = argparse.ArgumentParser(prog="python -m console.demo_feed")
-    parser.add_argument("--ledger", type=Path, required=True)
+    parser.add_argument("--ledger", type=str, required=True, help="a ledger file or a postgresql:// URL")
     parser.add_argument("--config", type=Path, required=True)
     parser.add_argument("--rate", type=float, default=2.0, help="new jobs per second")
     args = parser.parse_args(argv)

@@ -27,12 +27,13 @@ from ledger.config import Config, Policy
 from ledger.db import connect
 from ledger.errors import BadInput, LedgerError, Refused
 from ledger.evidence import Evidence
-from ledger.follow import EventCursor
+from ledger.follow import EventCursor, wait_for_change
 from ledger.heartbeat import Liveness, WorkerBoard, read_board
 from ledger.model import GROUPS, Event, Job, JobKey
 from ledger.queries import JobFilter, QuotaDay
 from ledger.remote_health import paused_remotes
 from ledger.remotes.base import RemoteStatus
+from ledger.store import is_url
 from ledger.worker import RemoteCache
 
 T = TypeVar("T")
@@ -46,7 +47,7 @@ class LedgerSource:
     """Where the console reads from: the ledger path, read-only or not, and a fresh connection per unit of work."""
 
     def __init__(self, path: str | Path, read_only: bool = False) -> None:
-        self.path = Path(path)
+        self.path: Path | str = str(path) if is_url(path) else Path(path)
         self.read_only = read_only
 
     def connect(self) -> sqlite3.Connection:
@@ -159,6 +160,8 @@ class Follower:
         self._head: str | None = None
 
     def _identity(self) -> tuple[int, int]:
+        if is_url(self.source.path):
+            return (0, 0)  # a database, not a file that can be replaced under us
         st = os.stat(self.source.path)
         return (st.st_dev, st.st_ino)
 
@@ -212,6 +215,11 @@ class Follower:
         self._head = events[-1].hash if events else None
         return Pulse(self._events.version or 0, counts, events, self.clock.now(), reset=True,
                      paused_remotes=self._paused(), head_hash=self._head)
+
+    def wait(self, seconds: float, wake: threading.Event) -> None:
+        """Until the next poll is worth it: `seconds`, cut short by `wake` (our own write) or, on PostgreSQL,
+        by the NOTIFY a commit sends (polling stays the fallback)."""
+        wait_for_change(self._conn, seconds, wake)
 
     def workers(self) -> Liveness | None:
         """The workers' liveness now, judged from the heartbeats read with the last change (no read here: silence

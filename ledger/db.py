@@ -11,8 +11,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 from urllib.parse import quote
 
+from ledger import store
 from ledger.errors import LedgerError, LedgerLocked, LedgerUnusable
 from ledger.files import place_new, unlink_all
 from ledger.integrity import corrupt_error, is_corruption
@@ -366,6 +368,10 @@ def create_ledger(path: str | Path) -> bool:
     """
     from ledger.journal import allocate, journal_path
 
+    if store.is_url(path):
+        from ledger.store import postgres
+
+        return postgres.create(str(path))
     p = Path(path)
     if not p.parent.is_dir():
         raise LedgerUnusable(f"ledger {p}: folder {p.parent} does not exist; create it first")
@@ -444,7 +450,12 @@ def connect(
 
     Migrates an older ledger forward (not when read-only). Raises LedgerUnusable with one line when the
     file is missing, not SQLite, not a ledger or too new; nothing is created or written in that case.
+    A `postgresql://` URL opens the PostgreSQL backend instead (same interface, see ledger.store).
     """
+    if store.is_url(path):
+        from ledger.store import postgres
+
+        return cast(sqlite3.Connection, postgres.connect(str(path), readonly=readonly))
     p = Path(path)
     if not p.exists():
         if not p.parent.is_dir():
@@ -514,13 +525,22 @@ def _begin_immediate(conn: sqlite3.Connection, wait: float | None = None) -> Non
 
 
 @contextmanager
-def write_tx(conn: sqlite3.Connection, *, wait: float | None = None) -> Iterator[sqlite3.Connection]:
+def write_tx(
+    conn: sqlite3.Connection, *, wait: float | None = None, lock: str | None = None
+) -> Iterator[sqlite3.Connection]:
     """Run the block in one BEGIN IMMEDIATE transaction; commit on success, roll back on any error.
 
     A lock held past the busy timeout (or `wait` seconds, when given) raises LedgerLocked; a read-only file
     raises LedgerUnusable; a damaged page raises LedgerCorrupt. Other sqlite3 errors (a trigger's refusal)
-    propagate as they are.
+    propagate as they are. On PostgreSQL: READ COMMITTED under an advisory lock, the audit chain's, or with
+    `lock` (an operation name) that operation's only (see ledger.store.postgres).
     """
+    if store.is_pg(conn):
+        from ledger.store.postgres import CHAIN_LOCK, operation_lock
+
+        with conn.write(CHAIN_LOCK if lock is None else operation_lock(lock), wait):
+            yield cast(sqlite3.Connection, conn)
+        return
     _begin_immediate(conn, wait)
     try:
         yield conn

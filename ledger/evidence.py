@@ -67,14 +67,13 @@ def record(
     remote_state: str, job: JobKey | None, ref: str | None = None, detail: dict[str, Any] | None = None,
 ) -> int:
     """Append one piece of evidence (inside the caller's transaction); return its id."""
-    cur = conn.execute(
+    row = conn.execute(
         "INSERT INTO evidence (at, source, idem_key, attempt, handle, remote_state, job_id, operation, ref, detail) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (at, source, idem_key, attempt, handle, remote_state, job.job_id if job else None,
          job.operation if job else None, ref, json.dumps(detail or {}, sort_keys=True, ensure_ascii=False)),
-    )
-    assert cur.lastrowid is not None
-    return cur.lastrowid
+    ).fetchone()
+    return int(row[0])
 
 
 def for_job(conn: sqlite3.Connection, job: Job, *, attempt: int | None = None) -> list[Evidence]:
@@ -150,7 +149,7 @@ def duplicate_count(conn: sqlite3.Connection) -> int:
 def count_refusal(conn: sqlite3.Connection, reason: str) -> None:
     """Count one refused webhook delivery by reason (its own small transaction; nothing else changes)."""
     conn.execute(
-        "INSERT INTO webhook_refusals (reason, n) VALUES (?, 1) ON CONFLICT (reason) DO UPDATE SET n = n + 1",
+        "INSERT INTO webhook_refusals (reason, n) VALUES (?, 1) ON CONFLICT (reason) DO UPDATE SET n = webhook_refusals.n + 1",
         (reason,),
     )
 

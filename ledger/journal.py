@@ -67,7 +67,12 @@ class OutcomeRecord:
 
 
 def journal_path(ledger: str | Path) -> Path:
-    """The journal file that belongs to a ledger file."""
+    """The journal file that belongs to a ledger file; for a PostgreSQL ledger (a URL), a file on this host
+    under $RECLAIM_JOURNAL_DIR (default ~/.local/state/reclaim) named after the URL."""
+    if str(ledger).startswith(("postgresql://", "postgres://")):
+        folder = Path(os.environ.get("RECLAIM_JOURNAL_DIR") or Path.home() / ".local" / "state" / "reclaim")
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / f"pg-{hashlib.sha256(str(ledger).encode()).hexdigest()[:16]}{SUFFIX}"
     return Path(f"{ledger}{SUFFIX}")
 
 

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ledger import store
 from ledger.config import Config
 from ledger.db import write_tx
 from ledger.errors import RowDisagrees
@@ -66,6 +67,20 @@ class Claim:
     claimed_at: float = 0.0
 
 
+def _check_row_agrees(conn: sqlite3.Connection, current: Job) -> None:
+    """Raise RowDisagrees when the job's row says other than its events (changed outside reclaim)."""
+    key = current.key
+    said = rebuild_job(conn, key)
+    if said != Projection(current.state, current.epoch, current.attempt):
+        # A row moved by a bare UPDATE (no event) must never lead to a send: fail closed, loudly.
+        told = f"{said.state} at epoch {said.epoch}, attempt {said.attempt}" if said else "no reservation"
+        raise RowDisagrees(
+            f"job {key.job_id!r} / {key.operation}: its row says {current.state} at epoch {current.epoch}, "
+            f"attempt {current.attempt}, but its events say {told}: it was changed outside reclaim. Nothing "
+            "was sent; run `reclaim verify` and restore the ledger from a backup"
+        )
+
+
 def _claim(
     conn: sqlite3.Connection, config: Config, key: JobKey, event: str, *, owner: str, now: float,
     eligible: Callable[[Job], bool], fields: Callable[[Job, float], dict[str, object]],
@@ -77,15 +92,7 @@ def _claim(
         ).fetchone()
         if row is None or not eligible(current := Job.from_row(row)):
             return None
-        said = rebuild_job(conn, key)
-        if said != Projection(current.state, current.epoch, current.attempt):
-            # A row moved by a bare UPDATE (no event) must never lead to a send: fail closed, loudly.
-            told = f"{said.state} at epoch {said.epoch}, attempt {said.attempt}" if said else "no reservation"
-            raise RowDisagrees(
-                f"job {key.job_id!r} / {key.operation}: its row says {current.state} at epoch {current.epoch}, "
-                f"attempt {current.attempt}, but its events say {told}: it was changed outside reclaim. Nothing "
-                "was sent; run `reclaim verify` and restore the ledger from a backup"
-            )
+        _check_row_agrees(conn, current)
         applied = apply(
             conn, key, event, actor=owner, now=now, expected_state="reserving", expected_epoch=current.epoch,
             bump_epoch=True, fields={"lease_owner": owner, "lease_until": until, **fields(current, until)},
@@ -121,3 +128,40 @@ def claim_stale(conn: sqlite3.Connection, config: Config, key: JobKey, *, owner:
         eligible=lambda job: send_is_stale(job, now, policy.stale_reserving_seconds, policy.send_margin_seconds),
         fields=lambda job, until: {},
     )
+
+
+def claim_batch(conn: sqlite3.Connection, config: Config, *, owner: str, now: float, limit: int) -> list[Claim]:
+    """Claim up to `limit` due `reserving` jobs for one send each, oldest first, in one transaction.
+
+    Each claim is what `claim_for_send` makes (epoch + 1, lease, send start, event), checked against the
+    job's events first; committed on return. On PostgreSQL the rows are taken `FOR UPDATE SKIP LOCKED`: a
+    row another transaction holds is left for a later batch rather than waited for. Returns [] when
+    nothing is due.
+    """
+    until = lease_deadline(now, config.policy.lease_seconds)
+    skip = " FOR UPDATE SKIP LOCKED" if store.is_pg(conn) else ""
+
+    def body() -> list[Claim]:
+        out: list[Claim] = []
+        with write_tx(conn):
+            rows = conn.execute(
+                "SELECT * FROM jobs WHERE state = 'reserving' AND send_started_at IS NULL "
+                f"AND (next_try_at IS NULL OR next_try_at <= ?) ORDER BY created_at LIMIT ?{skip}",
+                (now, limit),
+            ).fetchall()
+            for row in rows:
+                job = Job.from_row(row)
+                _check_row_agrees(conn, job)
+                applied = apply(
+                    conn, job.key, "send_started", actor=owner, now=now, expected_state="reserving",
+                    expected_epoch=job.epoch, bump_epoch=True,
+                    fields={"lease_owner": owner, "lease_until": until, "send_started_at": now, "tries": job.tries + 1},
+                    detail={"attempt": job.attempt, "try": job.tries + 1, "lease_until": until,
+                            "lease_seconds": config.policy.lease_seconds},
+                )
+                if applied.job is not None:
+                    out.append(Claim(job=applied.job, epoch=applied.job.epoch, owner=owner))
+        claimed_at = time.monotonic()
+        return [Claim(job=c.job, epoch=c.epoch, owner=c.owner, claimed_at=claimed_at) for c in out]
+
+    return store.retrying(conn, body)

@@ -257,8 +257,8 @@ def job_fingerprint(conn: sqlite3.Connection) -> str:
     h = hashlib.sha256()
     for table in ("jobs", "events", "quota_usage", "fenced_writes", "outbox", "state_counts", "evidence",
                   "evidence_handled", "webhook_deliveries", "remote_pauses"):
-        for row in conn.execute(f"SELECT * FROM {table} ORDER BY rowid"):
-            h.update(repr(tuple(row)).encode())
+        for text in sorted(repr(tuple(row)) for row in conn.execute(f"SELECT * FROM {table}")):
+            h.update(text.encode())
     return h.hexdigest()
 
 

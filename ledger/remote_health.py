@@ -56,7 +56,7 @@ def record_refusal(
     row = conn.execute(
         "INSERT INTO remote_pauses (remote, paused_at, reason, error, job_id, operation, probe_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (remote) DO UPDATE SET probe_at = excluded.probe_at, "
-        "refusals = refusals + 1, error = excluded.error RETURNING refusals",
+        "refusals = remote_pauses.refusals + 1, error = excluded.error RETURNING refusals",
         (remote, now, reason, error, key.job_id, key.operation, probe_at),
     ).fetchone()
     return bool(row[0] == 1)

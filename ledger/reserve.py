@@ -8,6 +8,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ledger import store
 from ledger.clock import Clock, day_of
 from ledger.config import Config
 from ledger.db import write_tx
@@ -154,6 +155,25 @@ def reserve(
     target: str | None = None,
     actor: str = "reclaim",
 ) -> ReserveResult:
+    """Reserve (job_id, operation) in one write transaction, before any send (see `_reserve`); on
+    PostgreSQL run again when the server aborted it for a serialization failure or a deadlock."""
+    return store.retrying(
+        conn,
+        lambda: _reserve(conn, config, operation, payload, clock=clock, job_id=job_id, target=target, actor=actor),
+    )
+
+
+def _reserve(
+    conn: sqlite3.Connection,
+    config: Config,
+    operation: str,
+    payload: str | dict[str, Any],
+    *,
+    clock: Clock,
+    job_id: str | None = None,
+    target: str | None = None,
+    actor: str = "reclaim",
+) -> ReserveResult:
     """Reserve (job_id, operation) in one BEGIN IMMEDIATE transaction, before any send.
 
     Returns `duplicate` if the job exists (nothing written, no quota used), `quota_exceeded` if today's
@@ -172,7 +192,7 @@ def reserve(
     jid = job_id if job_id is not None else default_job_id(operation, value, target)
     key = JobKey(jid, operation)
     op = config.operations[operation]
-    with write_tx(conn):
+    with write_tx(conn, lock=operation):  # PostgreSQL: this operation's advisory lock, not every writer's
         now = clock.now()
         day = day_of(now, config.timezone)
         existing = conn.execute("SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (jid, operation)).fetchone()
@@ -224,7 +244,7 @@ def count_quota(conn: sqlite3.Connection, operation: str, day: str) -> None:
     """Count one operation against `day`'s quota (inside the caller's transaction)."""
     conn.execute(
         "INSERT INTO quota_usage (operation, day, used) VALUES (?, ?, 1) "
-        "ON CONFLICT (operation, day) DO UPDATE SET used = used + 1",
+        "ON CONFLICT (operation, day) DO UPDATE SET used = quota_usage.used + 1",
         (operation, day),
     )
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ledger import store
 from ledger.audit import event_hash
 from ledger.config import NotifyConfig
 from ledger.model import STATES, Job, JobKey, canonical_json
@@ -107,6 +108,7 @@ def append_event(
     detail: dict[str, Any] | None = None,
 ) -> int:
     """Append one event with the job's next sequence number, chained to the last event; return its id."""
+    store.lock_chain(conn)
     seq = conn.execute(
         "SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)
     ).fetchone()[0]
@@ -114,13 +116,12 @@ def append_event(
     prev = last[0] if last else None
     text = json.dumps(detail or {}, sort_keys=True, ensure_ascii=False)
     digest = event_hash(prev, at, key.job_id, key.operation, seq, actor, kind, from_state, to_state, epoch, text)
-    cur = conn.execute(
+    row = conn.execute(
         "INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, "
-        "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (at, key.job_id, key.operation, seq, actor, kind, from_state, to_state, epoch, text, prev, digest),
-    )
-    assert cur.lastrowid is not None
-    return cur.lastrowid
+    ).fetchone()
+    return int(row[0])
 
 
 def _encode(column: str, value: Any) -> Any:
@@ -139,10 +140,11 @@ def record_fenced(
     A fenced *accepted* outcome still names a real remote interaction: its handle is kept as evidence
     (source `fenced_outcome`), so `query`, `show` and the release rule see it.
     """
-    cur = conn.execute(
-        "INSERT INTO fenced_writes (at, job_id, operation, actor, event, epoch, detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    fenced_id = conn.execute(
+        "INSERT INTO fenced_writes (at, job_id, operation, actor, event, epoch, detail) VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "RETURNING id",
         (at, key.job_id, key.operation, actor, event, epoch, json.dumps(detail, sort_keys=True, ensure_ascii=False)),
-    )
+    ).fetchone()[0]
     handle = detail.get("handle")
     if event in ("accepted", "orphan_found") and isinstance(handle, str) and handle:
         from ledger import evidence
@@ -155,7 +157,7 @@ def record_fenced(
             evidence.record(
                 conn, at=at, source="fenced_outcome", idem_key=row[0],
                 attempt=attempt if isinstance(attempt, int) else None, handle=handle, remote_state="running",
-                job=key, ref=f"fenced-{cur.lastrowid}", detail={"actor": actor, "epoch": epoch, "event": event},
+                job=key, ref=f"fenced-{fenced_id}", detail={"actor": actor, "epoch": epoch, "event": event},
             )
 
 

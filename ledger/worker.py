@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ledger import evidence, journal
+from ledger import evidence, journal, store
 from ledger.clock import Clock
 from ledger.config import Config
 from ledger.crashpoints import crashpoint
@@ -674,8 +674,10 @@ def tick(
     """One pass: recover stale sends, send due jobs, poll submitted ones, deliver done ones, notify.
 
     The pass is recorded in the worker heartbeats: on `beat` when a looping worker gives its own, else as a
-    worker of one pass (kind 'tick') that is marked stopped when the pass returns or raises.
+    worker of one pass (kind 'tick') that is marked stopped when the pass returns or raises. On PostgreSQL
+    with the host's wall clock, leases and stale sends are judged by the server's clock (store.ledger_clock).
     """
+    clock = store.ledger_clock(conn, clock)
     owner = owner or worker_id()
     own = beat is None
     beat = beat or WorkerBeat(conn, clock, owner, kind="tick")

@@ -13,6 +13,9 @@
                                                                    scripts/bench_send_window.py ~5 s
   7. cold start of `reclaim status` and `reclaim show` vs `python -c pass` (and: no SDK import)
                                                                    scripts/bench_startup.py   ~15 s
+  8. PostgreSQL: reserve() vs a raw psycopg loop; 16 processes on 16 operations vs one; claims per
+     second with 4 workers vs 1; live lag by NOTIFY vs polling (p95)  scripts/bench_pg.py     ~1.5 min
+     (a throwaway server from tests/pg_server.py, or $RECLAIM_BENCH_PG; --no-pg skips it)
 
 Figures 1-3, 6 and 7 always run. Figures 4-5 together take about 3 minutes on the 2-core machine they were
 written on (under the 5-minute bar), so they run by default too (--console asks for them explicitly,
@@ -105,9 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1_000_000, help="figure 4/5 ledger size (default 1,000,000)")
     ap.add_argument("--tick-jobs", type=int, default=10_000, help="figure 3 submitted jobs (default 10,000)")
     ap.add_argument("--dir", type=Path, default=None, help="folder for temporary files (default: $TMPDIR)")
+    ap.add_argument("--no-pg", action="store_true", help="skip figure 8 (PostgreSQL)")
     args = ap.parse_args(argv)
 
     import bench_console
+    import bench_pg
     import bench_reserve
     import bench_send_window
     import bench_startup
@@ -133,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     add("3", "tick poll rate", lambda: bench_tick.run(args.tick_jobs, 200, args.dir))
     add("6", "send window gap", lambda: bench_send_window.run(300))
     add("7", "CLI cold start", lambda: bench_startup.run(15))
+    if not args.no_pg:
+        add("8", "PostgreSQL", lambda: bench_pg.run(1000, 3))
     if not args.quick:
         with tempfile.TemporaryDirectory(prefix="reclaim-bench-big-", dir=args.dir) as d:
             big, cfg = Path(d) / "big.db", Path(d) / "big.toml"

@@ -8,7 +8,13 @@ Fixtures (all function-scoped):
 
 - `sim`            a started `Simulator` (jobs complete at once); stopped after the test.
 - `clock`          a `ManualClock` at `T0` (2026-12-01T12:00:00Z); move it with `.advance()` / `.set()`.
-- `ledger_path`    `tmp_path / "reclaim.db"`, created with `create_ledger` (no connection left open).
+- `ledger_path`    `tmp_path / "reclaim.db"`, created with `create_ledger` (no connection left open). In a
+                   module that sets `BACKENDS = ("sqlite", "postgresql")`, each test runs on both: on
+                   PostgreSQL `ledger_path` is the `postgresql://` URL (a str) of a fresh database on
+                   the session's throwaway server (`pg_server`).
+- `pg_server`      (session) a started `tests.pg_server.PgServer`; the tests that need it skip with the
+                   reason when no server can be started, or fail when RECLAIM_REQUIRE_PG=1 (CI).
+- `pg_url`         a fresh, empty database on `pg_server` (no ledger in it yet).
 - `make_config`    `make_config(base_url=None, timeout_seconds=5.0, daily_quota=100, policy=None,
                    operators=None) -> dict`: a config dict (TOML-shaped) with one gemini remote and the
                    operation `article.generate` (`OP`); base_url defaults to the `sim` fixture's URL.
@@ -210,9 +216,58 @@ def clock() -> ManualClock:
     return ManualClock(T0)
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run every test of a module that lists `BACKENDS` once per backend (fixture `ledger_backend`), except
+    those marked `sqlite_only` (about the file itself: its mode, its bytes, SQLite's lock)."""
+    backends = getattr(metafunc.module, "BACKENDS", None)
+    if metafunc.definition.get_closest_marker("sqlite_only"):
+        backends = ("sqlite",)
+    if backends and "ledger_backend" in metafunc.fixturenames:
+        metafunc.parametrize("ledger_backend", backends, indirect=True)
+
+
 @pytest.fixture
-def ledger_path(tmp_path: Path) -> Path:
-    """A freshly created ledger file, tmp_path/'reclaim.db'."""
+def ledger_backend(request: pytest.FixtureRequest) -> str:
+    """'sqlite', or the backend this run of a multi-backend test is for."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """A throwaway PostgreSQL server for the whole session (tests/pg_server.py); stopped at the end."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import pg_server as pgs
+
+    why = pgs.unavailable()
+    server = None
+    if why is None:
+        try:
+            server = pgs.PgServer().start()
+        except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+            why = f"PostgreSQL server did not start: {e}"
+    if server is None:
+        if os.environ.get("RECLAIM_REQUIRE_PG") == "1":
+            pytest.fail(f"RECLAIM_REQUIRE_PG=1 but {why}")
+        pytest.skip(str(why))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: Any) -> str:
+    """A fresh, empty database on the session's server: its postgresql:// URL."""
+    return str(pg_server.new_database())
+
+
+@pytest.fixture
+def ledger_path(tmp_path: Path, ledger_backend: str, request: pytest.FixtureRequest) -> Path:
+    """A freshly created ledger: the file tmp_path/'reclaim.db', or on PostgreSQL a fresh database's URL."""
+    if ledger_backend == "postgresql":
+        url = request.getfixturevalue("pg_url")
+        create_ledger(url)
+        return url  # type: ignore[return-value]  # a str: the tests pass it where a path goes
     path = tmp_path / "reclaim.db"
     create_ledger(path)
     return path
@@ -321,9 +376,17 @@ def cli_env(ledger: Path, config: Path, now: float | str | None = None, operator
     return env
 
 
+def _default_ledger(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """The ledger a CLI run uses unless told: the test's `ledger_path` on PostgreSQL, else the file's path."""
+    if "ledger_path" in request.fixturenames and request.getfixturevalue("ledger_backend") == "postgresql":
+        return request.getfixturevalue("ledger_path")  # type: ignore[no-any-return]  # the URL, a str
+    return tmp_path / "reclaim.db"
+
+
 @pytest.fixture
-def run_cli(tmp_path: Path) -> Callable[..., CliResult]:
+def run_cli(tmp_path: Path, request: pytest.FixtureRequest) -> Callable[..., CliResult]:
     """Run `reclaim ARGS` in a subprocess; returns CliResult(rc, stdout, stderr)."""
+    default_ledger = _default_ledger(tmp_path, request)
 
     def run(
         *args: str,
@@ -335,7 +398,7 @@ def run_cli(tmp_path: Path) -> Callable[..., CliResult]:
         timeout: float = 60.0,
         prefix: list[str] | None = None,
     ) -> CliResult:
-        full_env = cli_env(ledger or tmp_path / "reclaim.db", config or tmp_path / "reclaim.toml", now, operator, env)
+        full_env = cli_env(ledger or default_ledger, config or tmp_path / "reclaim.toml", now, operator, env)
         proc = subprocess.run(
             [*(prefix or []), *reclaim_argv(full_env), *args],
             cwd=tmp_path,
@@ -351,8 +414,9 @@ def run_cli(tmp_path: Path) -> Callable[..., CliResult]:
 
 
 @pytest.fixture
-def start_cli(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+def start_cli(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., subprocess.Popen[str]]]:
     """Start `reclaim ARGS` in the background; returns the Popen. Leftovers are killed at teardown."""
+    default_ledger = _default_ledger(tmp_path, request)
     started: list[subprocess.Popen[str]] = []
 
     def start(
@@ -363,7 +427,7 @@ def start_cli(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
         operator: str | None = None,
         env: dict[str, str] | None = None,
     ) -> subprocess.Popen[str]:
-        full_env = cli_env(ledger or tmp_path / "reclaim.db", config or tmp_path / "reclaim.toml", now, operator, env)
+        full_env = cli_env(ledger or default_ledger, config or tmp_path / "reclaim.toml", now, operator, env)
         proc = subprocess.Popen(
             [*reclaim_argv(full_env), *args], cwd=tmp_path, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL, text=True,

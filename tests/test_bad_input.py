@@ -25,6 +25,7 @@ from ledger.worker import RemoteCache, submit_now
 
 OP = "article.generate"
 GOOD_PAYLOAD = json.dumps({"input": "hello"})
+BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 
 
 def assert_one_line_error(r: Any, rc: int, *needles: str) -> str:
@@ -101,6 +102,7 @@ def test_a_sqlite_file_that_is_not_a_ledger(tmp_path: Path, config_path: Path, r
     assert _sidecars(other) == []
 
 
+@pytest.mark.sqlite_only  # the file's own schema stamp / mode / SQLite's lock (PostgreSQL: test_postgres.py)
 def test_a_ledger_of_a_newer_schema(ledger_path: Path, config_path: Path, run_cli: Callable[..., Any],
                                     file_digest: Callable[[Path], str]) -> None:
     c = sqlite3.connect(ledger_path)
@@ -144,6 +146,7 @@ def _read_only_prefix(path: Path) -> list[str]:
     return _DROP_DAC
 
 
+@pytest.mark.sqlite_only  # the file's own schema stamp / mode / SQLite's lock (PostgreSQL: test_postgres.py)
 def test_a_read_only_ledger(ledger_path: Path, config_path: Path, sim: Simulator, run_cli: Callable[..., Any],
                             fingerprint: Callable[[Path], str]) -> None:
     before = fingerprint(ledger_path)
@@ -161,6 +164,7 @@ def test_a_read_only_ledger(ledger_path: Path, config_path: Path, sim: Simulator
     assert fingerprint(ledger_path) == before
 
 
+@pytest.mark.sqlite_only  # the file's own schema stamp / mode / SQLite's lock (PostgreSQL: test_postgres.py)
 def test_a_locked_ledger_fails_after_the_busy_timeout(
     ledger_path: Path, config_path: Path, sim: Simulator, run_cli: Callable[..., Any],
     fingerprint: Callable[[Path], str],

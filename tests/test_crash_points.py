@@ -26,6 +26,7 @@ from ledger.simulator import Simulator
 CLOCKED = Path(__file__).with_name("clocked_reclaim.py")  # the CLI with a test clock (test-only)
 OP = "article.generate"
 LEASE_SECONDS = 30
+BACKENDS = ("sqlite", "postgresql")  # every crash point on each backend (tests/conftest.py)
 STALE_SECONDS = 60
 # Far enough ahead that the lease and the stale window have both run out.
 PAST_STALE = str(LEASE_SECONDS + STALE_SECONDS + 5)
@@ -39,8 +40,10 @@ def cp_sim() -> Iterator[Simulator]:
 
 
 @pytest.fixture
-def cp_env(tmp_path: Path, cp_sim: Simulator) -> dict[str, str]:
-    """A ledger and config in tmp_path, pointed at the simulator; returns the subprocess environment."""
+def cp_env(tmp_path: Path, cp_sim: Simulator, ledger_backend: str, request: pytest.FixtureRequest) -> dict[str, str]:
+    """A ledger (a file in tmp_path, or a fresh PostgreSQL database) and a config in tmp_path, pointed at
+    the simulator; returns the subprocess environment."""
+    ledger = request.getfixturevalue("pg_url") if ledger_backend == "postgresql" else str(tmp_path / "reclaim.db")
     config = tmp_path / "reclaim.toml"
     config.write_text(
         f"""
@@ -67,7 +70,8 @@ sink = "{tmp_path / 'results'}"
         encoding="utf-8",
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("RECLAIM_")}
-    env.update(RECLAIM_LEDGER=str(tmp_path / "reclaim.db"), RECLAIM_CONFIG=str(config), RECLAIM_OPERATOR="cp-test")
+    env.update(RECLAIM_LEDGER=ledger, RECLAIM_CONFIG=str(config), RECLAIM_OPERATOR="cp-test",
+               RECLAIM_JOURNAL_DIR=str(tmp_path))
     env.pop("GEMINI_API_KEY", None)
     done = cp_run(env, "init")
     assert done.returncode == 0, done.stderr

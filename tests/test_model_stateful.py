@@ -14,6 +14,7 @@ searches are counted by the fake at the call, per idem key.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import tempfile
@@ -26,7 +27,14 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from ledger import replay, triage
 from ledger.clock import ManualClock, day_of, parse_time
@@ -193,7 +201,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="reclaim-model-"))
-        self.path = self.dir / "ledger.db"
+        self.path: Any = self.new_ledger()
         self.sink = self.dir / "results"
         create_ledger(self.path)
         self.cfg = model_config(self.sink)
@@ -211,6 +219,10 @@ class LedgerMachine(RuleBasedStateMachine):
         self.zombies: list[Zombie] = []
         self.stale_reads: list[Job] = []
         self.steps = 0
+
+    def new_ledger(self) -> Any:
+        """Where this example's ledger lives: a fresh file."""
+        return self.dir / "ledger.db"
 
     def teardown(self) -> None:
         event(f"steps: {self.steps // 10 * 10}+")
@@ -689,3 +701,23 @@ LedgerMachine.TestCase.settings = settings(
     database=None,
 )
 TestLedgerModel = LedgerMachine.TestCase
+
+
+class PgLedgerMachine(LedgerMachine):
+    """The same model, on a fresh PostgreSQL database per example (the session's throwaway server)."""
+
+    server: Any = None
+
+    def new_ledger(self) -> Any:
+        return self.server.new_database("model")
+
+
+def test_the_model_holds_on_postgresql(pg_server: Any) -> None:
+    PgLedgerMachine.server = pg_server
+    run_state_machine_as_test(PgLedgerMachine, settings=settings(
+        max_examples=int(os.environ.get("RECLAIM_PG_MODEL_EXAMPLES", "15")),
+        stateful_step_count=50,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+        database=None,
+    ))

@@ -29,6 +29,7 @@ from ledger.worker import RemoteCache, TickReport, record_send_outcome, submit_n
 
 OP = "article.generate"
 RACE_JOBS = 5
+BACKENDS = ("sqlite", "postgresql")  # the contract holds on both: each test runs on each (tests/conftest.py)
 
 
 def _race_child(ledger: str, cfg_dict: dict[str, Any], base_dir: str, now: float, barrier: Any, out: Any) -> None:

@@ -1,0 +1,109 @@
+"""The storage seam: which backend a ledger lives on, and the few things that differ between them.
+
+A ledger is a SQLite file (a path) or a PostgreSQL database (a `postgresql://` URL). The rules (reserve,
+transitions, leases, triage, outbox) are written once against the connection interface both backends
+give: `execute(sql, params)` with `?` placeholders, rows readable by index and by column name,
+`in_transaction`, `close()`. What differs lives here and in `ledger.store.sqlite` / `ledger.store.postgres`:
+how a write transaction starts (BEGIN IMMEDIATE vs an advisory lock), the clock leases are measured by,
+and how a change is noticed (data_version vs LISTEN/NOTIFY).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar, cast
+
+from ledger.clock import Clock, SystemClock
+
+T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from ledger.store.postgres import PgConnection
+
+PG_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_url(ledger: str | Path) -> bool:
+    """True when `ledger` names a PostgreSQL database rather than a SQLite file."""
+    return isinstance(ledger, str) and ledger.startswith(PG_SCHEMES)
+
+
+def shown_ledger(ledger: str | Path) -> str:
+    """How to print a ledger's name: the path, or the URL with any password replaced by ***."""
+    import re
+
+    return re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", str(ledger))
+
+
+def is_pg(conn: Any) -> TypeGuard[PgConnection]:
+    """True when `conn` is a connection to a PostgreSQL ledger."""
+    return type(conn).__name__ == "PgConnection"  # no psycopg import for a SQLite ledger
+
+
+def backend_name(conn: sqlite3.Connection) -> str:
+    """'postgresql' or 'sqlite': the backend `conn` talks to."""
+    return "postgresql" if is_pg(conn) else "sqlite"
+
+
+class DbClock:
+    """The database server's clock: every host that shares a PostgreSQL ledger measures leases by it."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def now(self) -> float:
+        """Seconds since the epoch by the server's clock (clock_timestamp(), not the transaction start)."""
+        row = self.conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+        return float(row[0])
+
+
+def ledger_clock(conn: sqlite3.Connection, clock: Clock) -> Clock:
+    """The clock to judge leases by on `conn`: the server's for PostgreSQL when `clock` is the host's wall
+    clock (unshifted), else `clock` itself (tests' manual clocks, a deliberately shifted clock, SQLite)."""
+    if is_pg(conn) and type(clock) is SystemClock and clock.offset == 0.0:
+        return DbClock(cast(sqlite3.Connection, conn))
+    return clock
+
+
+def lock_chain(conn: sqlite3.Connection) -> None:
+    """Inside a write transaction, wait for the right to append to the audit chain.
+
+    SQLite's BEGIN IMMEDIATE already gives it; on PostgreSQL a transaction-scoped advisory lock, so the
+    hash chain and the per-job sequence numbers are read and extended by one transaction at a time.
+    """
+    if is_pg(conn):
+        from ledger.store.postgres import CHAIN_LOCK
+
+        conn.execute("SELECT pg_advisory_xact_lock(?)", (CHAIN_LOCK,))
+
+
+def retrying(conn: sqlite3.Connection, body: Callable[[], T]) -> T:
+    """Run `body` (which opens its own write transaction) again when PostgreSQL aborted it for a
+    serialization failure or a deadlock, a few times with a short jittered pause; once on SQLite."""
+    if not is_pg(conn):
+        return body()
+    outer = conn.retrying
+    conn.retrying = True
+    try:
+        return _retry(body)
+    finally:
+        conn.retrying = outer
+
+
+def _retry(body: Callable[[], T]) -> T:
+    import random
+    import time
+
+    from ledger.errors import LedgerLocked
+    from ledger.store.postgres import Retryable
+
+    for i in range(8):
+        try:
+            return body()
+        except Retryable as e:
+            if i == 7:
+                raise LedgerLocked(f"ledger: {e}; retry later") from None
+            time.sleep(random.uniform(0.001, 0.004 * (i + 1)))
+    raise AssertionError("unreachable")

@@ -1,0 +1,101 @@
+"""A throwaway PostgreSQL server for the tests: initdb + pg_ctl in a temporary folder, unix socket only.
+
+`PgServer.start()` finds the server binaries (/usr/lib/postgresql/*/bin, or on PATH), makes a data folder
+and a socket folder under a fresh temporary directory, and starts the server with `fsync=off` and no TCP
+listener. As root it runs initdb and pg_ctl as the `postgres` user through `runuser` (PostgreSQL refuses
+to run as root); otherwise as the current user. `new_database()` makes an empty database and returns its
+`postgresql://` URL (a socket path in `host=`), so each test, and each pytest-xdist worker, gets its own.
+
+`unavailable()` says why no server can be started here (no binaries), or None.
+"""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from urllib.parse import quote
+
+
+def _bin_dir() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=lambda p: int(Path(p).parts[-3]))
+    if found:
+        return Path(found[-1]).parent
+    on_path = shutil.which("pg_ctl")
+    return Path(on_path).parent if on_path else None
+
+
+def unavailable() -> str | None:
+    """Why a throwaway server cannot be started on this machine, or None when it can."""
+    if _bin_dir() is None:
+        return "PostgreSQL server binaries not found (apt-get install -y postgresql; `make test` does it as root)"
+    if os.geteuid() == 0 and shutil.which("runuser") is None:
+        return "running as root without runuser: cannot start PostgreSQL as the postgres user"
+    return None
+
+
+class PgServer:
+    """One throwaway server; `start()`, then `new_database()` as often as needed, then `stop()`."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="reclaim-pg-"))
+        self.data = self.root / "data"
+        self.sock = self.root / "sock"
+        self.bin = _bin_dir()
+        self.as_root = os.geteuid() == 0
+        self.user = "postgres" if self.as_root else os.environ.get("USER") or "postgres"
+        self._n = itertools.count()
+
+    def _run(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        assert self.bin is not None
+        cmd = [str(self.bin / argv[0]), *argv[1:]]
+        if self.as_root:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False, cwd=self.root)
+
+    def start(self) -> PgServer:
+        """initdb and start the server (fsync off, unix socket only); raises RuntimeError saying why not."""
+        why = unavailable()
+        if why:
+            raise RuntimeError(why)
+        self.sock.mkdir()
+        os.chmod(self.root, 0o755)
+        if self.as_root:
+            shutil.chown(self.root, "postgres")
+            shutil.chown(self.sock, "postgres")
+        out = self._run("initdb", "-D", str(self.data), "-U", self.user, "-A", "trust", "-E", "UTF8", "--no-sync")
+        if out.returncode:
+            raise RuntimeError(f"initdb failed: {out.stderr.strip()[-400:]}")
+        opts = (
+            f"-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c listen_addresses='' "
+            f"-c unix_socket_directories={self.sock} -c max_connections=200 -c shared_buffers=32MB"
+        )
+        out = self._run("pg_ctl", "-D", str(self.data), "-o", opts, "-l", str(self.root / "log"), "-w", "-t", "60",
+                        "start")
+        if out.returncode:
+            log = (self.root / "log").read_text(errors="replace")[-600:] if (self.root / "log").exists() else ""
+            raise RuntimeError(f"pg_ctl start failed: {out.stderr.strip()[-300:]} {log}")
+        return self
+
+    def url(self, dbname: str = "postgres") -> str:
+        """The URL of `dbname` on this server, over its unix socket."""
+        return f"postgresql://{self.user}@/{dbname}?host={quote(str(self.sock), safe='')}"
+
+    def new_database(self, prefix: str = "t") -> str:
+        """Create an empty database with a fresh name; return its URL."""
+        import psycopg
+
+        name = f"{prefix}_{os.getpid()}_{next(self._n)}"
+        with psycopg.connect(self.url(), autocommit=True) as c:
+            c.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def stop(self) -> None:
+        """Stop the server (fast shutdown) and remove its folder."""
+        if self.data.exists():
+            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        shutil.rmtree(self.root, ignore_errors=True)

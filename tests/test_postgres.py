@@ -1,0 +1,523 @@
+"""The guarantees that SQLite's single writer gave for free, proven on PostgreSQL.
+
+Each test runs against a fresh database on the session's throwaway server (`pg_url`, tests/pg_server.py):
+reserve under many processes (duplicates, the quota, holds), claims fenced by the epoch with SKIP LOCKED
+batches, leases by the server's clock, append-only events and the audit chain, the follow cursor under a
+late commit, a lock wait past lock_timeout as exit 8, counts per state without a hot row, and LISTEN/NOTIFY.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+import sqlite3
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger import audit, queries, store
+from ledger.clock import ManualClock, SystemClock
+from ledger.config import parse_config
+from ledger.db import connect, create_ledger, write_tx
+from ledger.errors import EXIT_LEDGER_LOCKED, LedgerLocked
+from ledger.follow import EventCursor
+from ledger.leases import claim_batch, claim_for_send
+from ledger.model import JobKey
+from ledger.replay import rebuild_job
+from ledger.reserve import quota_used, reserve
+from ledger.transitions import append_event, apply
+
+OP = "article.generate"
+T0 = 1_795_000_000.0
+WORKERS = 6
+QUOTA = 20
+
+
+@pytest.fixture
+def pg(pg_url: str) -> str:
+    """A fresh PostgreSQL ledger: its URL."""
+    assert create_ledger(pg_url) is True
+    return pg_url
+
+
+def _reserver(url: str, cfg_dict: dict[str, Any], base: str, ids: list[str], barrier: Any, out: Any) -> None:
+    try:
+        cfg = parse_config(cfg_dict, base_dir=Path(base))
+        conn = connect(url)
+        clock = ManualClock(T0)
+        barrier.wait(timeout=60)
+        for jid in ids:
+            target = "shared-target" if jid.startswith("t") else None
+            res = reserve(conn, cfg, OP, {"input": jid}, clock=clock, job_id=jid, target=target)
+            out.put((jid, res.outcome))
+        conn.close()
+    except BaseException:
+        out.put(("!", traceback.format_exc()))
+        barrier.abort()
+        raise
+
+
+def test_many_processes_reserving_the_same_jobs_reserve_each_once_and_never_pass_the_quota(
+    pg: str, make_config: Any, tmp_path: Path
+) -> None:
+    cfg_dict = make_config(base_url="http://127.0.0.1:9", daily_quota=QUOTA)
+    ids = [f"job-{i}" for i in range(30)]  # more distinct jobs than the quota allows
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(WORKERS), ctx.Queue()
+    procs = [
+        ctx.Process(target=_reserver, args=(pg, cfg_dict, str(tmp_path), ids[w:] + ids[:w], barrier, out))
+        for w in range(WORKERS)
+    ]
+    for p in procs:
+        p.start()
+    results: list[tuple[str, str]] = []
+    while len(results) < WORKERS * len(ids):
+        try:
+            item = out.get(timeout=120)
+        except queue.Empty:
+            pytest.fail(f"reservers stalled after {len(results)} results")
+        assert item[0] != "!", item[1]
+        results.append(item)
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    reserved = [jid for jid, outcome in results if outcome == "reserved"]
+    assert len(reserved) == len(set(reserved)) == QUOTA  # each job at most once; the quota exactly used up
+    assert {o for _, o in results} == {"reserved", "duplicate", "quota_exceeded"}
+    conn = connect(pg)
+    try:
+        assert queries.state_counts(conn)["reserving"] == QUOTA
+        used = conn.execute("SELECT day, used FROM quota_usage WHERE operation = ?", (OP,)).fetchall()
+        assert [r[1] for r in used] == [QUOTA] and quota_used(conn, OP, used[0][0]) == QUOTA
+        verdict = audit.verify(conn)
+        assert verdict.chain_break is None and verdict.job_mismatch is None and verdict.events == QUOTA
+        for jid in reserved:
+            seqs = [r[0] for r in conn.execute(
+                "SELECT seq FROM events WHERE job_id = ? AND operation = ? ORDER BY id", (jid, OP))]
+            assert seqs == [1]
+    finally:
+        conn.close()
+
+
+def test_a_held_job_blocks_new_work_on_its_target_under_concurrency(
+    pg: str, make_config: Any, tmp_path: Path
+) -> None:
+    cfg_dict = make_config(base_url="http://127.0.0.1:9")
+    cfg_dict["operations"][OP]["blocks_on_hold"] = True
+    cfg = parse_config(cfg_dict, base_dir=tmp_path)
+    conn = connect(pg)
+    clock = ManualClock(T0)
+    first = reserve(conn, cfg, OP, {"input": "x"}, clock=clock, job_id="held-one", target="shared-target")
+    assert first.outcome == "reserved" and first.job is not None
+    with write_tx(conn):
+        claim_ok = apply(conn, first.job.key, "send_started", actor="w", now=T0, expected_state="reserving",
+                         expected_epoch=0, bump_epoch=True)
+        assert claim_ok.ok
+        assert apply(conn, first.job.key, "send_unknown", actor="w", now=T0, expected_state="reserving",
+                     expected_epoch=1, fields={"held_reason": "send_unknown", "held_at": T0}).ok
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(3), ctx.Queue()
+    ids = [f"t{i}" for i in range(5)]
+    procs = [ctx.Process(target=_reserver, args=(pg, cfg_dict, str(tmp_path), ids, barrier, out)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=120) for _ in range(3 * len(ids))]
+    for p in procs:
+        p.join(timeout=60)
+    assert {o for _, o in results} == {"blocked_by_hold"}
+    assert queries.state_counts(conn)["held"] == 1 and queries.state_counts(conn)["reserving"] == 0
+    blocked = conn.execute("SELECT count(*) FROM events WHERE kind = 'blocked_new_job'").fetchone()[0]
+    assert blocked == 3 * len(ids)
+    assert audit.verify(conn).chain_break is None
+    conn.close()
+
+
+def test_two_connections_claiming_one_job_one_wins_and_the_loser_is_fenced(pg: str, cfg: Any) -> None:
+    a, b = connect(pg), connect(pg)
+    clock = ManualClock(T0)
+    key = JobKey("claim-me", OP)
+    assert reserve(a, cfg, OP, {"input": "c"}, clock=clock, job_id=key.job_id).outcome == "reserved"
+    claims: list[Any] = []
+
+    def go(c: sqlite3.Connection, owner: str) -> None:
+        claims.append(claim_for_send(c, cfg, key, owner=owner, now=T0))
+
+    threads = [threading.Thread(target=go, args=(c, o)) for c, o in ((a, "A"), (b, "B"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    won = [c for c in claims if c is not None]
+    assert len(won) == 1 and won[0].epoch == 1
+    # A write naming an epoch that moved on is refused and kept as a fenced write.
+    with write_tx(b):
+        late = apply(b, key, "accepted", actor="old", now=T0, expected_state="reserving", expected_epoch=0,
+                     fields={"handle": "h-late"})
+    assert not late.ok and late.refusal == "fenced"
+    assert queries.fenced_write_count(a) == 1
+    a.close()
+    b.close()
+
+
+def test_claim_batches_skip_rows_another_worker_holds(pg: str, cfg: Any) -> None:
+    a, b = connect(pg), connect(pg)
+    clock = ManualClock(T0)
+    for i in range(10):
+        assert reserve(a, cfg, OP, {"input": str(i)}, clock=clock, job_id=f"b{i}").outcome == "reserved"
+    with write_tx(a, lock=OP):  # worker A holds three rows, as a batch claim in flight would
+        held = a.execute(
+            "SELECT job_id FROM jobs WHERE job_id IN ('b0', 'b1', 'b2') FOR UPDATE"
+        ).fetchall()
+        assert len(held) == 3
+        got = claim_batch(b, cfg, owner="B", now=T0, limit=10)
+        assert sorted(c.job.job_id for c in got) == [f"b{i}" for i in range(3, 10)]
+        assert all(c.epoch == 1 and c.job.lease_owner == "B" for c in got)
+    again = claim_batch(a, cfg, owner="A", now=T0, limit=10)
+    assert sorted(c.job.job_id for c in again) == ["b0", "b1", "b2"]
+    assert claim_batch(b, cfg, owner="B", now=T0, limit=10) == []  # all under way now
+    assert audit.verify(a).job_mismatch is None
+    a.close()
+    b.close()
+
+
+def test_leases_are_measured_by_the_servers_clock(pg: str, cfg: Any) -> None:
+    conn = connect(pg)
+    host = SystemClock(offset=-3600.0)  # a host whose clock runs an hour behind...
+    assert store.ledger_clock(conn, host) is host  # (a deliberately shifted clock is kept as it is)
+    judged = store.ledger_clock(conn, SystemClock())
+    assert isinstance(judged, store.DbClock)
+    server_now = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()[0]
+    reading = judged.now()
+    later = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()[0]
+    assert server_now <= reading <= later  # read from the server, between two server readings
+    assert store.ledger_clock(connect_sqlite_like(), SystemClock()).__class__ is SystemClock
+    conn.close()
+
+
+def connect_sqlite_like() -> sqlite3.Connection:
+    return sqlite3.connect(":memory:")
+
+
+@pytest.mark.parametrize("statement", [
+    "UPDATE events SET actor = 'mallory'",
+    "DELETE FROM events",
+    "TRUNCATE events",
+    "TRUNCATE evidence",
+])
+def test_events_and_evidence_are_append_only(pg: str, cfg: Any, statement: str) -> None:
+    conn = connect(pg)
+    assert reserve(conn, cfg, OP, {"input": "e"}, clock=ManualClock(T0), job_id="ev").outcome == "reserved"
+    before = queries.job_fingerprint(conn)
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        with write_tx(conn):
+            conn.execute(statement)
+    assert queries.job_fingerprint(conn) == before
+    conn.close()
+
+
+def test_an_event_that_does_not_chain_is_refused(pg: str, cfg: Any) -> None:
+    conn = connect(pg)
+    assert reserve(conn, cfg, OP, {"input": "e"}, clock=ManualClock(T0), job_id="ev").outcome == "reserved"
+    with pytest.raises(sqlite3.IntegrityError, match="does not chain"):
+        with write_tx(conn):
+            conn.execute(
+                "INSERT INTO events (at, job_id, operation, seq, actor, kind, detail, prev_hash, hash) "
+                "VALUES (?, 'ev', ?, 2, 'x', 'finding', '{}', NULL, ?)", (T0, OP, "0" * 64),
+            )
+    assert audit.verify(conn).chain_break is None
+    conn.close()
+
+
+def test_the_follow_cursor_never_skips_an_event_committed_late(pg: str, cfg: Any) -> None:
+    """A transaction that takes its event id first and commits last cannot be overtaken: event ids are
+    taken and committed under the chain lock, so a later id never becomes visible before an earlier one."""
+    setup = connect(pg)
+    clock = ManualClock(T0)
+    for i in range(2):
+        assert reserve(setup, cfg, OP, {"input": str(i)}, clock=clock, job_id=f"f{i}").outcome == "reserved"
+    follower = EventCursor(connect(pg))
+    assert [e.job_id for e in follower.poll()] == ["f0", "f1"]
+    slow, fast = connect(pg), connect(pg)
+    slow.execute("BEGIN")  # by hand: the slow writer appends, then stalls before committing
+    slow.execute("SET LOCAL lock_timeout = 10000")
+    append_event(slow, JobKey("f0", OP), at=T0, actor="slow", kind="finding", from_state="reserving",
+                 to_state="reserving", epoch=0, detail={})
+    done = threading.Event()
+
+    def fast_writer() -> None:
+        with write_tx(fast, wait=10):
+            append_event(fast, JobKey("f1", OP), at=T0, actor="fast", kind="finding", from_state="reserving",
+                         to_state="reserving", epoch=0, detail={})
+        done.set()
+
+    t = threading.Thread(target=fast_writer)
+    t.start()
+    seen: list[str] = []
+    deadline = time.monotonic() + 0.3
+    while time.monotonic() < deadline:  # the fast writer is waiting; the follower sees nothing new
+        seen += [e.actor for e in follower.poll()]
+        assert not done.is_set()
+    slow.execute("COMMIT")
+    t.join(timeout=20)
+    assert done.is_set()
+    deadline = time.monotonic() + 10
+    while len(seen) < 2 and time.monotonic() < deadline:
+        seen += [e.actor for e in follower.poll()]
+    assert seen == ["slow", "fast"]
+    for c in (setup, follower.conn, slow, fast):
+        c.close()
+
+
+def test_a_lock_wait_past_the_timeout_is_exit_8(pg: str, cfg: Any) -> None:
+    holder, waiter = connect(pg), connect(pg)
+    assert reserve(holder, cfg, OP, {"input": "l"}, clock=ManualClock(T0), job_id="l").outcome == "reserved"
+    before = queries.job_fingerprint(holder)
+    with write_tx(holder):
+        with pytest.raises(LedgerLocked, match="locked by another transaction") as info:
+            with write_tx(waiter, wait=0.2):
+                pass
+        assert info.value.exit_code == EXIT_LEDGER_LOCKED == 8
+        holder.execute("SELECT * FROM jobs WHERE job_id = 'l' FOR UPDATE")
+        with pytest.raises(LedgerLocked):  # a row lock too, inside a transaction that got its advisory lock
+            with write_tx(waiter, lock="other.op", wait=0.2):
+                waiter.execute("UPDATE jobs SET updated_at = updated_at WHERE job_id = 'l'")
+    assert queries.job_fingerprint(waiter) == before
+    holder.close()
+    waiter.close()
+
+
+def test_counts_per_state_have_no_hot_row(pg: str, cfg: Any) -> None:
+    """Two transactions that each add a job commit without waiting on each other: the counts are
+    insert-only deltas summed on read, not one row per state that every reservation updates."""
+    a, b = connect(pg), connect(pg)
+    clock = ManualClock(T0)
+    assert reserve(a, cfg, OP, {"input": "0"}, clock=clock, job_id="c0").outcome == "reserved"
+    row = "(?, ?, ?, '{}', 'reserving', ?, ?, ?)"
+    cols = "INSERT INTO jobs (job_id, operation, idem_key, payload, state, quota_day, created_at, updated_at) VALUES "
+    a.execute("BEGIN")
+    a.execute(cols + row, ("c1", OP, "k1", "2026-12-01", T0, T0))
+    b.execute("BEGIN")
+    b.execute("SET LOCAL lock_timeout = 300")
+    b.execute(cols + row, ("c2", OP, "k2", "2026-12-01", T0, T0))  # would time out behind a hot row
+    b.execute("COMMIT")
+    a.execute("COMMIT")
+    assert queries.state_counts(a)["reserving"] == 3
+    assert a.execute("SELECT count(*) FROM state_count_deltas").fetchone()[0] == 3
+    with write_tx(a):
+        apply(a, JobKey("c0", OP), "invalid", actor="w", now=T0, expected_state="reserving", expected_epoch=0)
+    counts = queries.state_counts(a)
+    assert (counts["reserving"], counts["failed"]) == (2, 1)
+    assert rebuild_job(a, JobKey("c0", OP)) is not None
+    a.close()
+    b.close()
+
+
+def test_a_listener_is_woken_by_notify_when_an_event_commits(pg: str, cfg: Any) -> None:
+    listener, writer = connect(pg), connect(pg)
+    listener.listen()  # type: ignore[attr-defined]
+    assert listener.wait_change(0.05) is False  # type: ignore[attr-defined]
+    assert reserve(writer, cfg, OP, {"input": "n"}, clock=ManualClock(T0), job_id="n").outcome == "reserved"
+    assert listener.wait_change(10) is True  # type: ignore[attr-defined]
+    listener.close()
+    writer.close()
+
+
+# -- bad input and locks through the real CLI, on PostgreSQL -------------------------------------------------
+def _one_line(r: Any, rc: int, *needles: str) -> None:
+    assert r.rc == rc, (r.rc, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("reclaim: error: "), r.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+def test_cli_on_a_locked_postgresql_ledger_exits_8_and_writes_nothing(
+    pg: str, config_path: Path, sim: Any, run_cli: Any
+) -> None:
+    import psycopg
+
+    from ledger.store.postgres import CHAIN_LOCK
+
+    before = queries.job_fingerprint(connect(pg))
+    with psycopg.connect(pg, autocommit=True) as holder:
+        holder.execute("BEGIN")
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (CHAIN_LOCK,))
+        r = run_cli("submit", OP, "--payload", '{"input": "x"}', "--job-id", "locked-1", ledger=pg, timeout=60)
+        holder.execute("ROLLBACK")
+    _one_line(r, 8, "locked by another transaction", "retry later")
+    assert sim.count(None) == 0
+    assert queries.job_fingerprint(connect(pg)) == before
+
+
+def test_cli_refuses_a_server_it_cannot_reach(tmp_path: Path, config_path: Path, run_cli: Any) -> None:
+    url = f"postgresql://postgres@/nothing?host={tmp_path / 'no-server-here'}"
+    for args in (["init"], ["status"], ["submit", OP, "--payload", '{"input": "x"}']):
+        _one_line(run_cli(*args, ledger=url), 7, "cannot connect")
+
+
+def test_cli_refuses_a_database_without_a_ledger_and_creates_nothing(pg_url: str, config_path: Path,
+                                                                    run_cli: Any) -> None:
+    _one_line(run_cli("status", ledger=pg_url), 7, "no reclaim ledger in this database", "reclaim init")
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"
+                         ).fetchone()[0] == 0
+        c.execute("CREATE TABLE someone_elses (x int)")
+    _one_line(run_cli("init", ledger=pg_url), 7, "holds tables but is not a reclaim ledger")
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"
+                         ).fetchone()[0] == 1
+
+
+def test_cli_refuses_a_ledger_of_a_newer_schema(pg: str, config_path: Path, run_cli: Any) -> None:
+    import psycopg
+
+    with psycopg.connect(pg, autocommit=True) as c:
+        c.execute("UPDATE reclaim_meta SET value = '999' WHERE key = 'schema_version'")
+    for args in (["status"], ["init"], ["submit", OP, "--payload", '{"input": "x"}']):
+        _one_line(run_cli(*args, ledger=pg), 7, "schema version 999", "upgrade reclaim")
+    with psycopg.connect(pg, autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM jobs").fetchone()[0] == 0
+
+
+def test_init_on_postgresql_creates_the_schema_once(pg_url: str, config_path: Path, sim: Any, run_cli: Any) -> None:
+    first = run_cli("init", ledger=pg_url)
+    assert first.rc == 0 and "created" in first.stdout, first
+    again = run_cli("init", ledger=pg_url)
+    assert again.rc == 0 and "already a ledger" in again.stdout, again
+    r = run_cli("submit", OP, "--payload", '{"input": "x"}', "--job-id", "one", ledger=pg_url)
+    assert r.rc == 0, r
+    assert run_cli("tick", ledger=pg_url).rc == 0
+    shown = run_cli("show", "one", ledger=pg_url)
+    assert shown.rc == 0 and "consumed" in shown.stdout, shown.stdout
+    verified = run_cli("verify", ledger=pg_url)
+    assert verified.rc == 0 and "the chain holds" in verified.stdout
+
+
+def test_the_live_console_follower_is_woken_by_notify(pg: str, cfg: Any) -> None:
+    """The console's follower waits on LISTEN: a commit wakes it long before its polling interval ends."""
+    from console.live import Follower, LedgerSource
+
+    follower = Follower(LedgerSource(pg, read_only=True), ManualClock(T0), 10)
+    assert follower.poll() is not None  # first look: loads the (empty) ledger
+    writer = connect(pg)
+    woke = threading.Event()
+    listening = threading.Event()
+
+    def wait() -> None:
+        follower._conn.listen()  # type: ignore[union-attr]
+        listening.set()
+        follower.wait(120.0, threading.Event())  # polling alone would sleep two minutes
+        woke.set()
+
+    t = threading.Thread(target=wait, daemon=True)
+    t.start()
+    assert listening.wait(20)
+    assert reserve(writer, cfg, OP, {"input": "w"}, clock=ManualClock(T0), job_id="wake").outcome == "reserved"
+    assert woke.wait(30), "the follower was not woken by the commit's NOTIFY"
+    pulse = follower.poll()
+    assert pulse is not None and [e.job_id for e in pulse.events] == ["wake"]
+    follower.close()
+    writer.close()
+
+
+def test_the_demo_runs_two_workers_on_one_postgresql_ledger(pg_url: str, tmp_path: Path, run_cli: Any) -> None:
+    """`make demo-pg`'s run: the demo with `--pg URL --workers 2`, headless."""
+    r = run_cli("demo", "--no-ui", "--seconds", "12", "--rate", "3", "--dir", str(tmp_path / "demo"), "--pg", pg_url,
+                "--workers", "2", timeout=120)
+    assert r.rc == 0, r
+    assert "2 worker process(es)" in r.stdout
+    conn = connect(pg_url, readonly=True)
+    try:
+        workers = conn.execute("SELECT worker_id, passes FROM worker_heartbeats WHERE kind = 'worker'").fetchall()
+        assert len(workers) == 2 and all(w[1] > 0 for w in workers), workers
+        sent = conn.execute("SELECT count(*) FROM events WHERE kind = 'send_started'").fetchone()[0]
+        assert sent > 0
+        verdict = audit.verify(conn)
+        assert verdict.chain_break is None and verdict.job_mismatch is None
+    finally:
+        conn.close()
+
+
+def _deadlock(pg: str, cfg: Any, retry: bool) -> dict[str, Any]:
+    setup = connect(pg)
+    for jid in ("d0", "d1"):
+        assert reserve(setup, cfg, OP, {"input": jid}, clock=ManualClock(T0), job_id=jid).outcome == "reserved"
+    setup.close()
+    barrier = threading.Barrier(2)
+    calls = {"a": 0, "b": 0}
+    results: dict[str, Any] = {}
+
+    def body(conn: sqlite3.Connection, first: str, second: str, name: str) -> int:
+        calls[name] += 1
+        with write_tx(conn, lock=f"op-{name}", wait=20):  # different advisory locks: only the rows collide
+            conn.execute("UPDATE jobs SET updated_at = updated_at WHERE job_id = ?", (first,))
+            if calls[name] == 1:
+                barrier.wait(20)
+            conn.execute("UPDATE jobs SET updated_at = updated_at WHERE job_id = ?", (second,))
+        return calls[name]
+
+    def run(first: str, second: str, name: str) -> None:
+        conn = connect(pg)
+        try:
+            results[name] = (store.retrying(conn, lambda: body(conn, first, second, name)) if retry
+                             else body(conn, first, second, name))
+        except LedgerLocked as e:
+            results[name] = e
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=run, args=a) for a in (("d0", "d1", "a"), ("d1", "d0", "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return results
+
+
+def test_a_deadlock_is_run_again_by_retrying(pg: str, cfg: Any) -> None:
+    results = _deadlock(pg, cfg, retry=True)
+    assert sorted(results.values()) == [1, 2]  # the server aborted one; it ran again and committed
+
+
+def test_a_deadlock_outside_retrying_is_exit_8(pg: str, cfg: Any) -> None:
+    results = _deadlock(pg, cfg, retry=False)
+    failed = [r for r in results.values() if isinstance(r, LedgerLocked)]
+    assert len(failed) == 1 and "deadlock" in str(failed[0]) and failed[0].exit_code == 8
+    assert sorted(r for r in results.values() if isinstance(r, int)) == [1]
+
+
+def test_the_console_opens_on_postgresql_and_follows_a_commit(pg: str, cfg: Any) -> None:
+    """The Textual console over a PostgreSQL ledger: the URL in its header, the live counts and feed
+    following a commit made on another connection."""
+    import asyncio
+
+    from console.app import make_app
+
+    writer = connect(pg)
+    assert reserve(writer, cfg, OP, {"input": "1"}, clock=ManualClock(T0), job_id="c-1").outcome == "reserved"
+
+    async def run() -> None:
+        app = make_app(pg, cfg, "scheduler", read_only=True, clock=ManualClock(T0))
+        async with app.run_test(size=(120, 40)) as pilot:
+            assert app.display_path == pg
+
+            async def until(pred: Callable[[], bool], what: str) -> None:
+                deadline = time.monotonic() + 30
+                while not pred():
+                    assert time.monotonic() < deadline, f"timed out waiting for {what}"
+                    await pilot.pause(0.05)
+
+            await until(lambda: app.counts.get("reserving") == 1, "the first counts")
+            assert reserve(writer, cfg, OP, {"input": "2"}, clock=ManualClock(T0), job_id="c-2").outcome == "reserved"
+            await until(lambda: app.counts.get("reserving") == 2, "the counts after the commit")
+            await until(lambda: any(e.job_id == "c-2" for e in app.feed), "the new event in the feed")
+
+    asyncio.run(run())
+    writer.close()
