@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import os
 import sqlite3
 import struct
@@ -70,8 +71,7 @@ def _lock(fd: int, kind: int, start: int, wait: bool = False) -> bool:
 
     Without `wait`, False when another holds it; with `wait`, blocks until it is free.
     """
-    length = _COUNTER if start == 0 else 1
-    arg = struct.pack("@hhqqi", kind, os.SEEK_SET, start, length, 0).ljust(32, b"\0")
+    arg = _flock(kind, start)
     try:
         fcntl.fcntl(fd, fcntl.F_OFD_SETLKW if wait else fcntl.F_OFD_SETLK, arg)
     except OSError as e:
@@ -79,6 +79,13 @@ def _lock(fd: int, kind: int, start: int, wait: bool = False) -> bool:
             return False
         raise
     return True
+
+
+@functools.lru_cache(maxsize=512)
+def _flock(kind: int, start: int) -> bytes:
+    """The `struct flock` for one lock range (the counter's 8 bytes, or a slot's one byte)."""
+    length = _COUNTER if start == 0 else 1
+    return struct.pack("@hhqqi", kind, os.SEEK_SET, start, length, 0).ljust(32, b"\0")
 
 
 class _Waiter:
