@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import cast
 from urllib.parse import quote
 
-from ledger import store
+from ledger import store, writers
 from ledger.errors import LedgerError, LedgerLocked, LedgerUnusable
 from ledger.files import place_new, unlink_all
 from ledger.integrity import corrupt_error, is_corruption
@@ -467,7 +467,9 @@ def connect(
         raise LedgerUnusable(f"ledger {p}: the file is read-only; fix its permissions or open it as a viewer")
     uri = f"file:{quote(str(p.resolve()))}?mode={'ro' if readonly else 'rw'}"  # quoted: '?', '#', '%' in names
     try:
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=check_same_thread)
+        conn = sqlite3.connect(
+            uri, uri=True, isolation_level=None, check_same_thread=check_same_thread, factory=writers.QueuedConnection
+        )
     except sqlite3.Error as e:
         raise _open_error(e, p) from None
     conn.row_factory = sqlite3.Row
@@ -479,6 +481,7 @@ def connect(
             if mode != "wal":
                 conn.execute("PRAGMA journal_mode = WAL")
             _migrate(conn, p, version)
+            writers.attach(conn, p.resolve())
         elif version < SCHEMA_VERSION:
             conn.close()
             raise LedgerUnusable(
@@ -541,7 +544,29 @@ def write_tx(
         with conn.write(CHAIN_LOCK if lock is None else operation_lock(lock), wait):
             yield cast(sqlite3.Connection, conn)
         return
-    _begin_immediate(conn, wait)
+    queue = writers.queue_of(conn) if not conn.in_transaction else None
+    if queue is None:
+        _begin_immediate(conn, wait)
+    else:
+        # Wait our turn in the writers' queue (woken when it is our go, not polling), then BEGIN IMMEDIATE
+        # within what is left of the same deadline: the whole wait stays bounded by the busy timeout.
+        deadline = time.monotonic() + (BUSY_TIMEOUT_MS / 1000 if wait is None else wait)
+        if not queue.take(deadline):
+            raise ledger_error(sqlite3.OperationalError("database is locked"), queue.ledger)
+        try:
+            _begin_immediate(conn, max(0.0, deadline - time.monotonic()))
+        except BaseException:
+            queue.release()
+            raise
+    try:
+        yield from _transaction(conn)
+    finally:
+        if queue is not None:
+            queue.release()  # after COMMIT or ROLLBACK: the next writer's turn
+
+
+def _transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """The body of write_tx once BEGIN IMMEDIATE is done: yield, then COMMIT, or ROLLBACK on any error."""
     try:
         yield conn
     except sqlite3.DatabaseError as e:

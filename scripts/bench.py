@@ -23,7 +23,7 @@ which is the default); --quick skips them. The whole default run takes about 5.5
 Run-to-run noise on a shared VM is large (fsync latency, CPU steal, other processes): compare a
 figure with its baseline from the same run, not across runs.
 
-    .venv/bin/python scripts/bench.py [--quick | --console] [--fair-lock] [--dir DIR]
+    .venv/bin/python scripts/bench.py [--quick | --console] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -104,7 +104,6 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--quick", action="store_true", help="figures 1-3 only (skip the 1M ledger and console)")
     mode.add_argument("--console", action="store_true",
                       help="also run figures 4-5 (the default, as they take < 5 min); overrides nothing")
-    ap.add_argument("--fair-lock", action="store_true", help="figure 2: also run the writers behind an flock")
     ap.add_argument("--jobs", type=int, default=1_000_000, help="figure 4/5 ledger size (default 1,000,000)")
     ap.add_argument("--tick-jobs", type=int, default=10_000, help="figure 3 submitted jobs (default 10,000)")
     ap.add_argument("--dir", type=Path, default=None, help="folder for temporary files (default: $TMPDIR)")
@@ -134,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # figures 1-3 always run
     add("1", "reserve() vs raw sqlite3", lambda: bench_reserve.run(5000, 5, args.dir))
-    add("2", "16 concurrent writers", lambda: bench_writers.run(16, 300, args.dir, args.fair_lock))
+    add("2", "16 concurrent writers", lambda: bench_writers.run(16, 300, args.dir))
     add("3", "tick poll rate", lambda: bench_tick.run(args.tick_jobs, 200, args.dir))
     add("6", "send window gap", lambda: bench_send_window.run(300))
     add("7", "CLI cold start", lambda: bench_startup.run(15))

@@ -1,0 +1,226 @@
+"""The writers' queue: processes writing one ledger take a ticket and go in turn, then BEGIN IMMEDIATE.
+
+SQLite's busy handler polls: a writer that finds the ledger locked sleeps and tries again, so under
+many writers one of them can lose the race again and again. Here a writer first takes a ticket from
+the sidecar file `<ledger>.writers` (a counter in its first 8 bytes) and, in the same step, locks the
+byte of its ticket's slot; it then waits, in the kernel, for the byte of the ticket before it to be
+let go, and lets its own go after its COMMIT or ROLLBACK. Tickets go in the order they were taken
+and each release wakes only the next writer. The wait is bounded by the caller's deadline (the busy
+timeout), after which the writer gives up as before (LedgerLocked, exit 8).
+
+The locks are Linux open-file-description locks: the OS drops those of a killed process, so the next
+writer goes on. The queue only orders writers; SQLite's own lock still guards the data, so a writer
+that does not queue (an older reclaim, the sqlite3 shell, one whose wait timed out) stays safe, only
+unordered. A sidecar that cannot be made or written (read-only folder, no rights on it) or a system
+without such locks means no queue: the writer goes straight to BEGIN IMMEDIATE. Viewers (read-only
+connections) never touch it.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import functools
+import os
+import sqlite3
+import struct
+import threading
+import time
+from pathlib import Path
+
+SUFFIX = ".writers"
+
+
+def sidecar(ledger: str | Path) -> Path:
+    """The lock file of the ledger at `ledger`: `<ledger>.writers`, beside it."""
+    p = Path(ledger)
+    return p.with_name(p.name + SUFFIX)
+
+
+class QueuedConnection(sqlite3.Connection):
+    """A sqlite3 connection that knows its ledger's writers' queue (None for a viewer)."""
+
+    writers: WriterQueue | None = None
+
+    def close(self) -> None:
+        """Close the connection and its handle on the queue."""
+        if self.writers is not None:
+            self.writers.close()
+        super().close()
+
+
+def attach(conn: sqlite3.Connection, ledger: Path) -> None:
+    """Give a writable connection made with `factory=QueuedConnection` the queue of `ledger` (opened lazily)."""
+    if isinstance(conn, QueuedConnection):
+        conn.writers = WriterQueue(ledger)
+
+
+def queue_of(conn: sqlite3.Connection) -> WriterQueue | None:
+    """The writers' queue of `conn`, or None (a viewer, or a connection not made by ledger.db.connect)."""
+    return getattr(conn, "writers", None)
+
+
+SLOTS = 4096
+"""Ticket slots (bytes 8..8+SLOTS of the sidecar): more than there will ever be writers waiting at once."""
+_COUNTER = 8
+_OFD = hasattr(fcntl, "F_OFD_SETLKW")
+
+
+def _lock(fd: int, kind: int, start: int, wait: bool = False) -> bool:
+    """Lock (F_WRLCK / F_RDLCK) or unlock (F_UNLCK) one range of `fd` for this open file description.
+
+    Without `wait`, False when another holds it; with `wait`, blocks until it is free.
+    """
+    arg = _flock(kind, start)
+    try:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLKW if wait else fcntl.F_OFD_SETLK, arg)
+    except OSError as e:
+        if e.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    return True
+
+
+@functools.lru_cache(maxsize=512)
+def _flock(kind: int, start: int) -> bytes:
+    """The `struct flock` for one lock range (the counter's 8 bytes, or a slot's one byte)."""
+    length = _COUNTER if start == 0 else 1
+    return struct.pack("@hhqqi", kind, os.SEEK_SET, start, length, 0).ljust(32, b"\0")
+
+
+class _Waiter:
+    """One blocking wait for the slot before ours, in a thread, so the caller can stop waiting at its deadline."""
+
+    def __init__(self, fd: int, slot: int) -> None:
+        self.fd, self.slot = fd, slot
+        self.done = threading.Event()
+        self._guard = threading.Lock()
+        self._got = False
+        self._abandoned = False
+        threading.Thread(target=self._run, name="reclaim-writers-queue", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            _lock(self.fd, fcntl.F_RDLCK, self.slot, wait=True)
+            _lock(self.fd, fcntl.F_UNLCK, self.slot)
+        except OSError:
+            pass  # no queue after all: SQLite's lock still orders this writer
+        with self._guard:
+            self._got = not self._abandoned
+        self.done.set()
+
+    def abandon(self) -> bool:
+        """Stop waiting; True when the turn came after all."""
+        with self._guard:
+            self._abandoned = not self._got
+            return self._got
+
+
+class WriterQueue:
+    """The queue of one connection: its own open file on the sidecar, so every connection waits its turn."""
+
+    def __init__(self, ledger: Path) -> None:
+        self.ledger = ledger
+        self.path = sidecar(ledger)
+        self._fd: int | None = None
+        self._usable = _OFD
+        self._held: int | None = None  # the slot this writer holds while it writes
+
+    def _open(self) -> int | None:
+        if self._fd is None and self._usable:
+            try:
+                self._fd = _open_sidecar(self.path, self.ledger)
+            except OSError:
+                self._usable = False  # read-only folder, no rights: write unqueued, as before
+        return self._fd
+
+    def take(self, deadline: float) -> bool:
+        """Wait for this writer's turn until `deadline` (a time.monotonic() value); False when it passed.
+
+        True means the turn is held (or there is no usable queue): call `release` after COMMIT or ROLLBACK.
+        """
+        fd = self._open()
+        if fd is None:
+            return True
+        try:
+            mine = self._ticket(fd, deadline)
+            if mine is None:
+                return False
+            self._held = mine
+            before = _COUNTER + (mine - _COUNTER - 1) % SLOTS
+            if _lock(fd, fcntl.F_RDLCK, before):
+                _lock(fd, fcntl.F_UNLCK, before)
+                return True
+        except OSError:
+            self._usable = False  # e.g. no such locks on this filesystem: unqueued from now on
+            self.release()
+            return True
+        waiter = _Waiter(fd, before)
+        waiter.done.wait(max(0.0, deadline - time.monotonic()))
+        if waiter.abandon():
+            return True
+        self.release()  # the writers behind this one must not wait for it
+        return False
+
+    def _ticket(self, fd: int, deadline: float) -> int | None:
+        """Take the next ticket and lock its slot, in one step under the counter's lock; the slot's offset."""
+        pause = 0.00005
+        while not _lock(fd, fcntl.F_WRLCK, 0):  # held for a few system calls only
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.002)
+        try:
+            raw = os.pread(fd, _COUNTER, 0)
+            ticket = int.from_bytes(raw, "little") if len(raw) == _COUNTER else 0
+            os.pwrite(fd, ((ticket + 1) % 2**63).to_bytes(_COUNTER, "little"), 0)
+            slot = _COUNTER + ticket % SLOTS
+            if not _lock(fd, fcntl.F_WRLCK, slot):
+                raise OSError(errno.EBUSY, "ticket slot still held")  # SLOTS writers waiting: go unqueued
+            return slot
+        finally:
+            _lock(fd, fcntl.F_UNLCK, 0)
+
+    def release(self) -> None:
+        """Let the next writer go (no-op when the turn is not held)."""
+        slot, self._held = self._held, None
+        if slot is not None and self._fd is not None:
+            _lock(self._fd, fcntl.F_UNLCK, slot)
+
+    def close(self) -> None:
+        """Release and close the sidecar."""
+        self.release()
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except OSError:
+            pass
+
+
+def _open_sidecar(path: Path, ledger: Path) -> int:
+    """Open (making it when missing) the sidecar for reading and writing, with the ledger's permissions.
+
+    Made with the ledger's permission bits (whatever the umask) and, when made by root, given the ledger's
+    owner, as SQLite does with its -wal and -shm files, so every user who can write the ledger can queue.
+    """
+    flags = os.O_RDWR | os.O_CLOEXEC
+    try:
+        return os.open(path, flags)
+    except FileNotFoundError:
+        pass
+    st = os.stat(ledger)
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, st.st_mode & 0o666)
+    except FileExistsError:
+        return os.open(path, flags)
+    try:
+        os.fchmod(fd, st.st_mode & 0o666)
+        if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (0, 0):
+            os.fchown(fd, st.st_uid, st.st_gid)
+    except OSError:
+        pass
+    return fd

@@ -1,0 +1,200 @@
+"""The writers' queue (ledger/writers.py): writers of one ledger go in the order they came, a killed
+holder lets the next one go, a wait stays bounded by the busy timeout (exit 8), and a sidecar that
+cannot be used only means writing unqueued, as before."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger import writers
+from ledger.db import connect, write_tx
+from ledger.errors import LedgerLocked
+
+OP = "article.generate"
+GOOD_PAYLOAD = '{"input": "hello"}'
+
+
+def tickets(ledger: Path) -> int:
+    """How many tickets the queue of `ledger` has handed out (the sidecar's counter)."""
+    raw = writers.sidecar(ledger).read_bytes()[:8]
+    return int.from_bytes(raw, "little") if len(raw) == 8 else 0
+
+
+def note(conn: sqlite3.Connection, name: str) -> None:
+    """One small write, in the ledger's own table for saved views (no config needed)."""
+    conn.execute(
+        "INSERT INTO saved_views (operator, name, grp, filter, created_at) VALUES ('t', ?, 'held', '', 0)", (name,)
+    )
+
+
+def written(ledger: Path) -> list[str]:
+    """The names `note` wrote, in commit order."""
+    c = connect(ledger, readonly=True)
+    try:
+        return [r[0] for r in c.execute("SELECT name FROM saved_views ORDER BY rowid")]
+    finally:
+        c.close()
+
+
+def test_writers_go_in_the_order_they_came(ledger_path: Path, wait_for: Callable[..., Any]) -> None:
+    holder = connect(ledger_path)
+    hold = write_tx(holder)
+    hold.__enter__()
+    first = tickets(ledger_path)
+    done: list[str] = []
+    errors: list[BaseException] = []
+
+    def writer(name: str) -> None:
+        c = connect(ledger_path)
+        try:
+            with write_tx(c, wait=60):
+                note(c, name)
+            done.append(name)
+        except BaseException as e:  # reported below, not lost in the thread
+            errors.append(e)
+        finally:
+            c.close()
+
+    threads = []
+    for i, name in enumerate(["w1", "w2", "w3", "w4"]):
+        t = threading.Thread(target=writer, args=(name,))
+        t.start()
+        threads.append(t)
+        # The next writer starts only once this one holds its ticket, so the order they came is known.
+        wait_for(lambda i=i: tickets(ledger_path) == first + i + 1, timeout=30, what=f"{name} queued")
+    note(holder, "holder")
+    hold.__exit__(None, None, None)
+    for t in threads:
+        t.join(timeout=60)
+    holder.close()
+    assert not errors, errors
+    assert written(ledger_path) == ["holder", "w1", "w2", "w3", "w4"]
+
+
+def test_a_killed_holder_lets_the_next_writer_go(ledger_path: Path, wait_for: Callable[..., Any]) -> None:
+    code = (
+        "import sys\n"
+        "from ledger.db import connect, write_tx\n"
+        f"c = connect({str(ledger_path)!r})\n"
+        "with write_tx(c):\n"
+        "    print('held', flush=True)\n"
+        "    sys.stdin.read()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env=env)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "held"
+        queued = tickets(ledger_path)
+        result: list[BaseException | None] = []
+
+        def waiter() -> None:
+            c = connect(ledger_path)
+            try:
+                with write_tx(c, wait=60):
+                    note(c, "after the kill")
+                result.append(None)
+            except BaseException as e:
+                result.append(e)
+            finally:
+                c.close()
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        wait_for(lambda: tickets(ledger_path) == queued + 1, timeout=30, what="the waiter queued")
+        assert not result, "the waiter went on while the holder was alive"
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+        t.join(timeout=60)
+        assert result == [None]
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=30)
+    assert written(ledger_path) == ["after the kill"]
+
+
+def test_a_wait_in_the_queue_ends_at_its_deadline(
+    ledger_path: Path, fingerprint: Callable[[Path], str],
+) -> None:
+    holder = connect(ledger_path)
+    hold = write_tx(holder)
+    hold.__enter__()
+    before = fingerprint(ledger_path)
+    late = connect(ledger_path)
+    try:
+        with pytest.raises(LedgerLocked, match="locked by another process"):
+            with write_tx(late, wait=0.2):
+                note(late, "never")
+        # The writer that gave up left the queue: the one behind it is not held up by it.
+        with pytest.raises(LedgerLocked):
+            with write_tx(late, wait=0.2):
+                note(late, "never either")
+        assert fingerprint(ledger_path) == before
+    finally:
+        hold.__exit__(None, None, None)
+        holder.close()
+    with write_tx(late, wait=5):
+        note(late, "now")
+    late.close()
+    assert written(ledger_path) == ["now"]
+
+
+def test_a_queued_holder_makes_the_cli_exit_8_after_the_busy_timeout(
+    ledger_path: Path, config_path: Path, run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
+) -> None:
+    holder = connect(ledger_path)
+    hold = write_tx(holder)
+    hold.__enter__()
+    before = fingerprint(ledger_path)
+    try:
+        r = run_cli("submit", OP, "--payload", GOOD_PAYLOAD, "--job-id", "queued-1", timeout=60)
+    finally:
+        hold.__exit__(None, None, None)
+        holder.close()
+    assert r.rc == 8, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "locked" in lines[0] and str(ledger_path) in lines[0], r.stderr
+    assert fingerprint(ledger_path) == before
+
+
+def test_viewers_never_make_the_sidecar(ledger_path: Path) -> None:
+    c = connect(ledger_path, readonly=True)
+    c.execute("SELECT COUNT(*) FROM jobs").fetchone()
+    c.close()
+    assert not writers.sidecar(ledger_path).exists()
+
+
+def test_the_sidecar_has_the_ledgers_permissions(ledger_path: Path) -> None:
+    ledger_path.chmod(0o640)
+    old = os.umask(0o077)
+    try:
+        c = connect(ledger_path)
+        with write_tx(c):
+            note(c, "x")
+        c.close()
+    finally:
+        os.umask(old)
+    side = writers.sidecar(ledger_path)
+    assert stat.S_IMODE(side.stat().st_mode) == 0o640
+    assert side.stat().st_uid == ledger_path.stat().st_uid
+
+
+def test_an_unusable_sidecar_means_writing_unqueued(ledger_path: Path) -> None:
+    writers.sidecar(ledger_path).mkdir()  # cannot be opened as a file: no queue, writes go on as before
+    c = connect(ledger_path)
+    with write_tx(c):
+        note(c, "unqueued")
+    c.close()
+    assert written(ledger_path) == ["unqueued"]
