@@ -16,7 +16,7 @@ from textual.widgets import Input
 
 from console.sanitize import clean, safe_text
 from console.screens.confirm import ConfirmScreen
-from console.screens.form import FormScreen
+from console.screens.form import FormScreen, field
 from ledger import triage
 from ledger.actions import ACTIONS
 from ledger.clock import iso, parse_due
@@ -78,11 +78,12 @@ class BulkAssignScreen(FormScreen):
                               "is written."))
 
     def fields(self) -> ComposeResult:
-        yield Input(placeholder="owner (who sees these through)", id="form-owner", compact=True, max_length=200)
-        yield Input(placeholder="due: 2h, 30m, 2d, tomorrow 09:00 or an ISO time", id="form-due", compact=True,
-                    max_length=100)
-        yield Input(placeholder="reason (recorded with each assign; Enter counts the jobs)", id="form-reason",
-                    compact=True, max_length=500)
+        yield field("owner", Input(placeholder="who sees these through", id="form-owner", compact=True,
+                                   max_length=200))
+        yield field("due", Input(placeholder="2h, 30m, 2d, tomorrow 09:00 or an ISO time", id="form-due",
+                                 compact=True, max_length=100))
+        yield field("reason", Input(placeholder="recorded with each assign (Enter counts the jobs)", id="form-reason",
+                                    compact=True, max_length=500))
 
     def given(self) -> dict[str, str]:
         """What the operator typed, by the action table's field names."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
@@ -18,6 +18,11 @@ from console.screens.confirm import ConfirmScreen
 
 if TYPE_CHECKING:
     from console.app import ReclaimApp
+
+
+def field(label: str, widget: Input) -> Horizontal:
+    """One labelled field: the label stays when the placeholder gives way to what is typed."""
+    return Horizontal(Label(label, classes="form-label"), widget, classes="form-field")
 
 
 class FormScreen(ModalScreen[str | None]):

@@ -295,8 +295,8 @@ class JobListScreen(ReclaimScreen):
         self.post_message(self.ViewsRead(views))
 
     def on_job_list_screen_views_read(self, message: ViewsRead) -> None:
+        key = self.reclaim.key_label(JOBS_BY_ID["jobs.save_view"])
         if not message.views:
-            key = self.reclaim.key_label(JOBS_BY_ID["jobs.save_view"])
             self.feedback(f"{self.reclaim.operator} has no saved views yet — {key} saves this group and filter as one")
             return
 
@@ -306,7 +306,7 @@ class JobListScreen(ReclaimScreen):
                                           Text.assemble("saved view ", (clean(view.name, 80), "bold"), ": ",
                                                         view_words(view.group, view.filter)))
 
-        self.app.push_screen(PickViewScreen(self.reclaim.operator, message.views), picked)
+        self.app.push_screen(PickViewScreen(self.reclaim.operator, message.views, key), picked)
 
     def action_save_view(self) -> None:
         """Ask for a name, then save this group and filter as one of the operator's views."""

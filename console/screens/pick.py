@@ -66,11 +66,11 @@ class PickJobScreen(PickScreen[JobKey]):
 class PickViewScreen(PickScreen[SavedView]):
     """An operator's saved views, each with its group and filter; Enter shows the highlighted one in the job list."""
 
-    def __init__(self, operator: str, views: list[SavedView]) -> None:
+    def __init__(self, operator: str, views: list[SavedView], save_key: str = "W") -> None:
         self.views = views
         super().__init__(
             Text.assemble(("Saved views of ", "bold"), safe_text(operator, 60, style="bold"),
-                          f" — {len(views)}; Enter shows one, Esc cancels"),
+                          f" — Enter shows one · Esc cancels · {save_key} saves one"),
             [(Text.assemble(safe_text(v.name, 40, style="bold"), "  ", (v.group, "bold"), "  ",
                             safe_text(v.filter or "(no filter)", 120)), v) for v in views],
         )

@@ -9,7 +9,7 @@ from textual.message import Message
 from textual.widgets import Input
 
 from console.sanitize import safe_text
-from console.screens.form import FormScreen
+from console.screens.form import FormScreen, field
 from ledger.errors import LedgerError
 from ledger.views import SavedView, save_view
 
@@ -44,8 +44,8 @@ class SaveViewScreen(FormScreen):
                                        " under a name; w lists your views. The same name replaces it."))
 
     def fields(self) -> ComposeResult:
-        yield Input(placeholder="view name, e.g. my held articles (Enter saves)", id="form-name", compact=True,
-                    max_length=200)
+        yield field("name", Input(placeholder="e.g. my held articles (Enter saves)", id="form-name", compact=True,
+                                  max_length=200))
 
     @on(Input.Submitted, "#form-name")
     def _submitted(self, event: Input.Submitted) -> None:
