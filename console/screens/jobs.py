@@ -19,7 +19,7 @@ from textual.timer import Timer
 from textual.widgets import Input, Label
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from console.bindings import GROUP_ORDER, JOBS
+from console.bindings import APP, GROUP_ORDER, JOBS
 from console.live import PAGE_SIZE, JobPage, PageRequest, Pulse, load_page
 from console.sanitize import clean
 from console.screens.base import ReclaimScreen, job_left_text
@@ -39,6 +39,7 @@ from ledger.model import Job
 from ledger.views import SavedView, list_views
 
 JOBS_BY_ID = {b.id: b for b in JOBS}
+HELD_KEY = next(b for b in APP if b.id == "app.group.held")
 SHOW_WAIT_S = 0.25
 """How long a switch from another screen waits for the page before showing the job list without it."""
 
@@ -158,6 +159,8 @@ class JobListScreen(ReclaimScreen):
             self._show_info(Text.assemble(("filter refused: ", "bold red"), page.error))
             self.loaded = True
             self.refresh_bindings()
+            if self._show_over is not None:
+                self._show_now(True)
             return
         if self._refused:
             self._refused = False
@@ -249,7 +252,8 @@ class JobListScreen(ReclaimScreen):
         if app.source.read_only:
             return "the console is read-only (--read-only)"
         if self.group != "held":
-            return f"bulk assign acts on held jobs; this list shows {self.group} jobs (5 shows the held jobs)"
+            held = self.reclaim.key_label(HELD_KEY)
+            return f"bulk assign acts on held jobs; this list shows {self.group} jobs ({held} shows the held jobs)"
         if self.page is not None and self.page.error and self.page.filter_text == self.filter_text:
             return f"the filter is refused: {self.page.error}"
         return None

@@ -307,3 +307,20 @@ async def test_bulk_assign_says_why_when_the_list_is_not_the_held_jobs(demo: Dem
         await pilot.press("b")
         await wait_until(pilot, lambda: "bulk assign acts on held jobs" in screen.feedback_text, what="the reason")
         assert isinstance(app, ReclaimApp) and app.screen is screen
+
+
+async def test_bulk_assign_with_a_due_time_it_cannot_read_says_why_and_changes_nothing(demo: Demo) -> None:
+    before = dump(demo.ledger)
+    app = make_app(demo.ledger, demo.config, "alice", clock=demo.clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await job_list(pilot)
+        form = await open_bulk(pilot, screen, "op:article.*")
+        await pilot.press(*"erin", "tab", *"soonish", "tab", *"night shift", "enter")
+        await wait_until(pilot, lambda: "bulk assign refused: due" in form.message, what="the due time refused")
+        assert "'soonish'" in form.message and "nothing was changed" in form.message
+        assert app.screen is form  # the form stays open to be corrected
+        await pilot.press("escape")  # typed text: asks first; y discards
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the discard question")
+        await pilot.press("y")
+        await wait_until(pilot, lambda: app.screen is screen, what="back in the list")
+    assert dump(demo.ledger) == before
