@@ -70,7 +70,6 @@ class BulkAssignScreen(FormScreen):
 
     def __init__(self, filter_text: str) -> None:
         self.filter_text = filter_text
-        self.busy = False
         matching = Text.assemble("matching ", safe_text(filter_text, 200, style="bold")) if filter_text.strip() \
             else Text("(no filter: every held job)")
         super().__init__(Text.assemble(("Bulk assign held jobs ", "bold"), matching),

@@ -34,6 +34,10 @@ class FormScreen(ModalScreen[str | None]):
         super().__init__()
         self.title_text = title
         self.about = about
+        self.message = ""
+        """What the form says now (tests read it)."""
+        self.busy = False
+        """A ledger read or write of this form is under way (Esc waits for it)."""
 
     @property
     def reclaim(self) -> ReclaimApp:
@@ -63,15 +67,15 @@ class FormScreen(ModalScreen[str | None]):
         line.update(text if isinstance(text, Text) else Text(text))
         self.message = text.plain if isinstance(text, Text) else text
 
-    message: str = ""
-    """What the form says now (tests read it)."""
-
     def typed(self) -> list[tuple[str, str]]:
         """What the operator typed here and would lose by closing, as (field, text) pairs."""
         return [(w.id.removeprefix("form-"), w.value) for w in self.query(Input) if w.id and w.value.strip()]
 
     def action_cancel(self) -> None:
-        """Close without doing anything; with typed text, ask first."""
+        """Close without doing anything; with typed text, ask first. Not while the ledger is being written."""
+        if self.busy:
+            self.say("the ledger is being read or written; this form closes when that is done", error=True)
+            return
         typed = self.typed()
         if not typed:
             self.dismiss(None)

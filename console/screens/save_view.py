@@ -54,6 +54,9 @@ class SaveViewScreen(FormScreen):
         if not name:
             self.say("type a name for the view first", error=True)
             return
+        if self.busy:
+            return
+        self.busy = True
         self.say(Text.assemble("saving ", safe_text(name, 80, style="bold"), "…"))
         self.save(name)
 
@@ -77,4 +80,5 @@ class SaveViewScreen(FormScreen):
         self.dismiss(f"saved view {v.name}: {v.group}" + (f" · {v.filter}" if v.filter else ""))
 
     def on_save_view_screen_failed(self, message: Failed) -> None:
+        self.busy = False
         self.say(Text.assemble(("not saved: ", "bold"), safe_text(message.reason, 300)), error=True)
