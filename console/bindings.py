@@ -42,6 +42,9 @@ JOBS: list[Binding] = [
     Binding("t", "triage", "Triage", id="jobs.triage"),
     Binding("slash", "filter", "Filter", id="jobs.filter"),
     Binding("s", "toggle_sort", "Sort by age", id="jobs.sort"),
+    Binding("w", "views", "Views", id="jobs.views"),
+    Binding("W", "save_view", "Save view", id="jobs.save_view", show=False),
+    Binding("b", "bulk_assign", "Bulk assign", id="jobs.bulk_assign"),
     Binding("right_square_bracket", "next_page", "Next page", id="jobs.next_page"),
     Binding("left_square_bracket", "prev_page", "Prev page", id="jobs.prev_page"),
     Binding("escape", "back", "Back", id="jobs.back"),
@@ -99,6 +102,10 @@ PICK: list[Binding] = [
     Binding("escape", "cancel", "Cancel", id="pick.cancel"),
 ]
 
+FORM: list[Binding] = [
+    Binding("escape", "cancel", "Cancel", id="form.cancel"),
+]
+
 HELP: list[Binding] = [
     Binding("escape,question_mark,q", "close", "Close", id="help.close"),
 ]
@@ -114,7 +121,8 @@ SCOPES: dict[str, list[Binding]] = {
     "Orphan evidence": EVIDENCE,
     "Confirmation": CONFIRM,
     "Command line": COMMAND,
-    "Choose a job": PICK,
+    "Choose a job or view": PICK,
+    "Save view / bulk assign": FORM,
     "Help": HELP,
 }
 

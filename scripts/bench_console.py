@@ -13,7 +13,8 @@ resource.getrusage where /proc is missing) belongs to that measurement alone. Ea
                 rows (while the overview is still drawing its first frame), and the clock stops once
                 `pilot.press` returns and the page is there: `pilot.press` waits for two 20 ms slices in
                 which the process is idle, so even a key bound to nothing measures ~105-130 ms this way.
-                Also reported: "frame", the time until the first frame drawn with the page on screen.
+                Also reported: "frame", the time until the first frame drawn with the page on screen (the
+                screen's first refresh once the page is in the table: public `Widget.call_after_refresh`).
   settled switch  the same from an overview that has finished drawing (back to it, a pause, then the
                 reserving group's key): pilot.press figure and frame figure.
   memory        peak RSS of the child after the first paint and the switch.
@@ -124,23 +125,16 @@ def child_console(ledger: str, config_path: str, mode: str, commits: int) -> Non
             else:
                 await live(pilot)
 
-    frames: list[float] = []  # when a frame was drawn while `showing` held
-
-    def watch_frames(showing: Any) -> None:
-        """Note the time of every frame the app draws while `showing()` is true (the headless driver draws
-        nothing, but App._display is still called once per frame)."""
-        frames.clear()
-        display = type(app)._display
-
-        def _display(screen: Any, renderable: Any) -> None:
-            try:
-                if showing():
-                    frames.append(time.monotonic())
-            except Exception:
-                pass
-            display(app, screen, renderable)
-
-        app._display = _display  # type: ignore[method-assign]
+    async def frame_after(shown: Any) -> float | None:
+        """When the first frame with the page was drawn: as soon as `shown()` holds (the page is in the table),
+        ask the screen to call back after its next refresh (public `Widget.call_after_refresh`: it runs once the
+        screen has composited and displayed its dirty widgets, or at once when nothing is left to draw)."""
+        drawn: list[float] = []
+        if await _wait_until(shown) is None:
+            return None
+        app.screen.call_after_refresh(lambda: drawn.append(time.monotonic()))
+        await _wait_until(lambda: bool(drawn), timeout=5.0)
+        return drawn[0] if drawn else None
 
     async def switch_to(pilot: Any, group: str, kind: str) -> None:
         key = _group_key(group)
@@ -149,18 +143,19 @@ def child_console(ledger: str, config_path: str, mode: str, commits: int) -> Non
             page = getattr(app.screen, "page", None)
             return _rows(app.screen, "#jobs-table") > 0 and (page is None or page.group == group)
 
-        watch_frames(shown)
         t0 = time.monotonic()
+        frame = asyncio.ensure_future(frame_after(shown))  # watches while the key is handled
         if key is not None:
             await pilot.press(key)
         else:
             await app.run_action(f"group('{group}')")
         done = await _wait_until(shown)
         if done is None:
+            frame.cancel()
             _emit(kind=kind, error=f"#jobs-table did not show the {group} group within {WAIT_S:.0f} s")
             return
-        await _wait_until(lambda: bool(frames), timeout=5.0)
-        _emit(kind=kind, seconds=done - t0, frame_seconds=(frames[0] - t0) if frames else None,
+        drawn = await frame
+        _emit(kind=kind, seconds=done - t0, frame_seconds=(drawn - t0) if drawn is not None else None,
               rss_mb=_rss_mb(), via=f"key {key}" if key else "action")
 
     async def switch(pilot: Any) -> None:
@@ -431,7 +426,7 @@ def run(ledger: Path | None = None, config: Path | None = None, n: int = 1_000_0
             else _fmt_s(settled, con_info["killed"], WAIT_S),
             "baseline": _fmt_s(settled, con_info["killed"], WAIT_S) + " until pilot.press returns",
             "ratio": None,
-            "note": "frame = first frame drawn with the page (App._display)",
+            "note": "frame = the screen's first refresh with the page (Widget.call_after_refresh)",
         })
         con_mb = max((r.get("rss_mb") or 0 for r in con.values()), default=0) or None
         nai_mb = max((r.get("rss_mb") or 0 for r in nai.values()), default=0) or nai_info["hwm_mb"]

@@ -1,4 +1,9 @@
-"""A group's jobs, one page at a time from the ledger, sortable by age and filtered by typing."""
+"""A group's jobs, one page at a time from the ledger, sortable by age and filtered by typing.
+
+`w` shows one of the operator's saved views, `W` saves the group and filter as one, `b` bulk-assigns the held jobs
+the filter matches (count first, then a confirmation). A filter the ledger refuses (an unknown key) is said on the
+feedback line and leaves the list as it was.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +19,15 @@ from textual.timer import Timer
 from textual.widgets import Input, Label
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from console.bindings import GROUP_ORDER, JOBS
+from console.bindings import APP, GROUP_ORDER, JOBS
 from console.live import PAGE_SIZE, JobPage, PageRequest, Pulse, load_page
 from console.sanitize import clean
 from console.screens.base import ReclaimScreen, job_left_text
+from console.screens.bulk_assign import ACTION as BULK_ASSIGN
+from console.screens.bulk_assign import BulkAssignScreen
 from console.screens.job import TRIAGE_STATES
+from console.screens.pick import PickViewScreen
+from console.screens.save_view import SaveViewScreen, view_words
 from console.widgets.feedback_line import FeedbackLine
 from console.widgets.filter_bar import FilterBar
 from console.widgets.group_counts import GroupCounts
@@ -27,7 +36,10 @@ from console.widgets.job_table import JobTable
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
 from ledger.model import Job
+from ledger.views import SavedView, list_views
 
+JOBS_BY_ID = {b.id: b for b in JOBS}
+HELD_KEY = next(b for b in APP if b.id == "app.group.held")
 SHOW_WAIT_S = 0.25
 """How long a switch from another screen waits for the page before showing the job list without it."""
 
@@ -50,6 +62,13 @@ class JobListScreen(ReclaimScreen):
             self.page = page
             super().__init__()
 
+    class ViewsRead(Message):
+        """The operator's saved views, for the picker."""
+
+        def __init__(self, views: list[SavedView]) -> None:
+            self.views = views
+            super().__init__()
+
     def __init__(self, page_size: int = PAGE_SIZE) -> None:
         super().__init__()
         self.page: JobPage | None = None
@@ -59,6 +78,7 @@ class JobListScreen(ReclaimScreen):
         self._show_over: Screen[Any] | None = None  # open_group(): show this screen over that one once loaded
         self._show_timer: Timer | None = None
         self._fresh = False
+        self._refused = False  # the feedback line says the filter was refused
 
     def compose(self) -> ComposeResult:
         yield LedgerHeader()
@@ -131,6 +151,20 @@ class JobListScreen(ReclaimScreen):
             return  # an older request; a newer one is on its way
         if not self.is_mounted:
             return  # read before the screen was first shown; its resume reads again
+        if page.error:  # the filter was refused: say why, and leave the rows shown as they were
+            self.page = page
+            self._refused = True
+            self.feedback(Text.assemble(("filter refused: ", "bold"), page.error, " — the list is unchanged"),
+                          error=True)
+            self._show_info(Text.assemble(("filter refused: ", "bold red"), page.error))
+            self.loaded = True
+            self.refresh_bindings()
+            if self._show_over is not None:
+                self._show_now(True)
+            return
+        if self._refused:
+            self._refused = False
+            self.feedback("")
         shown = self.page
         same = shown is not None and (shown.group, shown.offset, shown.oldest_first, shown.filter_text) == (
             page.group, page.offset, page.oldest_first, page.filter_text)
@@ -150,16 +184,17 @@ class JobListScreen(ReclaimScreen):
         info = Text.assemble((page.group, "bold"), f" · {span} · {order}{more}{prev}")
         if page.filter_text:
             info.append(" · filtered", style="bold")
-        if page.error:  # the filter was refused: say why (literal text; the key it names is letters and digits)
-            info = Text.assemble(("filter refused: ", "bold red"), page.error)
-        if info != self._info:
-            self._info = info
-            self.query_one("#jobs-info", Label).update(info)
+        self._show_info(info)
         self.loaded = True
         self.refresh_bindings()  # `t` depends on the job at the cursor
         if self._show_over is not None:
             # Shown after the table has taken the rows in (its size settles on idle), so one paint has them.
             self.query_one(JobTable).call_next(self._show_now, True)
+
+    def _show_info(self, info: Text) -> None:
+        if info != self._info:
+            self._info = info
+            self.query_one("#jobs-info", Label).update(info)
 
     @on(Input.Changed, "#jobs-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -195,6 +230,8 @@ class JobListScreen(ReclaimScreen):
         if action == "triage":
             job = self._job_at_cursor()
             return True if job is not None and job.state in TRIAGE_STATES else None
+        if action == "bulk_assign":
+            return True if self._bulk_refusal() is None else None
         return True
 
     def disabled_reason(self, action: str, params: tuple[object, ...]) -> str:
@@ -203,7 +240,23 @@ class JobListScreen(ReclaimScreen):
             if job is None:
                 return "no job at the cursor"
             return f"{clean(job.job_id, 80)} is {job.state}; only held or failed jobs are triaged"
+        if action == "bulk_assign":
+            return self._bulk_refusal() or "not available here"
         return super().disabled_reason(action, params)
+
+    def _bulk_refusal(self) -> str | None:
+        """Why `b` may not open the bulk assign now (the action table's role, the group, the filter), or None."""
+        app = self.reclaim
+        if BULK_ASSIGN.role not in app.config.roles_of(app.operator):
+            return BULK_ASSIGN.role_refusal(app.operator)
+        if app.source.read_only:
+            return "the console is read-only (--read-only)"
+        if self.group != "held":
+            held = self.reclaim.key_label(HELD_KEY)
+            return f"bulk assign acts on held jobs; this list shows {self.group} jobs ({held} shows the held jobs)"
+        if self.page is not None and self.page.error and self.page.filter_text == self.filter_text:
+            return f"the filter is refused: {self.page.error}"
+        return None
 
     def _job_at_cursor(self) -> Job | None:
         tables = self.query(JobTable)
@@ -231,6 +284,51 @@ class JobListScreen(ReclaimScreen):
     def action_prev_page(self) -> None:
         """Show the previous page."""
         self.offset = max(self.offset - self.page_size, 0)
+
+    # -- saved views and bulk assign ----------------------------------------------------------------------------
+    def action_views(self) -> None:
+        """Read the operator's saved views, then offer them in a picker."""
+        self.read_views()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="jobs-views")
+    def read_views(self) -> None:
+        """The operator's saved views, read off the UI thread."""
+        app = self.reclaim
+        with app.source.reading() as conn:
+            views = list_views(conn, app.operator)
+        self.post_message(self.ViewsRead(views))
+
+    def on_job_list_screen_views_read(self, message: ViewsRead) -> None:
+        key = self.reclaim.key_label(JOBS_BY_ID["jobs.save_view"])
+        if not message.views:
+            self.feedback(f"{self.reclaim.operator} has no saved views yet — {key} saves this group and filter as one")
+            return
+
+        def picked(view: SavedView | None) -> None:
+            if view is not None:
+                self.reclaim.show_listing(view.group, view.filter,
+                                          Text.assemble("saved view ", (clean(view.name, 80), "bold"), ": ",
+                                                        view_words(view.group, view.filter)))
+
+        self.app.push_screen(PickViewScreen(self.reclaim.operator, message.views, key), picked)
+
+    def action_save_view(self) -> None:
+        """Ask for a name, then save this group and filter as one of the operator's views."""
+        self.app.push_screen(SaveViewScreen(self.group, self.filter_text), self._form_done)
+
+    def action_bulk_assign(self) -> None:
+        """Open the bulk assign for the held jobs the filter matches (a count preview comes first)."""
+        refusal = self._bulk_refusal()
+        if refusal is not None:
+            self.feedback(Text.assemble(("bulk assign not available: ", "bold"), refusal), error=True)
+            return
+        self.app.push_screen(BulkAssignScreen(self.filter_text), self._form_done)
+
+    def _form_done(self, said: str | None) -> None:
+        if said:
+            self.feedback(Text(clean(said, 400)))
+            self.reclaim.wake_follower()
+            self.reload(again=True)
 
     def set_filter(self, filter_text: str) -> None:
         """Type `filter_text` into the filter (a command or a saved view chose it); its page is read again."""
