@@ -11,7 +11,7 @@ can show a disabled action and why, and the CLI's `--dry-run` can say what would
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -443,11 +443,12 @@ class BulkAssigned:
 
 def bulk_assign(
     conn: sqlite3.Connection, config: Config, flt: JobFilter | None, owner: str, due_at: float, *, actor: str,
-    clock: Clock, reason: str, apply: bool,
+    clock: Clock, reason: str, apply: bool, only: Collection[JobKey] | None = None,
 ) -> BulkAssigned:
     """Give every held job `flt` matches this owner and due time (each its own assign, with its event); with
-    `apply=False` only count them. The input and the role are checked first, for a count too (BadInput,
-    Refused); never anything but an assign."""
+    `apply=False` only count them. With `only` (the keys a preview showed), a job that started to match after
+    the preview is left alone, and one that stopped matching is not assigned either. The input and the role
+    are checked first, for a count too (BadInput, Refused); never anything but an assign."""
     check_input("bulk-assign", {"reason": reason, "owner": owner, "due": due_at})
     spec = action_spec("bulk-assign")
     if spec.role not in config.roles_of(actor):
@@ -458,6 +459,9 @@ def bulk_assign(
         keys += [j.key for j in page]
         if len(page) < 500:
             break
+    if only is not None:
+        previewed = set(only)
+        keys = [k for k in keys if k in previewed]
     if apply:
         for key in keys:
             assign(conn, config, key, owner, due_at, actor=actor, clock=clock, reason=reason)

@@ -21,6 +21,7 @@ from ledger import triage
 from ledger.actions import ACTIONS
 from ledger.clock import iso, parse_due
 from ledger.errors import LedgerError
+from ledger.model import JobKey
 from ledger.queries import JobFilter
 
 ACTION = ACTIONS["bulk-assign"]
@@ -46,8 +47,9 @@ class BulkAssignScreen(FormScreen):
     class Counted(Message):
         """The count preview: which jobs would be assigned, for the given input (nothing written)."""
 
-        def __init__(self, count: int, due_at: float, given: dict[str, str]) -> None:
-            self.count = count
+        def __init__(self, keys: list[JobKey], due_at: float, given: dict[str, str]) -> None:
+            self.keys = keys
+            self.count = len(keys)
             self.due_at = due_at
             self.given = given
             super().__init__()
@@ -117,7 +119,7 @@ class BulkAssignScreen(FormScreen):
         except Exception as e:  # refused or bad input: said in the form; nothing was written
             self.post_message(self.Failed(_why(e)))
             return
-        self.post_message(self.Counted(len(done.matched), due_at, given))
+        self.post_message(self.Counted(done.matched, due_at, given))
 
     def on_bulk_assign_screen_counted(self, message: Counted) -> None:
         given = message.given
@@ -132,7 +134,7 @@ class BulkAssignScreen(FormScreen):
         def decided(confirmed: bool | None) -> None:
             if confirmed and refusal is None:
                 self.say(Text.assemble(("assigning: ", "bold"), words, "…"))
-                self.apply(given, message.due_at, message.count)
+                self.apply(given, message.due_at, message.keys)
             else:
                 self.busy = False
                 self.say(Text.assemble(("bulk assign: ", "bold"), "cancelled — nothing was changed"))
@@ -145,23 +147,26 @@ class BulkAssignScreen(FormScreen):
         )
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="bulk-assign")
-    def apply(self, given: dict[str, str], due_at: float, previewed: int) -> None:
-        """Assign every held job the filter matches (each its own assign event), as this operator."""
+    def apply(self, given: dict[str, str], due_at: float, previewed: list[JobKey]) -> None:
+        """Assign the previewed jobs that the filter still matches (each its own assign event), as this operator;
+        a job that started to match after the preview is not touched."""
         app = self.reclaim
         try:
             flt = JobFilter.parse(self.filter_text, me=app.operator) if self.filter_text.strip() else None
             with app.source.writing() as conn:
                 done = triage.bulk_assign(conn, app.config, flt, given["owner"], due_at, actor=app.operator,
-                                          clock=app.clock, reason=given["reason"], apply=True)
+                                          clock=app.clock, reason=given["reason"], apply=True,
+                                          only=previewed)
         except Exception as e:  # each assign is its own transaction: what was refused wrote nothing
             self.post_message(self.Failed(_why(e)))
             return
-        self.post_message(self.Assigned(done.assigned, previewed, given))
+        self.post_message(self.Assigned(done.assigned, len(previewed), given))
 
     def on_bulk_assign_screen_assigned(self, message: Assigned) -> None:
         said = f"bulk assign: assigned {message.assigned} held jobs to {clean(message.given['owner'], 80)}"
         if message.assigned != message.previewed:
-            said += f" (the preview counted {message.previewed}; the ledger changed in between)"
+            said += (f" (the preview counted {message.previewed}; the others left the held list in between; "
+                     "jobs held since the preview were not touched)")
         self.dismiss(said)
 
     def on_bulk_assign_screen_failed(self, message: Failed) -> None:

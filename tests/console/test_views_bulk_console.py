@@ -324,3 +324,34 @@ async def test_bulk_assign_with_a_due_time_it_cannot_read_says_why_and_changes_n
         await pilot.press("y")
         await wait_until(pilot, lambda: app.screen is screen, what="back in the list")
     assert dump(demo.ledger) == before
+
+
+async def test_bulk_assign_touches_only_the_jobs_its_preview_counted(demo: Demo) -> None:
+    """A job held by a worker while the confirmation is open matches the filter too, but the operator was shown a
+    count that did not include it: confirming assigns the previewed jobs only, and says the counts differ."""
+    flt = "op:article.*"
+    matched = held_matching(demo.ledger, flt, "alice")
+    app = make_app(demo.ledger, demo.config, "alice", clock=demo.clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await job_list(pilot)
+        await open_bulk(pilot, screen, flt)
+        await pilot.press(*"erin", "tab", *"2h", "tab", *"night shift", "enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the count preview")
+        modal = app.screen
+        assert isinstance(modal, ConfirmScreen)
+        assert modal.summary.startswith(f"assign {len(matched)} held jobs matching `{flt}` to erin")
+        late = hold_after_a_timeout(demo, "article late #1")  # held after the preview, before the confirm
+        assert late in held_matching(demo.ledger, flt, "alice")
+        await pilot.press("y")
+        await wait_until(pilot, lambda: app.screen is screen, what="the form closed")
+        await wait_until(pilot, lambda: f"assigned {len(matched)} held jobs to erin" in screen.feedback_text,
+                         what="the outcome")
+    conn = sqlite3.connect(f"file:{demo.ledger}?mode=ro", uri=True)  # a fresh connection
+    try:
+        owners = {(r[0], r[1]): r[2] for r in conn.execute("SELECT job_id, operation, owner FROM jobs")}
+        assigned = sorted(r[:2] for r in conn.execute(
+            "SELECT job_id, operation, actor FROM events WHERE kind = 'assign' AND detail LIKE '%night shift%'"))
+    finally:
+        conn.close()
+    assert owners[(late.job_id, late.operation)] != "erin"
+    assert assigned == sorted((k.job_id, k.operation) for k in matched)
