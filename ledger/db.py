@@ -1,442 +1,59 @@
-"""Opening a ledger file: pragmas, schema versions, forward migrations, and write transactions."""
+"""Opening a ledger and writing to it, whichever backend it lives on.
+
+A path is a SQLite file (`ledger.store.sqlite`); a `postgresql://` URL is a PostgreSQL database
+(`ledger.store.postgres`). Both give the connection interface the rules are written against (see
+`ledger.store`); this module only chooses. The SQLite names other modules and tests use (the schema's
+migrations, the busy timeout, the application id) are re-exported from the SQLite backend.
+"""
 
 from __future__ import annotations
 
-import errno
-import os
-import random
 import sqlite3
-import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import cast
-from urllib.parse import quote
 
-from ledger import store, writers
-from ledger.errors import LedgerError, LedgerLocked, LedgerUnusable
-from ledger.files import place_new, unlink_all
-from ledger.integrity import corrupt_error, is_corruption
-
-APPLICATION_ID = 0x52434C4D  # "RCLM": marks a SQLite file as a reclaim ledger
-BUSY_TIMEOUT_MS = 5000
-
-_V1 = """
-CREATE TABLE jobs (
-    job_id          TEXT NOT NULL,
-    operation       TEXT NOT NULL,
-    idem_key        TEXT NOT NULL UNIQUE,
-    target          TEXT,
-    payload         TEXT NOT NULL,
-    state           TEXT NOT NULL,
-    attempt         INTEGER NOT NULL DEFAULT 1,
-    epoch           INTEGER NOT NULL DEFAULT 0,
-    lease_owner     TEXT,
-    lease_until     REAL,
-    handle          TEXT,
-    quota_day       TEXT NOT NULL,
-    created_at      REAL NOT NULL,
-    updated_at      REAL NOT NULL,
-    next_try_at     REAL,
-    send_started_at REAL,
-    tries           INTEGER NOT NULL DEFAULT 0,
-    last_error      TEXT,
-    held_reason     TEXT,
-    held_at         REAL,
-    owner           TEXT,
-    due_at          REAL,
-    result          TEXT,
-    result_at       REAL,
-    PRIMARY KEY (job_id, operation)
-);
-CREATE INDEX jobs_state_updated ON jobs (state, updated_at);
-CREATE INDEX jobs_state_created ON jobs (state, created_at);
-CREATE INDEX jobs_target_state ON jobs (target, state);
-
-CREATE TABLE quota_usage (
-    operation TEXT NOT NULL,
-    day       TEXT NOT NULL,
-    used      INTEGER NOT NULL,
-    PRIMARY KEY (operation, day)
-);
-
-CREATE TABLE events (
-    id         INTEGER PRIMARY KEY AUTOINCREMENT,
-    at         REAL NOT NULL,
-    job_id     TEXT NOT NULL,
-    operation  TEXT NOT NULL,
-    seq        INTEGER NOT NULL,
-    actor      TEXT NOT NULL,
-    kind       TEXT NOT NULL,
-    from_state TEXT,
-    to_state   TEXT,
-    epoch      INTEGER,
-    detail     TEXT NOT NULL DEFAULT '{}',
-    UNIQUE (job_id, operation, seq)
-);
-CREATE INDEX events_job_kind ON events (job_id, operation, kind, id);
-CREATE TRIGGER events_no_update BEFORE UPDATE ON events
-BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
-CREATE TRIGGER events_no_delete BEFORE DELETE ON events
-BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
-
-CREATE TABLE fenced_writes (
-    id        INTEGER PRIMARY KEY AUTOINCREMENT,
-    at        REAL NOT NULL,
-    job_id    TEXT NOT NULL,
-    operation TEXT NOT NULL,
-    actor     TEXT NOT NULL,
-    event     TEXT NOT NULL,
-    epoch     INTEGER,
-    detail    TEXT NOT NULL DEFAULT '{}'
-);
-"""
-
-_V2 = """
-CREATE TABLE outbox (
-    event_id    TEXT PRIMARY KEY,
-    channel     TEXT NOT NULL,
-    job_id      TEXT NOT NULL,
-    operation   TEXT NOT NULL,
-    kind        TEXT NOT NULL,
-    body        TEXT NOT NULL,
-    state       TEXT NOT NULL,
-    created_at  REAL NOT NULL,
-    updated_at  REAL NOT NULL,
-    next_try_at REAL,
-    tries       INTEGER NOT NULL DEFAULT 0,
-    last_error  TEXT
-);
-CREATE INDEX outbox_state ON outbox (state, created_at);
-"""
-
-_V3 = """
-CREATE INDEX jobs_state_held ON jobs (state, held_at, created_at);
-"""
-
-# Jobs per state, kept by triggers in the same transaction as the change, so the console's live counts
-# cost one small read however large the ledger grows.
-_V4 = """
-CREATE TABLE state_counts (
-    state TEXT PRIMARY KEY,
-    n     INTEGER NOT NULL
-);
-INSERT INTO state_counts (state, n) SELECT state, COUNT(*) FROM jobs GROUP BY state;
-CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs
-BEGIN
-    INSERT INTO state_counts (state, n) VALUES (NEW.state, 1)
-    ON CONFLICT (state) DO UPDATE SET n = n + 1;
-END;
-CREATE TRIGGER jobs_count_update AFTER UPDATE OF state ON jobs WHEN OLD.state IS NOT NEW.state
-BEGIN
-    UPDATE state_counts SET n = n - 1 WHERE state = OLD.state;
-    INSERT INTO state_counts (state, n) VALUES (NEW.state, 1)
-    ON CONFLICT (state) DO UPDATE SET n = n + 1;
-END;
-CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs
-BEGIN
-    UPDATE state_counts SET n = n - 1 WHERE state = OLD.state;
-END;
-"""
-
-_V5 = """
-CREATE TABLE saved_views (
-    operator   TEXT NOT NULL,
-    name       TEXT NOT NULL,
-    grp        TEXT NOT NULL,
-    filter     TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    PRIMARY KEY (operator, name)
-);
-"""
-
-# Remotes paused because they refuse every job (bad key, permission, billing, region, unknown model).
-_V6 = """
-CREATE TABLE remote_pauses (
-    remote     TEXT PRIMARY KEY,
-    paused_at  REAL NOT NULL,
-    reason     TEXT NOT NULL,
-    error      TEXT,
-    job_id     TEXT NOT NULL,
-    operation  TEXT NOT NULL,
-    probe_at   REAL NOT NULL,
-    refusals   INTEGER NOT NULL DEFAULT 1
-);
-"""
-
-# Evidence: what the remote said about a job, append-only, from a query, a webhook or a fenced outcome.
-_V7 = """
-CREATE TABLE evidence (
-    id           INTEGER PRIMARY KEY AUTOINCREMENT,
-    at           REAL NOT NULL,
-    source       TEXT NOT NULL,
-    idem_key     TEXT NOT NULL,
-    attempt      INTEGER,
-    handle       TEXT,
-    remote_state TEXT NOT NULL,
-    job_id       TEXT,
-    operation    TEXT,
-    ref          TEXT,
-    detail       TEXT NOT NULL DEFAULT '{}'
-);
-CREATE INDEX evidence_idem ON evidence (idem_key, attempt, id);
-CREATE INDEX evidence_handle ON evidence (handle);
-CREATE INDEX evidence_orphans ON evidence (job_id, id);
-CREATE TRIGGER evidence_no_update BEFORE UPDATE ON evidence
-BEGIN SELECT RAISE(ABORT, 'evidence is append-only'); END;
-CREATE TRIGGER evidence_no_delete BEFORE DELETE ON evidence
-BEGIN SELECT RAISE(ABORT, 'evidence is append-only'); END;
-
-CREATE TABLE evidence_handled (
-    evidence_id INTEGER PRIMARY KEY,
-    at          REAL NOT NULL,
-    outcome     TEXT NOT NULL
-);
-
-CREATE TABLE webhook_deliveries (
-    webhook_id  TEXT PRIMARY KEY,
-    received_at REAL NOT NULL,
-    signature   TEXT NOT NULL,
-    type        TEXT,
-    evidence_id INTEGER
-);
-
-CREATE TABLE webhook_refusals (
-    reason TEXT PRIMARY KEY,
-    n      INTEGER NOT NULL
-);
-"""
-
-# The audit chain: each event carries the previous event's hash and its own. The columns come here; the
-# existing events are chained in Python (`_chain_existing`), then the triggers that guard the chain.
-_V8 = """
-ALTER TABLE events ADD COLUMN prev_hash TEXT;
-ALTER TABLE events ADD COLUMN hash TEXT;
-DROP TRIGGER events_no_update;
-"""
-
-_V8_TRIGGERS = """
-CREATE TRIGGER events_no_update BEFORE UPDATE ON events
-BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
-CREATE TRIGGER events_no_replace BEFORE INSERT ON events
-WHEN EXISTS (SELECT 1 FROM events WHERE id = NEW.id)
-  OR EXISTS (SELECT 1 FROM events WHERE job_id = NEW.job_id AND operation = NEW.operation AND seq = NEW.seq)
-BEGIN SELECT RAISE(ABORT, 'events are append-only: an event with this id or sequence exists'); END;
-CREATE TRIGGER events_chain BEFORE INSERT ON events
-WHEN NEW.hash IS NULL OR length(NEW.hash) != 64
-  OR NEW.prev_hash IS NOT (SELECT hash FROM events ORDER BY id DESC LIMIT 1)
-BEGIN SELECT RAISE(ABORT, 'the event does not chain to the last one'); END;
-"""
-
-# Worker heartbeats: one row per worker process, upserted as it runs (not events: a row a pass would flood
-# the audit chain). `last_pass_at` is the later of the pass's start and end, kept for the index.
-_V9 = """
-CREATE TABLE worker_heartbeats (
-    worker_id       TEXT PRIMARY KEY,
-    host            TEXT NOT NULL,
-    pid             INTEGER NOT NULL,
-    version         TEXT NOT NULL,
-    kind            TEXT NOT NULL,
-    interval_s      REAL,
-    started_at      REAL NOT NULL,
-    pass_started_at REAL,
-    pass_ended_at   REAL,
-    last_pass_at    REAL,
-    passes          INTEGER NOT NULL DEFAULT 0,
-    report          TEXT NOT NULL DEFAULT '{}',
-    error           TEXT,
-    running         INTEGER NOT NULL,
-    stopped_at      REAL,
-    updated_at      REAL NOT NULL
-);
-CREATE INDEX worker_heartbeats_pass ON worker_heartbeats (last_pass_at);
-CREATE INDEX worker_heartbeats_updated ON worker_heartbeats (updated_at);
-CREATE INDEX worker_heartbeats_running ON worker_heartbeats (running, updated_at);
-"""
-
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9]
-SCHEMA_VERSION = len(MIGRATIONS)
-
-
-def _pragmas(conn: sqlite3.Connection, synchronous: str) -> None:
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA foreign_keys = ON")
-    conn.execute(f"PRAGMA synchronous = {synchronous}")
-
-
-def ledger_error(e: sqlite3.Error, path: str | Path) -> LedgerError:
-    """The one-line ledger error for a sqlite3 error met on `path`: locked (8), or unusable (7) saying why:
-    corrupt, not SQLite, read-only, cannot be opened, disk full."""
-    msg = str(e)
-    if "locked" in msg or "busy" in msg:
-        return LedgerLocked(
-            f"ledger {path}: locked by another process for more than {BUSY_TIMEOUT_MS // 1000} s; retry later"
-        )
-    if is_corruption(e):
-        return corrupt_error(path, msg)
-    if "not a database" in msg or "file is encrypted" in msg:
-        return LedgerUnusable(f"ledger {path}: not a SQLite database; point --ledger at a reclaim ledger")
-    if "readonly" in msg or "read-only" in msg:
-        return LedgerUnusable(f"ledger {path}: the file is read-only; fix its permissions or open it as a viewer")
-    if "unable to open" in msg:
-        return LedgerUnusable(f"ledger {path}: cannot be opened ({msg}); check the path and permissions")
-    if "disk is full" in msg:
-        return LedgerUnusable(f"ledger {path}: the disk is full ({msg}); free some space and retry")
-    return LedgerUnusable(f"ledger {path}: {msg}")
-
-
-def _raise_locked_or(e: sqlite3.Error, path: Path) -> None:
-    raise ledger_error(e, path) from None
-
-
-def _check_identity(conn: sqlite3.Connection, path: Path) -> int:
-    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if app_id != APPLICATION_ID:
-        raise LedgerUnusable(
-            f"ledger {path}: a SQLite file that is not a reclaim ledger; choose another path or run 'reclaim init'"
-        )
-    if version > SCHEMA_VERSION:
-        raise LedgerUnusable(
-            f"ledger {path}: schema version {version} is newer than this reclaim understands "
-            f"({SCHEMA_VERSION}); upgrade reclaim"
-        )
-    return int(version)
-
-
-def _statements(script: str) -> list[str]:
-    """Split a migration into complete statements (trigger bodies keep their inner semicolons)."""
-    out: list[str] = []
-    buf = ""
-    for line in script.splitlines(keepends=True):
-        buf += line
-        if sqlite3.complete_statement(buf):
-            out.append(buf.strip())
-            buf = ""
-    if buf.strip():
-        raise ValueError(f"incomplete statement in migration: {buf.strip()[:60]!r}")
-    return out
-
-
-def _migrate(conn: sqlite3.Connection, path: Path, from_version: int) -> None:
-    if from_version >= SCHEMA_VERSION:
-        return
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == 0:
-            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        for i in range(version, SCHEMA_VERSION):
-            for stmt in _statements(MIGRATIONS[i]):
-                conn.execute(stmt)
-            if i + 1 == 8:
-                _chain_existing(conn)
-                for stmt in _statements(_V8_TRIGGERS):
-                    conn.execute(stmt)
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        conn.execute("COMMIT")
-    except sqlite3.Error as e:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        _raise_locked_or(e, path)
-
-
-def _chain_existing(conn: sqlite3.Connection) -> None:
-    """Hash-chain the events a ledger already holds, in id order (schema version 8)."""
-    from ledger.audit import event_hash
-
-    prev: str | None = None
-    rows = conn.execute(
-        "SELECT id, at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail FROM events "
-        "ORDER BY id"
-    ).fetchall()
-    for row in rows:
-        digest = event_hash(prev, *row[1:])
-        conn.execute("UPDATE events SET prev_hash = ?, hash = ? WHERE id = ?", (prev, digest, row[0]))
-        prev = digest
+from ledger import store
+from ledger.store import sqlite as sqlite_store
+from ledger.store.sqlite import (
+    _V8_TRIGGERS as _V8_TRIGGERS,
+)
+from ledger.store.sqlite import (
+    APPLICATION_ID as APPLICATION_ID,
+)
+from ledger.store.sqlite import (
+    BUSY_TIMEOUT_MS as BUSY_TIMEOUT_MS,
+)
+from ledger.store.sqlite import (
+    MIGRATIONS as MIGRATIONS,
+)
+from ledger.store.sqlite import (
+    SCHEMA_VERSION as SCHEMA_VERSION,
+)
+from ledger.store.sqlite import (
+    _chain_existing as _chain_existing,
+)
+from ledger.store.sqlite import (
+    _statements as _statements,
+)
+from ledger.store.sqlite import (
+    ledger_error as ledger_error,
+)
+from ledger.store.sqlite import (
+    ledger_path as ledger_path,
+)
 
 
 def create_ledger(path: str | Path) -> bool:
-    """Create a ledger at `path` (or migrate one forward); return True when a new file was made.
-
-    A new ledger and its outcome journal are built under temporary names in the same folder and linked
-    into place only when complete, so a full disk or a crash never leaves a stub that later commands
-    would refuse as "not a reclaim ledger"; the temporary files are removed on failure. Refuses, writing
-    nothing: a missing or read-only folder, a full disk, a file that is not SQLite, a SQLite file that
-    is not a ledger, a ledger of a newer version.
-    """
-    from ledger.journal import allocate, journal_path
-
+    """Create a ledger at `path` (a file, or a `postgresql://` database) or migrate one forward; return True
+    when a new ledger was made. Refuses with one line (LedgerUnusable), writing nothing, when the place is
+    unusable or holds something that is not a reclaim ledger of this version or older."""
     if store.is_url(path):
         from ledger.store import postgres
 
         return postgres.create(str(path))
-    p = Path(path)
-    if not p.parent.is_dir():
-        raise LedgerUnusable(f"ledger {p}: folder {p.parent} does not exist; create it first")
-    if p.exists():
-        conn = connect(p)
-        conn.close()
-        return False
-    if not os.access(p.parent, os.W_OK):
-        raise _read_only_dir(p)
-    try:
-        fd, name = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.init-", suffix=".tmp")
-    except OSError as e:
-        raise _os_error(p, e) from None
-    os.close(fd)
-    tmp = Path(name)
-    made: list[Path] = [tmp, *(Path(f"{tmp}{s}") for s in ("-journal", "-wal", "-shm"))]
-    try:
-        if allocate(p):  # made by this call: removed again if the ledger cannot be made
-            made.append(journal_path(p))
-        _build(tmp, p)
-        if Path(f"{tmp}-wal").exists() and Path(f"{tmp}-wal").stat().st_size:
-            raise LedgerUnusable(f"ledger {p}: the new ledger could not be checkpointed; retry 'reclaim init'")
-        placed = place_new(tmp, p)
-    except OSError as e:
-        unlink_all(*made)
-        raise _os_error(p, e) from None
-    except BaseException:
-        unlink_all(*made)
-        raise
-    unlink_all(*made[1:4])
-    if not placed:  # another process made it meanwhile: use theirs
-        conn = connect(p)
-        conn.close()
-        return False
-    return True
-
-
-def _build(tmp: Path, p: Path) -> None:
-    """Make a complete, current ledger in the empty file `tmp` (rollback journal while building, then WAL);
-    errors name the ledger `p` it is for."""
-    try:
-        conn = sqlite3.connect(tmp, isolation_level=None)
-        try:
-            _pragmas(conn, "FULL")
-            _migrate(conn, p, 0)
-            conn.execute("PRAGMA journal_mode = WAL")
-        finally:
-            conn.close()
-    except sqlite3.Error as e:
-        _raise_locked_or(e, p)
-
-
-def _read_only_dir(p: Path) -> LedgerUnusable:
-    return LedgerUnusable(
-        f"ledger {p}: the directory {p.parent} is read-only (SQLite needs to create its -wal and -shm files "
-        "beside the ledger); make the directory writable, or copy the ledger to a writable one to read it"
-    )
-
-
-def _os_error(p: Path, e: OSError) -> LedgerUnusable:
-    if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return _read_only_dir(p)
-    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return LedgerUnusable(f"ledger {p}: the disk is full ({e.strerror}); free some space and run 'reclaim init' again")
-    return LedgerUnusable(f"ledger {p}: cannot be created ({e.strerror}); check the folder {p.parent}")
+    return sqlite_store.create_ledger(path)
 
 
 def connect(
@@ -446,97 +63,25 @@ def connect(
     synchronous: str = "FULL",
     check_same_thread: bool = True,
 ) -> sqlite3.Connection:
-    """Open an existing ledger: WAL, synchronous=FULL, a 5 s busy timeout, autocommit mode.
-
-    Migrates an older ledger forward (not when read-only). Raises LedgerUnusable with one line when the
-    file is missing, not SQLite, not a ledger or too new; nothing is created or written in that case.
-    A `postgresql://` URL opens the PostgreSQL backend instead (same interface, see ledger.store).
-    """
+    """Open an existing ledger (migrated forward unless read-only), in autocommit mode, rows readable by
+    index and by name. Raises LedgerUnusable with one line when it is missing, not a ledger or too new;
+    nothing is created or written then. `synchronous` and `check_same_thread` apply to SQLite only."""
     if store.is_url(path):
         from ledger.store import postgres
 
         return cast(sqlite3.Connection, postgres.connect(str(path), readonly=readonly))
-    p = Path(path)
-    if not p.exists():
-        if not p.parent.is_dir():
-            raise LedgerUnusable(f"ledger {p}: folder {p.parent} does not exist; create it, then run 'reclaim init'")
-        raise LedgerUnusable(f"ledger {p}: not found; run 'reclaim init' or pass --ledger / RECLAIM_LEDGER")
-    if not readonly and not os.access(p.parent, os.W_OK) and not os.access(p, os.W_OK):
-        raise _read_only_dir(p)  # e.g. a read-only mount: fixing the file's mode would not help
-    if not readonly and not os.access(p, os.W_OK):
-        raise LedgerUnusable(f"ledger {p}: the file is read-only; fix its permissions or open it as a viewer")
-    uri = f"file:{quote(str(p.resolve()))}?mode={'ro' if readonly else 'rw'}"  # quoted: '?', '#', '%' in names
-    try:
-        conn = sqlite3.connect(
-            uri, uri=True, isolation_level=None, check_same_thread=check_same_thread, factory=writers.QueuedConnection
-        )
-    except sqlite3.Error as e:
-        raise _open_error(e, p) from None
-    conn.row_factory = sqlite3.Row
-    try:
-        _pragmas(conn, synchronous)
-        version = _check_identity(conn, p)
-        if not readonly:
-            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-            if mode != "wal":
-                conn.execute("PRAGMA journal_mode = WAL")
-            _migrate(conn, p, version)
-            writers.attach(conn, p.resolve())
-        elif version < SCHEMA_VERSION:
-            conn.close()
-            raise LedgerUnusable(
-                f"ledger {p}: schema version {version} is older than {SCHEMA_VERSION}; "
-                "run 'reclaim init' once to migrate it"
-            )
-    except sqlite3.Error as e:
-        conn.close()
-        raise _open_error(e, p) from None
-    return conn
-
-
-def _open_error(e: sqlite3.Error, p: Path) -> LedgerError:
-    """What opening `p` failed with; "unable to open" in a read-only folder means SQLite could not make the
-    ledger's -wal / -shm files beside it (a reader needs them too)."""
-    if "unable to open" in str(e) and not os.access(p.parent, os.W_OK):
-        return _read_only_dir(p)
-    return ledger_error(e, p)
-
-
-def _begin_immediate(conn: sqlite3.Connection, wait: float | None = None) -> None:
-    """BEGIN IMMEDIATE, waiting up to the busy timeout (or `wait` seconds) in short, jittered steps.
-
-    SQLite's own busy handler sleeps up to 100 ms between tries, so under many writers one of them can
-    lose the race for seconds. Trying again after 0.5 ms, backing off to at most 8 ms, keeps the worst wait short.
-    """
-    deadline = time.monotonic() + (BUSY_TIMEOUT_MS / 1000 if wait is None else wait)
-    pause = 0.0005
-    conn.execute("PRAGMA busy_timeout = 0")
-    try:
-        while True:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as e:
-                if "locked" not in str(e) and "busy" not in str(e):
-                    _raise_locked_or(e, Path(ledger_path(conn)))
-                if time.monotonic() >= deadline:
-                    _raise_locked_or(e, Path(ledger_path(conn)))
-                time.sleep(random.uniform(pause / 2, pause))
-                pause = min(pause * 1.5, 0.008)
-    finally:
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return sqlite_store.connect(path, readonly=readonly, synchronous=synchronous, check_same_thread=check_same_thread)
 
 
 @contextmanager
 def write_tx(
     conn: sqlite3.Connection, *, wait: float | None = None, lock: str | None = None
 ) -> Iterator[sqlite3.Connection]:
-    """Run the block in one BEGIN IMMEDIATE transaction; commit on success, roll back on any error.
+    """Run the block in one write transaction; commit on success, roll back on any error.
 
-    A lock held past the busy timeout (or `wait` seconds, when given) raises LedgerLocked; a read-only file
-    raises LedgerUnusable; a damaged page raises LedgerCorrupt. Other sqlite3 errors (a trigger's refusal)
-    propagate as they are. On PostgreSQL: READ COMMITTED under an advisory lock, the audit chain's, or with
-    `lock` (an operation name) that operation's only (see ledger.store.postgres).
+    A lock held past the busy timeout (or `wait` seconds, when given) raises LedgerLocked (exit 8) on both
+    backends. SQLite: BEGIN IMMEDIATE behind the writers' queue. PostgreSQL: READ COMMITTED under an
+    advisory lock, the audit chain's, or with `lock` (an operation name) that operation's only.
     """
     if store.is_pg(conn):
         from ledger.store.postgres import CHAIN_LOCK, operation_lock
@@ -544,51 +89,5 @@ def write_tx(
         with conn.write(CHAIN_LOCK if lock is None else operation_lock(lock), wait):
             yield cast(sqlite3.Connection, conn)
         return
-    queue = writers.queue_of(conn) if not conn.in_transaction else None
-    if queue is None:
-        _begin_immediate(conn, wait)
-    else:
-        # Wait our turn in the writers' queue (woken when it is our go, not polling), then BEGIN IMMEDIATE
-        # within what is left of the same deadline: the whole wait stays bounded by the busy timeout.
-        deadline = time.monotonic() + (BUSY_TIMEOUT_MS / 1000 if wait is None else wait)
-        if not queue.take(deadline):
-            raise ledger_error(sqlite3.OperationalError("database is locked"), queue.ledger)
-        try:
-            _begin_immediate(conn, max(0.0, deadline - time.monotonic()))
-        except BaseException:
-            queue.release()
-            raise
-    try:
-        yield from _transaction(conn)
-    finally:
-        if queue is not None:
-            queue.release()  # after COMMIT or ROLLBACK: the next writer's turn
-
-
-def _transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """The body of write_tx once BEGIN IMMEDIATE is done: yield, then COMMIT, or ROLLBACK on any error."""
-    try:
-        yield conn
-    except sqlite3.DatabaseError as e:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        if not isinstance(e, sqlite3.OperationalError) and not is_corruption(e):
-            raise  # e.g. a trigger's refusal (IntegrityError): the caller's to report
-        _raise_locked_or(e, Path(ledger_path(conn)))
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    else:
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.DatabaseError as e:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            _raise_locked_or(e, Path(ledger_path(conn)))
-
-
-def ledger_path(conn: sqlite3.Connection) -> str:
-    """The file a connection is attached to."""
-    row = conn.execute("PRAGMA database_list").fetchone()
-    return str(row[2])
+    with sqlite_store.write_tx(conn, wait=wait) as c:
+        yield c
