@@ -49,6 +49,7 @@ JOBS: list[Binding] = [
 
 JOB: list[Binding] = [
     Binding("t", "triage", "Triage", id="job.triage"),
+    Binding("l", "copy_url", "Copy console URL", id="job.copy_url"),
     Binding("escape", "back", "Back", id="job.back"),
 ]
 
@@ -68,6 +69,7 @@ TRIAGE: list[Binding] = [
         Binding(key, f"act('{action}')", label, id=f"triage.{action}")
         for action, (key, label) in TRIAGE_ACTIONS.items()
     ],
+    Binding("l", "copy_url", "Copy console URL", id="triage.copy_url"),
     Binding("escape", "back", "Back", id="triage.back"),
 ]
 
