@@ -96,6 +96,8 @@ def query_line(detail: JobDetail, tz: str) -> Text:
     if q is None:
         return Text("Last query: none for this attempt yet.", style="dim")
     said = q.detail.get("error") or (f"handle {q.detail['handle']}" if q.detail.get("handle") else "")
+    if detail.console_url and isinstance(said, str):
+        said = said.replace(detail.console_url, "the remote-console URL above")  # shown whole there, not cut here
     text = Text.assemble(
         ("Last query: ", "bold"), clock_time(q.at, tz), " by ", safe_text(q.actor, 40), " — remote state ",
         (str(q.detail.get("remote_state")), "bold"), ": ", safe_text(said, 200),

@@ -4,7 +4,9 @@ being read waits and runs when the read lands."""
 
 from __future__ import annotations
 
+import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from console.screens.overview import OverviewScreen
 from console.screens.triage import TriageScreen
 from console.widgets.console_link import ConsoleLink
 from ledger.config import Config
-from ledger.model import JobKey
+from ledger.model import JobKey, idem_key
 from ledger.remotes import console_url_for
 from ledger.simulator import Simulator
 
@@ -29,8 +31,6 @@ pytestmark = pytest.mark.anyio
 
 
 def expected_url(config: Config, key: JobKey) -> str:
-    from ledger.model import idem_key
-
     url = console_url_for(config, key.operation, idem_key(key.job_id, key.operation))
     assert url is not None and url.endswith("&format=html")
     return url
@@ -122,8 +122,6 @@ async def test_no_url_for_a_remote_without_a_console(tmp_path: Path, console_sim
         await wait_loaded(pilot, JobScreen)
         screen = app.screen
         assert isinstance(screen, JobScreen) and screen.detail is not None
-        from dataclasses import replace
-
         screen.detail = replace(screen.detail, console_url=None)
         screen.query_one(ConsoleLink).show(None, "l")
         screen.refresh_bindings()
@@ -177,3 +175,18 @@ async def test_key_pressed_before_the_read_lands_runs_when_it_does(tmp_path: Pat
         release.set()
         await wait_until(pilot, lambda: triage.detail is not None and triage.detail.latest_query is not None,
                          timeout=20, what="the queued query recorded")
+
+
+def test_cli_show_prints_the_url_whole(tmp_path: Path, console_sim: Simulator, run_cli: Any) -> None:
+    """`reclaim show` ends with the remote-console URL, whole even on a 60-column terminal; --json names it."""
+    ledger, config, clock, key = held_ledger(tmp_path, console_sim)
+    url = expected_url(config, key)
+    cfg_path = tmp_path / "reclaim.toml"
+    r = run_cli("show", key.job_id, "--operation", key.operation, ledger=ledger, config=cfg_path,
+                env={"COLUMNS": "60"})
+    assert r.rc == 0, r.stderr
+    last = r.stdout.strip().splitlines()[-1]
+    assert last == f"remote console (the remote's own records of this job): {url}"
+    r = run_cli("show", key.job_id, "--operation", key.operation, "--json", ledger=ledger, config=cfg_path)
+    assert r.rc == 0, r.stderr
+    assert json.loads(r.stdout)["console_url"] == url
