@@ -12,22 +12,44 @@ from typing import Any
 
 import pytest
 from console_helpers import screen_text, wait_loaded, wait_until
-from test_triage import held_ledger
+from test_triage import T
 from textual.pilot import Pilot
 
 import console.screens.job as job_screen
 import console.screens.triage as triage_screen
 from console.app import ReclaimApp, make_app
+from console.fixtures import ARTICLE, write_config
 from console.screens.job import JobScreen
 from console.screens.overview import OverviewScreen
 from console.screens.triage import TriageScreen
 from console.widgets.console_link import ConsoleLink
-from ledger.config import Config
+from ledger.clock import ManualClock
+from ledger.config import Config, load_config
+from ledger.db import connect, create_ledger
 from ledger.model import JobKey, idem_key
 from ledger.remotes import console_url_for
 from ledger.simulator import Simulator
+from ledger.worker import RemoteCache, submit_now
 
 pytestmark = pytest.mark.anyio
+
+
+def held_ledger(folder: Path, sim: Simulator) -> tuple[Path, Config, ManualClock, JobKey]:
+    """A fresh ledger (config at folder/reclaim.toml) with one held job whose send was reset after the request went
+    out; its id names the test's folder, so no other test on the shared simulator counts its create."""
+    config = load_config(write_config(folder, sim.url))
+    ledger = folder / "ledger.db"
+    create_ledger(ledger)
+    clock = ManualClock(T - 3600)
+    key = JobKey(f"console-url {folder.name}", ARTICLE)
+    sim.add_fault("drop_before_accept", match_idem=idem_key(key.job_id, key.operation))
+    conn = connect(ledger)
+    res = submit_now(conn, config, ARTICLE, {"input": "write the console-url post"}, clock=clock, job_id=key.job_id,
+                     target=f"blog/{folder.name}", remotes=RemoteCache(config))
+    conn.close()
+    assert res.state == "held"
+    clock.set(T)
+    return ledger, config, clock, key
 
 
 def expected_url(config: Config, key: JobKey) -> str:
@@ -179,7 +201,7 @@ async def test_key_pressed_before_the_read_lands_runs_when_it_does(tmp_path: Pat
 
 def test_cli_show_prints_the_url_whole(tmp_path: Path, console_sim: Simulator, run_cli: Any) -> None:
     """`reclaim show` ends with the remote-console URL, whole even on a 60-column terminal; --json names it."""
-    ledger, config, clock, key = held_ledger(tmp_path, console_sim)
+    ledger, config, _clock, key = held_ledger(tmp_path, console_sim)
     url = expected_url(config, key)
     cfg_path = tmp_path / "reclaim.toml"
     r = run_cli("show", key.job_id, "--operation", key.operation, ledger=ledger, config=cfg_path,
