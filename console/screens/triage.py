@@ -13,6 +13,8 @@ loaded machine), and what the remote can answer follows. After a query, the find
 
 from __future__ import annotations
 
+import re
+
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -90,17 +92,21 @@ def suggested_category(detail: JobDetail) -> str | None:
         str(state))
 
 
+_LISTED_AT = re.compile(r"; the demo's simulator lists them at \S+")
+"""Where a recorded query's words (`triage.where_to_look`) name the remote-console URL."""
+
+
 def query_line(detail: JobDetail, tz: str) -> Text:
     """The latest query in two lines: when, who, what the remote said, and its snapshot (literal, compact)."""
     q = detail.latest_query
     if q is None:
         return Text("Last query: none for this attempt yet.", style="dim")
     said = q.detail.get("error") or (f"handle {q.detail['handle']}" if q.detail.get("handle") else "")
-    if detail.console_url and isinstance(said, str):
-        said = said.replace(detail.console_url, "the remote-console URL above")  # shown whole there, not cut here
+    if detail.console_url and isinstance(said, str):  # the URL is shown whole above: not a cut copy here
+        said = _LISTED_AT.sub("", said)
     text = Text.assemble(
         ("Last query: ", "bold"), clock_time(q.at, tz), " by ", safe_text(q.actor, 40), " — remote state ",
-        (str(q.detail.get("remote_state")), "bold"), ": ", safe_text(said, 200),
+        (str(q.detail.get("remote_state")), "bold"), ": ", safe_text(said, 300),
     )
     text.append("\nsnapshot ", style="dim")
     text.append_text(compact_json(q.detail.get("snapshot"), 200))

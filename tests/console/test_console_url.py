@@ -197,6 +197,11 @@ async def test_key_pressed_before_the_read_lands_runs_when_it_does(tmp_path: Pat
         release.set()
         await wait_until(pilot, lambda: triage.detail is not None and triage.detail.latest_query is not None,
                          timeout=20, what="the queued query recorded")
+        # The recorded answer names where to look; the URL is shown whole above it, never as a cut copy here.
+        await wait_until(pilot, lambda: "Last query: " in str(triage.query_one("#triage-last-query").content),
+                         what="the last query drawn")
+        last = str(triage.query_one("#triage-last-query").content)
+        assert "…" not in last and "would have named it" in last and "/console/interactions" not in last
 
 
 def test_cli_show_prints_the_url_whole(tmp_path: Path, console_sim: Simulator, run_cli: Any) -> None:
