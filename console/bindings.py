@@ -52,6 +52,7 @@ JOBS: list[Binding] = [
 
 JOB: list[Binding] = [
     Binding("t", "triage", "Triage", id="job.triage"),
+    Binding("l", "copy_url", "Copy console URL", id="job.copy_url"),
     Binding("escape", "back", "Back", id="job.back"),
 ]
 
@@ -71,6 +72,7 @@ TRIAGE: list[Binding] = [
         Binding(key, f"act('{action}')", label, id=f"triage.{action}")
         for action, (key, label) in TRIAGE_ACTIONS.items()
     ],
+    Binding("l", "copy_url", "Copy console URL", id="triage.copy_url"),
     Binding("escape", "back", "Back", id="triage.back"),
 ]
 

@@ -50,6 +50,7 @@ from ledger.model import Event, Job, JobKey
 from ledger.redaction import Redactor
 from ledger.remote_health import paused_remotes
 from ledger.remote_health import resume as resume_remote
+from ledger.remotes import console_url_for
 from ledger.store import is_url, ledger_clock, shown_ledger
 
 if TYPE_CHECKING:
@@ -197,13 +198,14 @@ def _load(config: Path) -> Config:
     return cfg
 
 
-def _protect(config: Path) -> None:
+def _protect(config: Path) -> Config | None:
     """For commands that only read the ledger: redact the secrets `config` names in what they print, when
-    it loads; without a usable config there is nothing to know (the ledger's text was redacted when written)."""
+    it loads, and return it; without a usable config there is nothing to know (the ledger's text was redacted
+    when written): None."""
     try:
-        _load(config)
+        return _load(config)
     except LedgerError:
-        pass
+        return None
 
 
 def _open(ledger: Path, config: Path, *, readonly: bool = False) -> tuple[sqlite3.Connection, Config, Clock]:
@@ -658,17 +660,18 @@ def show(
     operator: OperatorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Every field of one job and its event history."""
-    _protect(config)
+    """Every field of one job, its event history and, when its remote has one, its remote-console URL (whole)."""
+    cfg = _protect(config)
     with _guard(as_json):
         conn = connect(ledger, readonly=True)
         key = _resolve(conn, job_id, operation)
         job = triage.get_job(conn, key)
         events = queries.job_events(conn, key)
         found = evidence.for_job(conn, job)
+    url = console_url_for(cfg, job.operation, job.idem_key) if cfg is not None else None
     if as_json:
         output.emit_json({"job": job.to_dict(), "events": [e.to_dict() for e in events],
-                          "evidence": [e.to_dict() for e in found]})
+                          "evidence": [e.to_dict() for e in found], "console_url": url})
         return
     whole = ("job_id", "operation", "idem_key", "handle", "target", "owner")  # typed next: never cut
     output.table(f"job {job.job_id} / {job.operation}", ["field", "value"],
@@ -681,6 +684,8 @@ def show(
                      [[iso(e.at), e.source, e.attempt, e.handle or "", e.remote_state, e.ref or ""] for e in found],
                      ids=("handle",))
     _print_events(events)
+    if url is not None:
+        output.line(f"remote console (the remote's own records of this job): {url}")
 
 
 def _print_events(events: list[Event]) -> None:

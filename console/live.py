@@ -32,6 +32,7 @@ from ledger.heartbeat import Liveness, WorkerBoard, read_board
 from ledger.model import GROUPS, Event, Job, JobKey
 from ledger.queries import JobFilter, QuotaDay
 from ledger.remote_health import paused_remotes
+from ledger.remotes import console_url_for
 from ledger.remotes.base import RemoteStatus
 from ledger.store import is_url
 from ledger.worker import RemoteCache
@@ -309,6 +310,8 @@ class JobDetail:
     can_answer: list[str]
     previews: dict[str, triage.Preview] = field(default_factory=dict)
     evidence: list[Evidence] = field(default_factory=list)
+    console_url: str | None = None
+    """Where a person checks the remote's own records of this job (shown whole, copyable), if anywhere."""
 
     @property
     def duplicates(self) -> list[Event]:
@@ -375,7 +378,7 @@ def remote_lines(
     elif caps.search_by_key:
         lines.append(f"no handle recorded; a query searches {remote.kind} by idem key {job.idem_key}")
     else:
-        lines.append(triage.where_to_look(config, job, remote))
+        lines.append(triage.where_to_look(config, job, remote, url_apart=True))
     rc = config.remotes.get(op.remote)
     if remote.kind == "gemini" and rc is not None:
         lines.append(
@@ -388,9 +391,12 @@ def remote_lines(
 
 def load_job(
     conn: sqlite3.Connection, config: Config, remotes: RemoteCache, key: JobKey, *, operator: str, clock: Clock,
-    read_only: bool, with_previews: bool = False,
+    read_only: bool, with_previews: bool = False, with_remote: bool = True,
 ) -> JobDetail | None:
-    """Read one job's fields, timeline, fenced writes, latest query/finding, and what the remote can answer."""
+    """Read one job's fields, timeline, fenced writes, latest query/finding, and what the remote can answer.
+
+    `with_remote=False` leaves `can_answer` empty: building the remote's adapter the first time imports its SDK
+    (seconds on a loaded machine), so the screens read the ledger first and ask `remote_lines` after."""
     job = queries.find_job(conn, key)
     if job is None:
         return None
@@ -407,10 +413,20 @@ def load_job(
         fenced=queries.fenced_writes_for(conn, key),
         latest_query=triage.latest_query(conn, key),
         latest_finding=triage.latest_finding(conn, key),
-        can_answer=remote_lines(config, remotes, job, conn),
+        can_answer=remote_lines(config, remotes, job, conn) if with_remote else [],
         previews=previews,
         evidence=evidence.for_job(conn, job),
+        console_url=console_url_for(config, job.operation, job.idem_key),
     )
+
+
+def warm_remote(remotes: RemoteCache, operation: str) -> None:
+    """Build (and cache) `operation`'s remote adapter, so `remote_lines` after it is quick; call it with no read
+    open. A remote that cannot be built is left for `remote_lines` to explain."""
+    try:
+        remotes.for_operation(operation)
+    except Exception:  # remote_lines says why, in words
+        pass
 
 
 @dataclass(frozen=True)

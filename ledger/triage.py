@@ -244,12 +244,17 @@ def query_remote(config: Config, job: Job, remote: Remote, handle: str | None = 
     )
 
 
-def where_to_look(config: Config, job: Job, remote: Remote) -> str:
-    """For a job with no handle and no evidence: what cannot be asked, and where a person can look."""
+def where_to_look(config: Config, job: Job, remote: Remote, *, url_apart: bool = False) -> str:
+    """For a job with no handle and no evidence: what cannot be asked, and where a person can look.
+
+    With `url_apart` the remote-console URL is not spelled out (the caller shows it whole on its own line)."""
     if remote.kind == "gemini":
         rc = config.remotes[config.operations[job.operation].remote] if job.operation in config.operations else None
         console = getattr(remote, "console_url", None)
-        here = f"; the demo's simulator lists them at {console(job.idem_key)}" if callable(console) and rc and rc.base_url else ""
+        url = console(job.idem_key) if callable(console) and rc and rc.base_url else None
+        here = "" if url is None else (
+            "; the demo's simulator lists them at the remote-console URL shown below" if url_apart else
+            f"; the demo's simulator lists them at {url}")
         return (
             "no handle recorded and Gemini interactions cannot be listed or searched: look in AI Studio's logs "
             f"for interactions labelled idem={job.idem_key} attempt={job.attempt}{here}; a signed webhook, if "

@@ -61,6 +61,8 @@ class ReclaimScreen(Screen[None]):
 
     loaded: bool = False
     """True once the screen drew its first read (tests wait on it)."""
+    remote_read: bool = True
+    """False while a job screen is still asking what the job's remote can answer (tests wait on it)."""
 
     @property
     def reclaim(self) -> ReclaimApp:

@@ -11,11 +11,12 @@ from textual.widgets import Label, Static
 from textual.worker import get_current_worker
 
 from console.bindings import JOB
-from console.live import JobDetail, Pulse, clock_time, load_job
+from console.live import JobDetail, Pulse, clock_time, load_job, remote_lines, warm_remote
 from console.sanitize import compact_json, safe_json, safe_text
 from console.screens.base import ReclaimScreen
 from console.times import full_time, readable_detail
 from console.times import when as time_and_age
+from console.widgets.console_link import ConsoleLink, copy_console_url
 from console.widgets.event_feed import event_summary
 from console.widgets.feedback_line import FeedbackLine
 from console.widgets.field_table import FieldTable
@@ -29,6 +30,7 @@ from ledger.model import JobKey
 TRIAGE_STATES = ("held", "failed")
 NARROW = 110
 """Below this many columns the job's fields are listed one per line."""
+READING_REMOTE = "asking which remote this is and what it can answer…"
 
 
 def job_title(detail: JobDetail) -> Text:
@@ -97,7 +99,10 @@ def evidence_text(detail: JobDetail, tz: str) -> Text:
 
 
 class JobScreen(ReclaimScreen):
-    """Everything about one job; `t` opens guided triage for a held or failed job."""
+    """Everything about one job; `t` opens guided triage for a held or failed job, `l` copies its remote-console URL.
+
+    The ledger is read first and drawn as soon as it lands; what the remote can answer follows (building the
+    remote's adapter the first time imports its SDK). A key pressed before the job is read waits and runs then."""
 
     BINDINGS = JOB
     AUTO_FOCUS = "#job-body"
@@ -109,13 +114,23 @@ class JobScreen(ReclaimScreen):
             self.detail = detail
             super().__init__()
 
+    class RemoteRead(Message):
+        """What the job's remote can answer, in sentences (it follows `Loaded`)."""
+
+        def __init__(self, lines: list[str]) -> None:
+            self.lines = lines
+            super().__init__()
+
     def __init__(self, key: JobKey) -> None:
         super().__init__()
         self.key = key
         self.detail: JobDetail | None = None
         self.expanded: int | None = None
-        self._fields: list[tuple[str, Text]] = []
         """The id of the event shown whole under the timeline (None: none)."""
+        self._fields: list[tuple[str, Text]] = []
+        self.remote_read = False
+        self.queued: str | None = None
+        """An action whose key was pressed before the job was read: it runs when the read lands."""
 
     def compose(self) -> ComposeResult:
         tz = self.reclaim.config.timezone
@@ -126,7 +141,8 @@ class JobScreen(ReclaimScreen):
             yield Label("Why it is held", classes="section")
             yield HeldExplanation(id="job-why")
             yield Label("What the remote can answer", classes="section")
-            yield Static("", id="job-remote", classes="section-body")
+            yield Static(Text(READING_REMOTE, style="dim"), id="job-remote", classes="section-body")
+            yield ConsoleLink(id="job-console-url")
             yield Label("Evidence: what the remote said", classes="section")
             yield Static("", id="job-evidence", classes="section-body")
             yield Label("Latest remote snapshot", classes="section")
@@ -152,13 +168,27 @@ class JobScreen(ReclaimScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="job")
     def load(self) -> None:
-        """Read the job, its events, fenced writes and remote capabilities off the UI thread."""
+        """Read the job, its events and fenced writes off the UI thread and post them; then (no read open while
+        the remote's adapter is built) what the remote can answer."""
         app = self.reclaim
+        worker = get_current_worker()
         with app.source.reading() as conn:
             detail = load_job(conn, app.config, app.remotes, self.key, operator=app.operator, clock=app.clock,
-                              read_only=app.source.read_only)
-        if not get_current_worker().is_cancelled:
-            self.post_message(self.Loaded(detail))
+                              read_only=app.source.read_only, with_remote=False)
+        if worker.is_cancelled:
+            return
+        self.post_message(self.Loaded(detail))
+        if detail is None:
+            return
+        warm_remote(app.remotes, detail.job.operation)
+        with app.source.reading() as conn:
+            lines = remote_lines(app.config, app.remotes, detail.job, conn)
+        if not worker.is_cancelled:
+            self.post_message(self.RemoteRead(lines))
+
+    def on_job_screen_remote_read(self, message: RemoteRead) -> None:
+        self.remote_read = True
+        self.query_one("#job-remote", Static).update(Text("\n").join(safe_text(line, 300) for line in message.lines))
 
     def on_job_screen_loaded(self, message: Loaded) -> None:
         self.detail = message.detail
@@ -167,9 +197,14 @@ class JobScreen(ReclaimScreen):
             self.query_one("#job-title", Label).update(
                 Text.assemble(("Not in the ledger: ", "bold red"), safe_text(self.key.job_id, 100))
             )
-            return
-        self.draw(message.detail)
+            self.query_one("#job-remote", Static).update("")
+            self.remote_read = True
+        else:
+            self.draw(message.detail)
         self.refresh_bindings()
+        queued, self.queued = self.queued, None
+        if queued is not None:
+            getattr(self, f"action_{queued}")()
 
     def draw(self, detail: JobDetail) -> None:
         """Fill every section from `detail`."""
@@ -207,7 +242,10 @@ class JobScreen(ReclaimScreen):
         self._fields = rows
         self.query_one("#job-fields", FieldTable).show(rows, columns=self.field_columns())
         self.query_one("#job-why", HeldExplanation).show(detail)
-        self.query_one("#job-remote", Static).update(Text("\n").join(safe_text(line, 300) for line in detail.can_answer))
+        if detail.can_answer:
+            self.query_one("#job-remote", Static).update(
+                Text("\n").join(safe_text(line, 300) for line in detail.can_answer))
+        self.query_one("#job-console-url", ConsoleLink).show(detail.console_url, self.key_for("copy_url"))
         self.query_one("#job-snapshot", Static).update(snapshot_text(detail, tz))
         self.query_one("#job-evidence", Static).update(evidence_text(detail, tz))
         findings = Text()
@@ -260,19 +298,47 @@ class JobScreen(ReclaimScreen):
         shown.update(text)
         self.call_after_refresh(shown.scroll_visible)
 
+    def key_for(self, action: str) -> str:
+        """The key this screen's `action` answers to now (the keymap applied), as the footer shows it."""
+        return self.reclaim.keymap.keys.get(f"job.{action}", next(b.key for b in JOB if b.action == action))
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if not self.loaded and action in ("triage", "copy_url"):
+            return True  # pressed before the read lands: queued (the action says so)
         if action == "triage":
             return (self.detail is not None and self.detail.job.state in TRIAGE_STATES) or None
+        if action == "copy_url":
+            return (self.detail is not None and self.detail.console_url is not None) or None
         return True
 
     def disabled_reason(self, action: str, params: tuple[object, ...]) -> str:
-        if action == "triage":
-            if self.detail is None:
-                return "the job is still being read" if not self.loaded else "the job is not in the ledger"
+        if action in ("triage", "copy_url") and self.detail is None:
+            return "the job is still being read" if not self.loaded else "the job is not in the ledger"
+        if action == "triage" and self.detail is not None:
             return f"the job is {self.detail.job.state}; only held or failed jobs are triaged"
+        if action == "copy_url":
+            return "this job's remote has no console to look in (only a Gemini remote on the simulator has one)"
         return super().disabled_reason(action, params)
 
+    def _queue(self, action: str, what: str) -> bool:
+        """Before the job is read: keep `action` to run when the read lands, say so, and return True."""
+        if self.loaded:
+            return False
+        self.queued = action
+        self.feedback(Text.assemble(("reading the job… ", "bold"), f"{what} as soon as it is read"), prompt=True)
+        return True
+
     def action_triage(self) -> None:
-        """Open guided triage for this job."""
+        """Open guided triage for this job (pressed before the job is read: as soon as it is)."""
+        if self._queue("triage", "triage opens"):
+            return
         if self.detail is not None and self.detail.job.state in TRIAGE_STATES:
             self.reclaim.open_triage(self.key)
+        else:
+            self.feedback(Text.assemble(("not available: ", "bold"), self.disabled_reason("triage", ())), error=True)
+
+    def action_copy_url(self) -> None:
+        """Copy the job's remote-console URL to the clipboard, whole, and say so on the feedback line."""
+        if self._queue("copy_url", "the console URL is copied"):
+            return
+        copy_console_url(self, self.query_one(ConsoleLink), self.disabled_reason("copy_url", ()))

@@ -5,11 +5,15 @@ confirmation whose default is Cancel (`y` confirms); a refusal is shown with its
 action this operator may not take is disabled with the reason, and its key says that reason.
 
 An action key whose input is missing moves the cursor to the field it needs and says what to type; Enter in that
-field goes on with the same action. After a query, the finding's category is set to the one its answer points to
+field goes on with the same action. A key pressed before the job is read waits and runs when the read lands (the
+feedback line says so); the job is drawn before the remote's adapter is built (its SDK import takes seconds on a
+loaded machine), and what the remote can answer follows. After a query, the finding's category is set to the one its answer points to
 (the operator may change it). Esc with typed text asks before throwing it away.
 """
 
 from __future__ import annotations
+
+import re
 
 from rich.text import Text
 from textual import on, work
@@ -31,11 +35,14 @@ from console.live import (
     detached,
     load_job,
     perform,
+    remote_lines,
+    warm_remote,
 )
 from console.sanitize import clean, compact_json, safe_text
 from console.screens.base import ReclaimScreen
 from console.screens.confirm import ConfirmScreen
-from console.screens.job import job_title
+from console.screens.job import READING_REMOTE, job_title
+from console.widgets.console_link import ConsoleLink, copy_console_url
 from console.widgets.feedback_line import FeedbackLine
 from console.widgets.guarded_action import GuardedAction
 from console.widgets.held_explanation import HeldExplanation
@@ -85,15 +92,21 @@ def suggested_category(detail: JobDetail) -> str | None:
         str(state))
 
 
+_LISTED_AT = re.compile(r"; the demo's simulator lists them at \S+")
+"""Where a recorded query's words (`triage.where_to_look`) name the remote-console URL."""
+
+
 def query_line(detail: JobDetail, tz: str) -> Text:
     """The latest query in two lines: when, who, what the remote said, and its snapshot (literal, compact)."""
     q = detail.latest_query
     if q is None:
         return Text("Last query: none for this attempt yet.", style="dim")
     said = q.detail.get("error") or (f"handle {q.detail['handle']}" if q.detail.get("handle") else "")
+    if detail.console_url and isinstance(said, str):  # the URL is shown whole above: not a cut copy here
+        said = _LISTED_AT.sub("", said)
     text = Text.assemble(
         ("Last query: ", "bold"), clock_time(q.at, tz), " by ", safe_text(q.actor, 40), " — remote state ",
-        (str(q.detail.get("remote_state")), "bold"), ": ", safe_text(said, 200),
+        (str(q.detail.get("remote_state")), "bold"), ": ", safe_text(said, 300),
     )
     text.append("\nsnapshot ", style="dim")
     text.append_text(compact_json(q.detail.get("snapshot"), 200))
@@ -111,6 +124,13 @@ class TriageScreen(ReclaimScreen):
 
         def __init__(self, detail: JobDetail | None) -> None:
             self.detail = detail
+            super().__init__()
+
+    class RemoteRead(Message):
+        """What the job's remote can answer, in sentences (it follows `Loaded`)."""
+
+        def __init__(self, lines: list[str]) -> None:
+            self.lines = lines
             super().__init__()
 
     class Previewed(Message):
@@ -150,6 +170,9 @@ class TriageScreen(ReclaimScreen):
         self._prefilled_handle = ""
         self._queried: str | None = None
         self._asked_after: int | None = None  # the latest query's event id when ours began
+        self.remote_read = False
+        self.queued: tuple[str, tuple[object, ...]] | None = None
+        """An action (name, parameters) whose key was pressed before the job was read: it runs when the read lands."""
 
     def compose(self) -> ComposeResult:
         yield LedgerHeader()
@@ -157,7 +180,8 @@ class TriageScreen(ReclaimScreen):
             yield Label(Text.assemble(("Triage ", "bold"), safe_text(self.key.job_id, 100)), id="triage-title")
             yield HeldExplanation(id="triage-why")
             yield Label("Step 1 · Ask the remote what it did", classes="step")
-            yield Static("", id="triage-remote", classes="section-body")
+            yield Static(Text(READING_REMOTE, style="dim"), id="triage-remote", classes="section-body")
+            yield ConsoleLink(id="triage-console-url")
             yield self._action("query")
             yield Static("", id="triage-last-query", classes="section-body")
             yield Label("Step 2 · Record what you found", classes="step")
@@ -200,13 +224,35 @@ class TriageScreen(ReclaimScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="triage-load")
     def load(self) -> None:
-        """Read the job and preview every action for this operator (refusal and summary) off the UI thread."""
+        """Read the job and preview every action for this operator (refusal and summary) off the UI thread and post
+        them; then (no read open while the remote's adapter is built) what the remote can answer."""
         app = self.reclaim
+        worker = get_current_worker()
         with app.source.reading() as conn:
             detail = load_job(conn, app.config, app.remotes, self.key, operator=app.operator, clock=app.clock,
-                              read_only=app.source.read_only, with_previews=True)
-        if not get_current_worker().is_cancelled:
-            self.post_message(self.Loaded(detail))
+                              read_only=app.source.read_only, with_previews=True, with_remote=False)
+        if worker.is_cancelled:
+            return
+        self.post_message(self.Loaded(detail))
+        if detail is None:
+            return
+        warm_remote(app.remotes, detail.job.operation)
+        with app.source.reading() as conn:
+            lines = remote_lines(app.config, app.remotes, detail.job, conn)
+        if not worker.is_cancelled:
+            self.post_message(self.RemoteRead(lines))
+
+    def on_triage_screen_remote_read(self, message: RemoteRead) -> None:
+        self.remote_read = True
+        self.query_one("#triage-remote", Static).update(
+            Text("\n").join(safe_text(line, 300) for line in message.lines[1:])  # the first is the remote's kind
+        )
+
+    def _run_queued(self) -> None:
+        queued, self.queued = self.queued, None
+        if queued is not None:
+            name, params = queued
+            getattr(self, f"action_{name}")(*params)
 
     def on_triage_screen_loaded(self, message: Loaded) -> None:
         self.detail = message.detail
@@ -217,15 +263,21 @@ class TriageScreen(ReclaimScreen):
             )
             for ga in self.query(GuardedAction):
                 ga.set_guard(False, "the job is not in the ledger", "")
+            self.query_one("#triage-remote", Static).update("")
+            self.remote_read = True
             self.refresh_bindings()
+            self._run_queued()
             return
         detail = message.detail
         tz = self.reclaim.config.timezone
         self.query_one("#triage-title", Label).update(Text.assemble(("Triage  ", "bold"), job_title(detail)))
         self.query_one("#triage-why", HeldExplanation).show(detail)
-        self.query_one("#triage-remote", Static).update(
-            Text("\n").join(safe_text(line, 300) for line in detail.can_answer[1:])  # the first is the remote's kind
-        )
+        if detail.can_answer:
+            self.query_one("#triage-remote", Static).update(
+                Text("\n").join(safe_text(line, 300) for line in detail.can_answer[1:])  # the first: the remote's kind
+            )
+        self.query_one("#triage-console-url", ConsoleLink).show(
+            detail.console_url, self.reclaim.keymap.keys.get("triage.copy_url", "l"))
         self.query_one("#triage-last-query", Static).update(query_line(detail, tz))
         for action, preview in detail.previews.items():
             self.query_one(f"#action-{action}", GuardedAction).set_guard(preview.allowed, preview.reason,
@@ -244,6 +296,7 @@ class TriageScreen(ReclaimScreen):
             self._say_suggestion(self._queried)  # this read has our query's record
             self._queried = None
         self.refresh_bindings()
+        self._run_queued()
 
     def _say_suggestion(self, said: str) -> None:
         """After our query: what it said, and the finding it points to (set in step 2) or that it points to none."""
@@ -259,6 +312,10 @@ class TriageScreen(ReclaimScreen):
 
     # -- keys ------------------------------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if not self.loaded and action in ("act", "copy_url"):
+            return True  # pressed before the read lands: queued (the action says so)
+        if action == "copy_url":
+            return (self.detail is not None and self.detail.console_url is not None) or None
         if action == "act" and parameters:
             if self.detail is None or self.busy is not None:
                 return None
@@ -268,6 +325,10 @@ class TriageScreen(ReclaimScreen):
 
     def disabled_reason(self, action: str, params: tuple[object, ...]) -> str:
         """Why an action key does nothing now: its refusal, the action under way, or the job still loading."""
+        if action == "copy_url":
+            if self.detail is None:
+                return "the job is still being read" if not self.loaded else "the job is not in the ledger"
+            return "this job's remote has no console to look in (only a Gemini remote on the simulator has one)"
         if action != "act" or not params:
             return "not available here"
         if self.busy is not None:
@@ -301,8 +362,26 @@ class TriageScreen(ReclaimScreen):
     def on_guarded_action_pressed(self, message: GuardedAction.Pressed) -> None:
         self.action_act(message.action)
 
+    def _queue(self, action: str, params: tuple[object, ...], what: str) -> bool:
+        """Before the job is read: keep the action to run when the read lands, say so, and return True."""
+        if self.loaded:
+            return False
+        self.queued = (action, params)
+        self.feedback(Text.assemble(("reading the job… ", "bold"), f"{what} as soon as it is read"), prompt=True)
+        return True
+
+    def action_copy_url(self) -> None:
+        """Copy the job's remote-console URL to the clipboard, whole, and say so on the feedback line."""
+        if self._queue("copy_url", (), "the console URL is copied"):
+            return
+        copy_console_url(self, self.query_one(ConsoleLink), self.disabled_reason("copy_url", ()))
+
     def action_act(self, action: str) -> None:
-        """Ask for what is missing (focus its field), else run the query or preview the action (default Cancel)."""
+        """Ask for what is missing (focus its field), else run the query or preview the action (default Cancel).
+
+        Pressed before the job is read, the action waits and runs when the read lands."""
+        if action in TRIAGE_ACTIONS and self._queue("act", (action,), f"{TRIAGE_ACTIONS[action][1].lower()} goes on"):
+            return
         if self.detail is None or self.busy is not None or action not in TRIAGE_ACTIONS:
             if action in TRIAGE_ACTIONS:
                 self.feedback(Text.assemble(("not available: ", "bold"), self.disabled_reason("act", (action,))),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ledger.config import Config
 from ledger.redaction import Redactor
-from ledger.remotes.base import Remote
+from ledger.remotes.base import Remote, label_console_url
 
 
 def remote_for(config: Config, operation: str) -> Remote:
@@ -21,3 +21,13 @@ def remote_for(config: Config, operation: str) -> Remote:
     from ledger.remotes.http import HttpRemote
 
     return HttpRemote(rc, redactor)
+
+
+def console_url_for(config: Config, operation: str, idem_key: str) -> str | None:
+    """Where a person can check the remote's own records of `idem_key` (a Gemini remote whose `base_url` points
+    at the bundled simulator's console), from the config alone: no adapter is built. None when there is none."""
+    op = config.operations.get(operation)
+    rc = config.remotes.get(op.remote) if op is not None else None
+    if rc is None or rc.kind != "gemini" or not rc.base_url:
+        return None
+    return label_console_url(rc.base_url, idem_key)

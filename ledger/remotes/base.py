@@ -104,6 +104,11 @@ class Remote(Protocol):
         ...
 
 
+def label_console_url(base_url: str, idem_key: str) -> str:
+    """The read-only console page (the bundled simulator's) that lists the interactions labelled with `idem_key`."""
+    return f"{base_url.rstrip('/')}/console/interactions?label=idem={idem_key}&format=html"
+
+
 def exception_chain(exc: BaseException) -> list[BaseException]:
     """The exception and its causes/contexts, outermost first, without loops."""
     seen: list[BaseException] = []

@@ -66,6 +66,7 @@ from ledger.remotes.base import (
     SendOutcome,
     exception_chain,
     is_not_delivered,
+    label_console_url,
     redact_outcome,
     redact_status,
 )
@@ -337,7 +338,7 @@ class GeminiRemote:
         `base_url` points at it; None for Google (AI Studio's logs, filtered by the label)."""
         if not self.base_url:
             return None
-        return f"{self.base_url.rstrip('/')}/console/interactions?label=idem={idem_key}&format=html"
+        return label_console_url(self.base_url, idem_key)
 
     def send(
         self, payload: dict[str, Any], idem_key: str, attempt: int, window: SendWindow | None = None

@@ -35,7 +35,7 @@ async def wait_loaded(pilot: Pilot[Any], screen_type: type | None = None, timeou
         screen = app.screen
         if screen_type is not None and not isinstance(screen, screen_type):
             return False
-        return bool(getattr(screen, "loaded", False)) and app.counts is not None
+        return bool(getattr(screen, "loaded", False)) and getattr(screen, "remote_read", True) and app.counts is not None
 
     await wait_until(pilot, ready, timeout, f"{screen_type.__name__ if screen_type else 'screen'} to load")
     await pilot.pause()
