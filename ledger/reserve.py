@@ -228,6 +228,9 @@ def _reserve(
                 )
                 return ReserveResult("blocked_by_hold", key, blocking=blocking)
         ikey = idem_key(jid, operation)
+        # The quota first, the job and its event last: on PostgreSQL the event takes the audit chain's lock,
+        # held to COMMIT, so the fewer statements after it the sooner other writers' events can go.
+        count_quota(conn, operation, day)
         applied = apply(
             conn,
             key,
@@ -238,7 +241,6 @@ def _reserve(
             detail={"idem_key": ikey, "quota_day": day, "quota_used": used + 1, "quota_limit": op.daily_quota},
             fields={"idem_key": ikey, "target": target, "payload": value, "quota_day": day},
         )
-        count_quota(conn, operation, day)
     job = applied.job
     assert job is not None  # the existing row was looked for in this same transaction
     return ReserveResult("reserved", key, job=job, used=used + 1, limit=op.daily_quota)
