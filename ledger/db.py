@@ -9,8 +9,7 @@ migrations, the busy timeout, the application id) are re-exported from the SQLit
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import cast
 
@@ -73,10 +72,9 @@ def connect(
     return sqlite_store.connect(path, readonly=readonly, synchronous=synchronous, check_same_thread=check_same_thread)
 
 
-@contextmanager
 def write_tx(
     conn: sqlite3.Connection, *, wait: float | None = None, lock: str | None = None
-) -> Iterator[sqlite3.Connection]:
+) -> AbstractContextManager[sqlite3.Connection]:
     """Run the block in one write transaction; commit on success, roll back on any error.
 
     A lock held past the busy timeout (or `wait` seconds, when given) raises LedgerLocked (exit 8) on both
@@ -86,8 +84,8 @@ def write_tx(
     if store.is_pg(conn):
         from ledger.store.postgres import CHAIN_LOCK, operation_lock
 
-        with conn.write(CHAIN_LOCK if lock is None else operation_lock(lock), wait):
-            yield cast(sqlite3.Connection, conn)
-        return
-    with sqlite_store.write_tx(conn, wait=wait) as c:
-        yield c
+        return cast(
+            AbstractContextManager[sqlite3.Connection],
+            conn.write(CHAIN_LOCK if lock is None else operation_lock(lock), wait),
+        )
+    return sqlite_store.write_tx(conn, wait=wait)  # the backend's own context, not wrapped in another
