@@ -2,7 +2,9 @@
 
 `make_app()` builds it (the CLI, the tests and the screenshot script share it); `run_console()` runs it.
 The UI thread only draws: every ledger read and every remote call runs in a thread worker that opens
-its own connection, and reports back with typed messages. Quitting stops nothing but the console.
+its own connection, and reports back with typed messages. Once the overview has drawn, a background worker
+imports the remotes' SDKs and builds their adapters (nothing is sent), so the first job or triage screen finds its
+remote ready. Quitting stops nothing but the console, and waits for none of these.
 """
 
 from __future__ import annotations
