@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -1039,8 +1039,8 @@ def export_cmd(
 
         conn = connect(ledger, readonly=True)
         try:
-            with export.snapshot(conn) as anchor, opened(dest) as out:
-                written = write_rows(out, chosen, export.TABLES[what], source(conn), terminal=terminal)
+            with export.snapshot(conn) as anchor, opened(dest) as out, closing(source(conn)) as rows:
+                written = write_rows(out, chosen, export.TABLES[what], rows, terminal=terminal)
         except BrokenPipeError:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
             output.notice(f"export stopped: the reader closed the pipe before the end ({what})")
