@@ -23,7 +23,7 @@ try:  # typer vendors click as typer._click (0.2x); before that it used click it
 except ImportError:  # pragma: no cover
     from click import get_current_context
 
-from console import output
+from console import output, sanitize
 from ledger import evidence, heartbeat, identity, queries, triage
 from ledger.actions import ACTIONS as ACTION_TABLE
 from ledger.actions import Field
@@ -1001,6 +1001,8 @@ def export_cmd(
     ledger: LedgerOpt = DEFAULT_LEDGER,
     config: ConfigOpt = DEFAULT_CONFIG,
     operator: OperatorOpt = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="The summary on stderr as one JSON object (stdout holds only the export).")] = False,
 ) -> None:
     """Export jobs or events as CSV, JSON lines or JSON, for a remote's support, an auditor or a spreadsheet.
 
@@ -1047,6 +1049,12 @@ def export_cmd(
             raise typer.Exit(EXIT_BROKEN_PIPE) from None
         finally:
             conn.close()
+    if as_json:
+        sys.stderr.write(sanitize.json_text({
+            "exported": written, "what": what, "format": chosen, "output": dest.shown, "redacted_rows": redactions,
+            "terminal_escaped": terminal and chosen == "csv",
+            "audit": {"events": anchor.events, "head_hash": anchor.head_hash}}) + "\n")
+        return
     note = "" if not redactions else (
         f"; secrets replaced in {redactions} row(s)" + (" (those events no longer match their hash)"
                                                          if what == "events" else ""))

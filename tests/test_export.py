@@ -127,6 +127,11 @@ def test_events_recompute_to_the_head_verify_reports(filled: Path, run_cli: Call
     assert verdict["ok"] and verdict["events"] == len(rows) > len(JOBS)
     assert prev == verdict["head_hash"] == head_of(summary(r.stderr))
     assert f"exported {len(rows)} events as jsonl to stdout" in r.stderr
+    j = run_cli("export", "events", "--json")  # the summary as JSON, for a script that keeps the anchor
+    assert j.rc == 0 and j.stdout == r.stdout
+    assert json.loads(j.stderr) == {"exported": len(rows), "what": "events", "format": "jsonl", "output": "stdout",
+                                    "redacted_rows": 0, "terminal_escaped": False,
+                                    "audit": {"events": len(rows), "head_hash": verdict["head_hash"]}}
 
 
 def test_csv_opens_with_dictreader_and_holds_every_job(
