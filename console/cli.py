@@ -1047,17 +1047,26 @@ def export_cmd(
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
             output.notice(f"export stopped: the reader closed the pipe before the end ({what})")
             raise typer.Exit(EXIT_BROKEN_PIPE) from None
+        except OSError as e:  # the output's disk is full, or the file system failed: nothing is left behind
+            raise BadInput(f"--output {dest.shown}: cannot write ({e.strerror or e}); nothing was written "
+                           "under that name") from None
+        except KeyboardInterrupt:
+            output.notice(f"export interrupted; nothing was written under {dest.shown}" if dest.path is not None
+                          else "export interrupted")
+            raise typer.Exit(130) from None
         finally:
             conn.close()
     if as_json:
         sys.stderr.write(sanitize.json_text({
             "exported": written, "what": what, "format": chosen, "output": dest.shown, "redacted_rows": redactions,
-            "terminal_escaped": terminal and chosen == "csv",
+            "secrets_checked": cfg is not None, "terminal_escaped": terminal and chosen == "csv",
             "audit": {"events": anchor.events, "head_hash": anchor.head_hash}}) + "\n")
         return
     note = "" if not redactions else (
         f"; secrets replaced in {redactions} row(s)" + (" (those events no longer match their hash)"
                                                          if what == "events" else ""))
+    if cfg is None:
+        note += f"; config {config} not read, so no secret was looked for (the ledger's text was redacted when written)"
     if terminal and chosen == "csv":
         note += "; control characters shown escaped for the terminal"
     output.notice(f"exported {written} {what if written != 1 else what[:-1]} as {chosen} to {dest.shown}; audit head at export: "

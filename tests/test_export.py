@@ -130,7 +130,7 @@ def test_events_recompute_to_the_head_verify_reports(filled: Path, run_cli: Call
     j = run_cli("export", "events", "--json")  # the summary as JSON, for a script that keeps the anchor
     assert j.rc == 0 and j.stdout == r.stdout
     assert json.loads(j.stderr) == {"exported": len(rows), "what": "events", "format": "jsonl", "output": "stdout",
-                                    "redacted_rows": 0, "terminal_escaped": False,
+                                    "redacted_rows": 0, "secrets_checked": True, "terminal_escaped": False,
                                     "audit": {"events": len(rows), "head_hash": verdict["head_hash"]}}
 
 
@@ -369,3 +369,7 @@ def test_secrets_the_config_names_are_redacted(filled: Path, run_cli: Callable[.
     ev = run_cli("export", "events", env={"GEMINI_API_KEY": "timeout after 30 s"})
     assert ev.rc == 0 and "timeout after 30 s" not in ev.stdout and "[redacted:GEMINI_API_KEY]" in ev.stdout
     assert "(those events no longer match their hash)" in summary(ev.stderr)
+    # without a readable config no secret can be looked for: the export still runs, and says so
+    bare = run_cli("export", "jobs", config=Path("/nonexistent/reclaim.toml"))
+    assert bare.rc == 0, bare
+    assert "not read, so no secret was looked for" in summary(bare.stderr)
