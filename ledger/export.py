@@ -108,7 +108,7 @@ def parse_when(text: str, now: float, *, name: str) -> float:
     back from `now` (`2h`, `3d`, `1h30m`). BadInput naming `name` and the value otherwise."""
     s = text.strip()
     if _SPAN.fullmatch(s.lower()) is not None:
-        when = now - (parse_due(s, 0.0, name=name) - 0.0)
+        when = now - parse_due(s, 0.0, name=name)  # the span, in seconds
     else:
         try:
             when = parse_time(s)
