@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import re
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -282,6 +283,7 @@ class Row(tuple[Any, ...]):
 
 
 _INDEXES: dict[tuple[bytes, ...], dict[str, int]] = {}
+_STREAMS = itertools.count(1)  # names of server-side cursors, unique per process
 
 
 def _row_factory(cursor: Any) -> Callable[[Sequence[Any]], Row]:
@@ -407,6 +409,19 @@ class PgConnection:
         if rows and "id" in rows[0].keys():
             out.lastrowid = rows[0]["id"]
         return out
+
+    def stream(self, sql: str, params: Sequence[Any] = (), batch: int = 1000) -> Iterator[Row]:
+        """Run one SELECT (`?` placeholders) through a server-side cursor inside the open transaction and yield
+        its rows `batch` at a time, so a large result never sits in memory whole."""
+        if not self.in_transaction:
+            raise RuntimeError("stream() needs an open transaction (a server-side cursor lives in one)")
+        try:
+            with self.raw.cursor(name=f"reclaim_stream_{next(_STREAMS)}") as cur:
+                cur.itersize = batch
+                cur.execute(translate(sql), list(params) or None)
+                yield from cur
+        except psycopg.Error as e:
+            raise _as_sqlite_error(e, self.url) from None
 
     def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> None:
         """Run one statement for each parameter tuple."""
