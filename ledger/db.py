@@ -529,19 +529,21 @@ def _begin_immediate(conn: sqlite3.Connection, wait: float | None = None) -> Non
 
 @contextmanager
 def write_tx(
-    conn: sqlite3.Connection, *, wait: float | None = None, lock: str | None = None
+    conn: sqlite3.Connection, *, wait: float | None = None, lock: str | None = None, rows_only: bool = False
 ) -> Iterator[sqlite3.Connection]:
     """Run the block in one BEGIN IMMEDIATE transaction; commit on success, roll back on any error.
 
     A lock held past the busy timeout (or `wait` seconds, when given) raises LedgerLocked; a read-only file
     raises LedgerUnusable; a damaged page raises LedgerCorrupt. Other sqlite3 errors (a trigger's refusal)
     propagate as they are. On PostgreSQL: READ COMMITTED under an advisory lock, the audit chain's, or with
-    `lock` (an operation name) that operation's only (see ledger.store.postgres).
+    `lock` (an operation name) that operation's only, or with `rows_only` (a block that appends no event and
+    locks its rows itself, e.g. `FOR UPDATE SKIP LOCKED`) no advisory lock (see ledger.store.postgres).
     """
     if store.is_pg(conn):
         from ledger.store.postgres import CHAIN_LOCK, operation_lock
 
-        with conn.write(CHAIN_LOCK if lock is None else operation_lock(lock), wait):
+        advisory = None if rows_only else CHAIN_LOCK if lock is None else operation_lock(lock)
+        with conn.write(advisory, wait):
             yield cast(sqlite3.Connection, conn)
         return
     queue = writers.queue_of(conn) if not conn.in_transaction else None

@@ -25,10 +25,10 @@ from ledger.crashpoints import crashpoint
 from ledger.db import ledger_path, write_tx
 from ledger.errors import LedgerError, LedgerLocked, LedgerUnusable, ReservedNotSent
 from ledger.heartbeat import WorkerBeat
-from ledger.leases import Claim, claim_for_send, claim_stale
+from ledger.leases import START, Claim, claim_for_send, claim_stale, pick_due, release_picks
 from ledger.model import Job, JobKey
 from ledger.redaction import Redactor
-from ledger.remote_health import lift, paused_remotes, record_refusal
+from ledger.remote_health import RemotePause, lift, paused_remotes, record_refusal
 from ledger.remotes import remote_for
 from ledger.remotes.base import Remote, RemoteStatus, SendOutcome, redact_outcome, redact_status
 from ledger.send_window import SendWindow, call_with_deadline
@@ -492,56 +492,82 @@ def send_due(
     stop: threading.Event | None = None,
     progress: Progress | None = None,
     limit: int = 1000,
+    batch: int = 20,
 ) -> None:
-    """Send every due reserving job once (stops early, between jobs, when `stop` is set)."""
-    rows = conn.execute(
-        "SELECT job_id, operation FROM jobs WHERE state = 'reserving' AND send_started_at IS NULL "
-        "AND (next_try_at IS NULL OR next_try_at <= ?) ORDER BY created_at LIMIT ?",
-        (clock.now(), limit),
-    ).fetchall()
+    """Send every due reserving job once (stops early, between jobs, when `stop` is set).
+
+    Jobs are picked `batch` at a time (`pick_due`: one short transaction, SKIP LOCKED on PostgreSQL), so
+    workers sharing the ledger take different jobs; each picked job is claimed (`claim_for_send`: epoch
+    + 1, send start, lease) only right before its own send. Picks not sent (stop, a paused remote, a job
+    another worker took) are given back when the pass's sends end. At most `limit` jobs per pass.
+    """
     pauses = paused_remotes(conn)
     probed: set[str] = set()
-    for i, (job_id, operation) in enumerate(rows):
-        if stop is not None and stop.is_set():
-            break
-        if operation not in config.operations:
-            continue
-        remote_name = config.operations[operation].remote
-        pause = pauses.get(remote_name)
-        if pause is not None:
-            # A paused remote gets one probe send per pass once its probe time has come, nothing else.
-            if remote_name in probed or pause.probe_at > clock.now():
-                continue
-            probed.add(remote_name)
-        outcome, applied = send_one(
-            conn, config, JobKey(job_id, operation), remotes.for_operation(operation), clock=clock, owner=owner
-        )
-        if progress:
-            progress("send", i + 1, len(rows))
-        if outcome is None or applied is None:
-            continue
-        if outcome.kind == "remote_unusable":
-            pauses = paused_remotes(conn)
-        elif pause is not None and applied.ok:
-            pauses.pop(remote_name, None)
-        if outcome.kind == "abandoned":
-            report.abandoned += applied.ok
-            report.fenced += not applied.ok and applied.refusal == "fenced"
-            continue
-        report.sent += 1
-        if not applied.ok:
-            report.fenced += applied.refusal == "fenced"
-            continue
-        if outcome.kind == "accepted":
-            report.accepted += 1
-        elif outcome.kind == "not_delivered":
-            report.not_delivered += 1
-        elif outcome.kind == "remote_unusable":
-            report.remote_refused += 1
-        elif outcome.kind == "invalid":
-            report.invalid += 1
-        else:
-            report.held += 1
+    after = START
+    done = 0
+    total = conn.execute(
+        "SELECT COUNT(*) FROM jobs WHERE state = 'reserving' AND send_started_at IS NULL "
+        "AND (next_try_at IS NULL OR next_try_at <= ?)", (clock.now(),),
+    ).fetchone()[0] if progress else 0
+    try:
+        while done < limit and not (stop is not None and stop.is_set()):
+            picked = pick_due(conn, config, owner=owner, now=clock.now(), limit=min(batch, limit - done), after=after)
+            if not picked:
+                break
+            last = picked[-1]
+            after = (last.created_at, last.job_id, last.operation)
+            for job in picked:
+                if stop is not None and stop.is_set():
+                    break
+                done += 1
+                pauses = _send_picked(conn, config, remotes, job.key, clock=clock, owner=owner, report=report,
+                                      pauses=pauses, probed=probed)
+                if progress:
+                    progress("send", done, max(total, done))
+    finally:
+        if after != START:
+            release_picks(conn, owner)
+
+
+def _send_picked(
+    conn: sqlite3.Connection, config: Config, remotes: RemoteCache, key: JobKey, *, clock: Clock, owner: str,
+    report: TickReport, pauses: dict[str, RemotePause], probed: set[str],
+) -> dict[str, RemotePause]:
+    """Claim and send one picked job (unless its remote is paused), count what happened; the pauses after."""
+    if key.operation not in config.operations:
+        return pauses
+    remote_name = config.operations[key.operation].remote
+    pause = pauses.get(remote_name)
+    if pause is not None:
+        # A paused remote gets one probe send per pass once its probe time has come, nothing else.
+        if remote_name in probed or pause.probe_at > clock.now():
+            return pauses
+        probed.add(remote_name)
+    outcome, applied = send_one(conn, config, key, remotes.for_operation(key.operation), clock=clock, owner=owner)
+    if outcome is None or applied is None:
+        return pauses
+    if outcome.kind == "remote_unusable":
+        pauses = paused_remotes(conn)
+    elif pause is not None and applied.ok:
+        pauses.pop(remote_name, None)
+    if outcome.kind == "abandoned":
+        report.abandoned += applied.ok
+        report.fenced += not applied.ok and applied.refusal == "fenced"
+        return pauses
+    report.sent += 1
+    if not applied.ok:
+        report.fenced += applied.refusal == "fenced"
+    elif outcome.kind == "accepted":
+        report.accepted += 1
+    elif outcome.kind == "not_delivered":
+        report.not_delivered += 1
+    elif outcome.kind == "remote_unusable":
+        report.remote_refused += 1
+    elif outcome.kind == "invalid":
+        report.invalid += 1
+    else:
+        report.held += 1
+    return pauses
 
 
 def record_poll(conn: sqlite3.Connection, config: Config, job: Job, status: RemoteStatus, *, actor: str, now: float) -> Applied | None:

@@ -493,8 +493,8 @@ class PgConnection:
         return float(row[0])
 
     @contextmanager
-    def write(self, lock: int = CHAIN_LOCK, wait: float | None = None) -> Iterator[PgConnection]:
-        """One READ COMMITTED write transaction holding the advisory lock `lock`; commit on success.
+    def write(self, lock: int | None = CHAIN_LOCK, wait: float | None = None) -> Iterator[PgConnection]:
+        """One READ COMMITTED write transaction holding the advisory lock `lock` (none when None); commit on success.
 
         A lock (advisory or row) waited on longer than the lock timeout (or `wait` seconds) raises
         LedgerLocked. A Retryable (serialization failure, deadlock) leaves the transaction rolled back.
@@ -502,9 +502,9 @@ class PgConnection:
         timeout_ms = LOCK_TIMEOUT_MS if wait is None else max(int(wait * 1000), 1)
         try:
             # One round trip: the three statements go as one simple query (integers only, no parameters).
+            advisory = "" if lock is None else f"; SELECT pg_advisory_xact_lock({int(lock)})"
             self.raw.execute(
-                f"BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {int(timeout_ms)}; "
-                f"SELECT pg_advisory_xact_lock({int(lock)})"
+                f"BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {int(timeout_ms)}{advisory}"
             )
         except psycopg.Error as e:
             self.rollback()
