@@ -161,16 +161,19 @@ def pick_due(
     """
     until = lease_deadline(now, config.policy.lease_seconds)
     skip = " FOR UPDATE SKIP LOCKED" if store.is_pg(conn) else ""
+    due = (
+        "FROM jobs WHERE state = 'reserving' AND send_started_at IS NULL AND (next_try_at IS NULL OR next_try_at <= ?) "
+        "AND (lease_owner IS NULL OR lease_owner = ? OR lease_until IS NULL OR lease_until <= ?) "
+        "AND (created_at, job_id, operation) > (?, ?, ?) "
+    )
+    args = (now, owner, now, *after)
+    if conn.execute(f"SELECT 1 {due}LIMIT 1", args).fetchone() is None:
+        return []  # nothing to pick: no write transaction for an idle pass
 
     def body() -> list[Job]:
         with write_tx(conn, rows_only=True):
             rows = conn.execute(
-                "SELECT * FROM jobs WHERE state = 'reserving' AND send_started_at IS NULL "
-                "AND (next_try_at IS NULL OR next_try_at <= ?) "
-                "AND (lease_owner IS NULL OR lease_owner = ? OR lease_until IS NULL OR lease_until <= ?) "
-                "AND (created_at, job_id, operation) > (?, ?, ?) "
-                f"ORDER BY created_at, job_id, operation LIMIT ?{skip}",
-                (now, owner, now, *after, limit),
+                f"SELECT * {due}ORDER BY created_at, job_id, operation LIMIT ?{skip}", (*args, limit)
             ).fetchall()
             jobs = [Job.from_row(r) for r in rows]
             for job in jobs:
