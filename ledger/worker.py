@@ -499,7 +499,8 @@ def send_due(
     Jobs are picked `batch` at a time (`pick_due`: one short transaction, SKIP LOCKED on PostgreSQL), so
     workers sharing the ledger take different jobs; each picked job is claimed (`claim_for_send`: epoch
     + 1, send start, lease) only right before its own send. Picks not sent (stop, a paused remote, a job
-    another worker took) are given back when the pass's sends end. At most `limit` jobs per pass.
+    another worker took) are given back when the pass's sends end (after an error they run out after
+    policy.lease_seconds instead). At most `limit` jobs per pass.
     """
     pauses = paused_remotes(conn)
     probed: set[str] = set()
@@ -509,24 +510,24 @@ def send_due(
         "SELECT COUNT(*) FROM jobs WHERE state = 'reserving' AND send_started_at IS NULL "
         "AND (next_try_at IS NULL OR next_try_at <= ?)", (clock.now(),),
     ).fetchone()[0] if progress else 0
-    try:
-        while done < limit and not (stop is not None and stop.is_set()):
-            picked = pick_due(conn, config, owner=owner, now=clock.now(), limit=min(batch, limit - done), after=after)
-            if not picked:
+    while done < limit and not (stop is not None and stop.is_set()):
+        picked = pick_due(conn, config, owner=owner, now=clock.now(), limit=min(batch, limit - done), after=after)
+        if not picked:
+            break
+        last = picked[-1]
+        after = (last.created_at, last.job_id, last.operation)
+        for job in picked:
+            if stop is not None and stop.is_set():
                 break
-            last = picked[-1]
-            after = (last.created_at, last.job_id, last.operation)
-            for job in picked:
-                if stop is not None and stop.is_set():
-                    break
-                done += 1
-                pauses = _send_picked(conn, config, remotes, job.key, clock=clock, owner=owner, report=report,
-                                      pauses=pauses, probed=probed)
-                if progress:
-                    progress("send", done, max(total, done))
-    finally:
-        if after != START:
-            release_picks(conn, owner)
+            done += 1
+            pauses = _send_picked(conn, config, remotes, job.key, clock=clock, owner=owner, report=report,
+                                  pauses=pauses, probed=probed)
+            if progress:
+                progress("send", done, max(total, done))
+    # Not on an error (e.g. an outcome journaled because the ledger is locked): that error is what the
+    # caller must see, and the picks run out by themselves.
+    if after != START:
+        release_picks(conn, owner)
 
 
 def _send_picked(
