@@ -3,11 +3,8 @@
 A worker that claims a job bumps its epoch and holds a lease until `lease_until`. Every later write by
 that worker names the epoch; once someone else claims the job, the old worker's writes match no row.
 
-Workers share due jobs out in batches: `pick_due` marks a batch as picked (lease_owner and a lease_until
-on a row still `reserving` with no send begun; no epoch bump, no event, not a send start), so other
-workers' picks pass those rows by. Each picked job is then claimed with `claim_for_send` right before
-its own send. A pick fences nothing and promises nothing: a worker that dies holding picks leaves those
-jobs due (never "may have been sent"), and another worker takes them once the pick ran out.
+Workers share the due jobs out by picks (ledger.picks: a table of their own, not the job's state); each
+picked job is claimed with `claim_for_send` right before its own send, and that claim ends the pick.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ledger import store
+from ledger import picks, store
 from ledger.config import Config
 from ledger.db import write_tx
 from ledger.errors import RowDisagrees
@@ -89,7 +86,7 @@ def _check_row_agrees(conn: sqlite3.Connection, current: Job) -> None:
 
 def _claim(
     conn: sqlite3.Connection, config: Config, key: JobKey, event: str, *, owner: str, now: float,
-    eligible: Callable[[Job], bool], fields: Callable[[Job, float], dict[str, object]],
+    eligible: Callable[[Job], bool], fields: Callable[[Job, float], dict[str, object]], ends_pick: bool = False,
 ) -> Claim | None:
     until = lease_deadline(now, config.policy.lease_seconds)
     with write_tx(conn):
@@ -105,22 +102,29 @@ def _claim(
             detail={"attempt": current.attempt, "try": current.tries + (event == "send_started"),
                     "lease_until": until, "lease_seconds": config.policy.lease_seconds},
         )
+        if ends_pick and applied.ok:
+            picks.drop_pick(conn, key)  # after the job's row: see ledger.picks on lock order
     job = applied.job
     assert job is not None  # read and written in one BEGIN IMMEDIATE transaction
     return Claim(job=job, epoch=job.epoch, owner=owner, claimed_at=time.monotonic())
 
 
-def claim_for_send(conn: sqlite3.Connection, config: Config, key: JobKey, *, owner: str, now: float) -> Claim | None:
+def claim_for_send(
+    conn: sqlite3.Connection, config: Config, key: JobKey, *, owner: str, now: float, expected_epoch: int | None = None,
+) -> Claim | None:
     """Claim a due `reserving` job for one send: epoch + 1, lease, send start, event; committed on return.
+    The job's pick (ledger.picks), whoever held it, is deleted in the same transaction.
 
     Returns None (nothing written) when the job is not due: another send is under way or was begun
-    without an outcome, its next try is later, it is no longer `reserving`, or another worker's pick of
-    it (see `pick_due`) has not run out.
+    without an outcome, its next try is later, it is no longer `reserving`, another worker holds a live
+    pick of it, or (when `expected_epoch` is given: the epoch it had when picked) it changed since.
     """
     return _claim(
         conn, config, key, "send_started", owner=owner, now=now,
-        eligible=lambda job: send_is_due(job, now) and not _picked_by_other(job, owner, now),
+        eligible=lambda job: send_is_due(job, now) and expected_epoch in (None, job.epoch)
+        and not picks.picked_by_other(conn, key, owner, now),
         fields=lambda job, until: {"send_started_at": now, "tries": job.tries + 1},
+        ends_pick=True,
     )
 
 
@@ -137,68 +141,6 @@ def claim_stale(conn: sqlite3.Connection, config: Config, key: JobKey, *, owner:
     )
 
 
-def _picked_by_other(job: Job, owner: str, now: float) -> bool:
-    return job.lease_owner not in (None, owner) and not lease_expired(job.lease_until, now)
-
-
-Cursor = tuple[float, str, str]
-"""Where a pass got to in the due jobs: (created_at, job_id, operation) of the last one picked."""
-
-START: Cursor = (float("-inf"), "", "")
-
-
-def pick_due(
-    conn: sqlite3.Connection, config: Config, *, owner: str, now: float, limit: int, after: Cursor = START,
-) -> list[Job]:
-    """Pick up to `limit` due `reserving` jobs after `after` (oldest first) for this worker, in one short
-    transaction; committed on return.
-
-    A picked row gets lease_owner = `owner` and lease_until = now + policy.lease_seconds, nothing else:
-    no epoch bump, no event, no send start, so it is not a claim. Rows another worker picked and whose
-    pick has not run out are passed by; on PostgreSQL the rows are read `FOR UPDATE SKIP LOCKED` with no
-    advisory lock (a row another picker holds is left to it), on SQLite in one BEGIN IMMEDIATE. Each job
-    must still be claimed with `claim_for_send` before it is sent. Returns [] when nothing is due.
-    """
-    until = lease_deadline(now, config.policy.lease_seconds)
-    skip = " FOR UPDATE SKIP LOCKED" if store.is_pg(conn) else ""
-    due = (
-        "FROM jobs WHERE state = 'reserving' AND send_started_at IS NULL AND (next_try_at IS NULL OR next_try_at <= ?) "
-        "AND (lease_owner IS NULL OR lease_owner = ? OR lease_until IS NULL OR lease_until <= ?) "
-        "AND (created_at, job_id, operation) > (?, ?, ?) "
-    )
-    args = (now, owner, now, *after)
-    if conn.execute(f"SELECT 1 {due}LIMIT 1", args).fetchone() is None:
-        return []  # nothing to pick: no write transaction for an idle pass
-
-    def body() -> list[Job]:
-        with write_tx(conn, rows_only=True):
-            rows = conn.execute(
-                f"SELECT * {due}ORDER BY created_at, job_id, operation LIMIT ?{skip}", (*args, limit)
-            ).fetchall()
-            jobs = [Job.from_row(r) for r in rows]
-            for job in jobs:
-                conn.execute(
-                    "UPDATE jobs SET lease_owner = ?, lease_until = ? WHERE job_id = ? AND operation = ? "
-                    "AND state = 'reserving' AND send_started_at IS NULL",
-                    (owner, until, job.job_id, job.operation),
-                )
-        return jobs
-
-    return store.retrying(conn, body)
-
-
-def release_picks(conn: sqlite3.Connection, owner: str) -> int:
-    """Give back this worker's picks of jobs it did not claim (still `reserving`, no send begun), so
-    other workers need not wait for them to run out; returns how many. Claims are left alone."""
-    with write_tx(conn, rows_only=True):
-        cur = conn.execute(
-            "UPDATE jobs SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ? "
-            "AND state = 'reserving' AND send_started_at IS NULL",
-            (owner,),
-        )
-        return int(cur.rowcount or 0)
-
-
 def claim_batch(conn: sqlite3.Connection, config: Config, *, owner: str, now: float, limit: int) -> list[Claim]:
     """Mark up to `limit` due `reserving` jobs as being sent NOW, all at once, in one transaction.
 
@@ -206,8 +148,8 @@ def claim_batch(conn: sqlite3.Connection, config: Config, *, owner: str, now: fl
     against the job's events first; committed on return. Every job of the batch counts as "may have been
     sent" from this commit on, and every lease runs from it: a caller that sends them one after another
     and dies after the first leaves the rest held as uncertain, and a later send may find its lease too
-    short. So the worker does not use it (it picks with `pick_due` and claims each job right before its
-    send); it is for callers that start every send of the batch at once. On PostgreSQL the rows are taken
+    short. So the worker does not use it (it picks with `ledger.picks.pick_due` and claims each job right
+    before its send); it is for callers that start every send of the batch at once. On PostgreSQL the rows are taken
     `FOR UPDATE SKIP LOCKED`. Returns [] when nothing is due.
     """
     until = lease_deadline(now, config.policy.lease_seconds)

@@ -4,9 +4,10 @@
       BEGIN; lock_timeout; the operation's advisory lock; existing? quota? held on target?; INSERT job;
       the chain's advisory lock; next seq; last hash; INSERT event; UPSERT quota; COMMIT). Aim >= 0.9.
   8b. 16 processes reserving at once, on 16 operations vs all on one: reservations per second.
-  8c. claims per second the worker's way (pick_due: batches of 20, FOR UPDATE SKIP LOCKED; then
-      claim_for_send per job, as right before its send) with 4 worker processes vs 1; also with a 20 ms
-      stand-in for each send (a sleep, no transaction open), and the same on a SQLite ledger file.
+  8c. claims per second the worker's way (ledger.picks.pick_due: batches of 20 in the picks table, FOR
+      UPDATE SKIP LOCKED; then claim_for_send per job, as right before its send) with 4 worker processes
+      vs 1; also with a 20 ms stand-in for each send (a sleep, no transaction open), and the same on a
+      SQLite ledger file.
   8d. live lag: a commit to the follower having read its event, woken by NOTIFY vs polling every 0.1 s; p95.
 
 The server is a throwaway one (tests/pg_server.py: initdb + pg_ctl on a unix socket, fsync off, as the
@@ -40,7 +41,8 @@ from ledger.clock import SystemClock, day_of  # noqa: E402
 from ledger.config import Config, parse_config  # noqa: E402
 from ledger.db import connect, create_ledger  # noqa: E402
 from ledger.follow import EventCursor, wait_for_change  # noqa: E402
-from ledger.leases import START, claim_for_send, pick_due  # noqa: E402
+from ledger.leases import claim_for_send  # noqa: E402
+from ledger.picks import START, HeldPicks, pick_due, release_picks  # noqa: E402
 from ledger.reserve import parse_payload, reserve  # noqa: E402
 from ledger.store.postgres import CHAIN_LOCK, LOCK_TIMEOUT_MS, operation_lock  # noqa: E402
 
@@ -231,22 +233,29 @@ def fig_writers(server: Server, procs: int, per: int) -> list[Row]:
 
 # -- 8c ------------------------------------------------------------------------------------------------
 def _claimer(url: str, send_s: float, barrier: Any, out: Any) -> None:
-    """One worker's send step without the remote: pick 20, claim each right before its (stand-in) send."""
+    """One worker's send step without the remote, as `ledger.worker.send_due` does it: pick 20 (a row each
+    in `picks`), renew the picks as the batch goes, claim each job right before its (stand-in) send, give
+    back what is left at the end."""
     config = bench_config()
     conn = connect(url)
     owner = f"w{os.getpid()}"
+    clock = SystemClock()
+    held = HeldPicks(conn, config, owner, clock)
     barrier.wait(timeout=120)
     t0 = time.perf_counter()
     got = 0
     while True:
-        picked = pick_due(conn, config, owner=owner, now=time.time(), limit=20, after=START)
+        picked = pick_due(conn, config, owner=owner, now=clock.now(), limit=20, after=START)
         if not picked:
             break
+        held.picked()
         for job in picked:
-            if claim_for_send(conn, config, job.key, owner=owner, now=time.time()) is not None:
+            held.keep()
+            if claim_for_send(conn, config, job.key, owner=owner, now=clock.now(), expected_epoch=job.epoch):
                 got += 1
                 if send_s:
                     time.sleep(send_s)  # the send itself: no transaction open
+    release_picks(conn, owner, now=clock.now())
     out.put((t0, time.perf_counter(), got))
     conn.close()
 

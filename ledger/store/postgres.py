@@ -249,7 +249,19 @@ CREATE INDEX worker_heartbeats_running ON worker_heartbeats (running, updated_at
 # Schema version N on PostgreSQL is the same logical schema as SQLite's version N. A PostgreSQL ledger
 # starts at the version current when the backend was added; later versions append a script here.
 BASE_VERSION = 9
-MIGRATIONS: dict[int, str] = {}
+MIGRATIONS: dict[int, str] = {
+    # Picks (ledger.picks): workers' short reservations of due jobs, kept apart from the jobs (no event).
+    10: """
+CREATE TABLE picks (
+    job_id       TEXT NOT NULL,
+    operation    TEXT NOT NULL,
+    worker       TEXT NOT NULL,
+    picked_until DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (job_id, operation)
+);
+CREATE INDEX picks_worker ON picks (worker);
+""",
+}
 
 
 def schema_version() -> int:
