@@ -149,8 +149,9 @@ def claim_batch(conn: sqlite3.Connection, config: Config, *, owner: str, now: fl
     sent" from this commit on, and every lease runs from it: a caller that sends them one after another
     and dies after the first leaves the rest held as uncertain, and a later send may find its lease too
     short. So the worker does not use it (it picks with `ledger.picks.pick_due` and claims each job right
-    before its send); it is for callers that start every send of the batch at once. On PostgreSQL the rows are taken
-    `FOR UPDATE SKIP LOCKED`. Returns [] when nothing is due.
+    before its send); it is for callers that start every send of the batch at once. It takes no account of
+    picks (ledger.picks): a job another worker picked and this claims is passed by that worker's own
+    claim. On PostgreSQL the rows are taken `FOR UPDATE SKIP LOCKED`. Returns [] when nothing is due.
     """
     until = lease_deadline(now, config.policy.lease_seconds)
     skip = " FOR UPDATE SKIP LOCKED" if store.is_pg(conn) else ""
