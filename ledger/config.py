@@ -51,6 +51,9 @@ class Policy:
     reconcile_on_evidence: bool = True
     # No worker pass (started or ended) for this long: `status` and the console header say nothing is passing.
     worker_silence_seconds: float = 300.0
+    # A worker's pick of a due job (ledger.picks) lasts this long (at most the lease), renewed while the
+    # worker works through its batch: a dead or stopped worker's picks hold jobs back at most this long.
+    pick_seconds: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -254,6 +257,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         remote_probe_seconds=_seconds(p, "remote_probe_seconds", pp, 60),
         reconcile_on_evidence=_typed(p, "reconcile_on_evidence", (bool,), pp, True),
         worker_silence_seconds=_seconds(p, "worker_silence_seconds", pp, 300),
+        pick_seconds=_seconds(p, "pick_seconds", pp, 10),
     )
 
     operators: dict[str, frozenset[str]] = {}

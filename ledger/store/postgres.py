@@ -250,7 +250,19 @@ CREATE INDEX worker_heartbeats_running ON worker_heartbeats (running, updated_at
 # Schema version N on PostgreSQL is the same logical schema as SQLite's version N. A PostgreSQL ledger
 # starts at the version current when the backend was added; later versions append a script here.
 BASE_VERSION = 9
-MIGRATIONS: dict[int, str] = {}
+MIGRATIONS: dict[int, str] = {
+    # Picks (ledger.picks): workers' short reservations of due jobs, kept apart from the jobs (no event).
+    10: """
+CREATE TABLE picks (
+    job_id       TEXT NOT NULL,
+    operation    TEXT NOT NULL,
+    worker       TEXT NOT NULL,
+    picked_until DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (job_id, operation)
+);
+CREATE INDEX picks_worker ON picks (worker);
+""",
+}
 
 
 def schema_version() -> int:
@@ -508,8 +520,8 @@ class PgConnection:
         return float(row[0])
 
     @contextmanager
-    def write(self, lock: int = CHAIN_LOCK, wait: float | None = None) -> Iterator[PgConnection]:
-        """One READ COMMITTED write transaction holding the advisory lock `lock`; commit on success.
+    def write(self, lock: int | None = CHAIN_LOCK, wait: float | None = None) -> Iterator[PgConnection]:
+        """One READ COMMITTED write transaction holding the advisory lock `lock` (none when None); commit on success.
 
         A lock (advisory or row) waited on longer than the lock timeout (or `wait` seconds) raises
         LedgerLocked. A Retryable (serialization failure, deadlock) leaves the transaction rolled back.
@@ -517,9 +529,9 @@ class PgConnection:
         timeout_ms = LOCK_TIMEOUT_MS if wait is None else max(int(wait * 1000), 1)
         try:
             # One round trip: the three statements go as one simple query (integers only, no parameters).
+            advisory = "" if lock is None else f"; SELECT pg_advisory_xact_lock({int(lock)})"
             self.raw.execute(
-                f"BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {int(timeout_ms)}; "
-                f"SELECT pg_advisory_xact_lock({int(lock)})"
+                f"BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {int(timeout_ms)}{advisory}"
             )
         except psycopg.Error as e:
             self.rollback()

@@ -256,7 +256,20 @@ CREATE INDEX worker_heartbeats_updated ON worker_heartbeats (updated_at);
 CREATE INDEX worker_heartbeats_running ON worker_heartbeats (running, updated_at);
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9]
+# Picks: a worker's short reservation of due jobs among workers (ledger.picks), not a change to a job: no
+# event, not in the jobs table, so the jobs stay a projection of their events. One row per picked job.
+_V10 = """
+CREATE TABLE picks (
+    job_id       TEXT NOT NULL,
+    operation    TEXT NOT NULL,
+    worker       TEXT NOT NULL,
+    picked_until REAL NOT NULL,
+    PRIMARY KEY (job_id, operation)
+);
+CREATE INDEX picks_worker ON picks (worker);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
