@@ -24,7 +24,7 @@ import psycopg
 from psycopg import errors as pgerr
 from psycopg.pq import ExecStatus, TransactionStatus
 
-from ledger.errors import LedgerLocked, LedgerUnusable
+from ledger.errors import BadInput, LedgerLocked, LedgerUnusable
 
 LOCK_TIMEOUT_MS = 5000
 CHAIN_LOCK = 0x52434C4D00000001  # the audit chain (and every general write transaction)
@@ -327,6 +327,10 @@ def _as_sqlite_error(e: psycopg.Error, url: str) -> Exception:
         )
     if isinstance(e, (psycopg.IntegrityError, pgerr.RaiseException)):
         return sqlite3.IntegrityError(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    if isinstance(e, psycopg.DataError) and "NUL" in str(e):  # psycopg's own refusal, before the server
+        return BadInput("text holding a NUL character (\\x00) cannot be stored in the ledger; remove it")
+    if isinstance(e, pgerr.NumericValueOutOfRange):
+        return BadInput(f"a number beyond what the ledger stores (64-bit integers): {_first(e)}")
     if isinstance(e, (pgerr.SerializationFailure, pgerr.DeadlockDetected)):
         return Retryable(str(e).splitlines()[0])
     if isinstance(e, (pgerr.InsufficientPrivilege, pgerr.ReadOnlySqlTransaction)):
