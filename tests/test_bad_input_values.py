@@ -695,3 +695,40 @@ def test_the_largest_event_number_is_a_number_every_backend_takes(
     r = run_cli("events", "--after", str(2**63 - 1), "--json", timeout=30)
     assert r.rc == 0 and "Traceback" not in r.stderr, r.stderr
     assert fingerprint(ledger_path) == before
+
+
+# -- 9. a signed webhook delivery whose ids no ledger can store ---------------------------------------------------
+@pytest.mark.parametrize("where", ["handle", "idem"])
+def test_a_webhook_id_holding_a_nul_is_refused_as_malformed_on_every_backend(
+    where: str, ledger_path: Path, make_config: Callable[..., dict[str, Any]], tmp_path: Path, clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch, fingerprint: Callable[[Path], str],
+) -> None:
+    import uuid
+    from datetime import UTC, datetime
+
+    from standardwebhooks.webhooks import Webhook
+
+    from ledger.config import parse_config
+    from ledger.receiver import receive
+
+    secret = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtMTIzNDU2Nzg="
+    monkeypatch.setenv("RECLAIM_TEST_WHSEC", secret)
+    doc = make_config(base_url="http://127.0.0.1:9")
+    doc["remotes"]["gemini"]["webhook_secret_env"] = "RECLAIM_TEST_WHSEC"
+    cfg = parse_config(doc, base_dir=tmp_path)
+    ids = {"handle": "v1_ok", "idem": "ok"}
+    ids[where] = {"handle": "v1_a\x00b", "idem": "idem\x00"}[where]
+    body = json.dumps({"type": "interaction.completed", "timestamp": datetime.now(UTC).isoformat(),
+                       "data": {"id": ids["handle"], "status": "completed",
+                                "user_metadata": {"idem": ids["idem"], "attempt": "1"}}})
+    msg, when = f"msg_{uuid.uuid4().hex}", datetime.now(UTC)
+    headers = {"webhook-id": msg, "webhook-timestamp": str(int(when.timestamp())),
+               "webhook-signature": Webhook(secret).sign(msg, when, body)}
+    before = fingerprint(ledger_path)
+    conn = connect(ledger_path)
+    try:
+        answer = receive(conn, cfg, {"gemini": secret}, body.encode(), headers, clock=clock)
+    finally:
+        conn.close()
+    assert (answer.status, answer.message) == (400, "an id holding a NUL character")  # not 503: no retry loop
+    assert fingerprint(ledger_path) == before
