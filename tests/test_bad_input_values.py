@@ -732,3 +732,35 @@ def test_a_webhook_id_holding_a_nul_is_refused_as_malformed_on_every_backend(
         conn.close()
     assert (answer.status, answer.message) == (400, "an id holding a NUL character")  # not 503: no retry loop
     assert fingerprint(ledger_path) == before
+
+
+# -- 10. a remote's own words holding a NUL: recorded alike on every backend ---------------------------------------
+@pytest.mark.parametrize(("status", "state"), [(400, "failed"), (503, "held")], ids=["refused", "unknown"])
+def test_a_remote_error_holding_a_nul_is_recorded_alike_on_every_backend(
+    status: int, state: str, sim: Simulator, ledger_path: Path, conn: Any, cfg: Any, clock: ManualClock,
+    read_job: Callable[..., Any],
+) -> None:
+    from ledger.worker import RemoteCache, submit_now
+
+    sim.add_fault("status", status=status, reason="BAD\x00REASON")
+    res = submit_now(conn, cfg, OP, {"input": "x"}, clock=clock, job_id="nul-err", remotes=RemoteCache(cfg))
+    assert res.state == state
+    job = read_job(ledger_path, "nul-err")
+    assert job is not None and job.state == state
+    assert "(BAD\\x00REASON)" in job.last_error  # the four characters \x00: what PostgreSQL text can hold
+    assert sim.count("create") == 1
+
+
+def test_a_remote_status_holding_a_nul_holds_the_job_on_every_backend(
+    sim: Simulator, ledger_path: Path, conn: Any, cfg: Any, clock: ManualClock, read_job: Callable[..., Any],
+) -> None:
+    from ledger.worker import RemoteCache, submit_now, tick
+
+    sim.add_fault("end_status", end_status="we\x00ird", text="t")
+    res = submit_now(conn, cfg, OP, {"input": "x"}, clock=clock, job_id="nul-status", remotes=RemoteCache(cfg))
+    assert res.state == "submitted"
+    clock.advance(1)
+    tick(conn, cfg, clock=clock, remotes=RemoteCache(cfg), owner="w")  # the poll pass: no error, the job held
+    job = read_job(ledger_path, "nul-status")
+    assert job is not None and job.state == "held" and "\x00" not in (job.held_reason or "")
+    assert sim.count("create") == 1
