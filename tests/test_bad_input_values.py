@@ -2,7 +2,10 @@
 corrupt pages, a full disk at init, bad times stored or given, and out-of-range options.
 
 Each case runs the real `reclaim` CLI and checks: the documented exit code, exactly one stderr line
-`reclaim: error: ...` naming the thing, and a ledger left as it was (fingerprint or file digest).
+`reclaim: error: ...` naming the thing, and a ledger left as it was (fingerprint from a fresh connection, or
+the file digest). Every case about the rules runs on SQLite and on PostgreSQL (`BACKENDS`), with the same
+message and exit code on both, including values only one of them could not store (a NUL character, an
+integer beyond 64 bits); only the cases about the SQLite file itself are `sqlite_only`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ COMMITTED and take a transaction-scoped advisory lock: the chain lock for genera
 IMMEDIATE gives on SQLite), or a per-operation lock for reserve, which takes the chain lock only when it
 appends an event. Serialization failures and deadlocks are retried by the callers that run a body more
 than once (`ledger.store.retrying`). A lock wait past `lock_timeout` raises LedgerLocked (exit 8), like SQLite's busy
-timeout. Database errors are raised as the sqlite3 exception classes the rules already handle.
+timeout. Database errors are raised as the sqlite3 exception classes the rules already handle; a value no
+column can hold (a NUL in text, an integer beyond 64 bits) as BadInput (exit 2), one line.
 """
 
 from __future__ import annotations
