@@ -139,13 +139,16 @@ def _check_text(text: str, path: list[str | int], what: str) -> None:
 
 
 def check_text_arg(name: str, text: str | None) -> None:
-    """Raise BadInput unless `text` is valid Unicode (no lone surrogates from undecodable bytes)."""
+    """Raise BadInput unless `text` is valid Unicode (no lone surrogates from undecodable bytes) without a NUL
+    character (which PostgreSQL text cannot hold: refused on every backend alike)."""
     if text is None:
         return
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise BadInput(f"{name}: not valid UTF-8 text; pass it as UTF-8") from None
+    if "\x00" in text:
+        raise BadInput(f"{name}: holds a NUL character (\\x00), which a ledger cannot store; remove it")
 
 
 def reserve(

@@ -6,7 +6,8 @@ COMMITTED and take a transaction-scoped advisory lock: the chain lock for genera
 IMMEDIATE gives on SQLite), or a per-operation lock for reserve, which takes the chain lock only when it
 appends an event. Serialization failures and deadlocks are retried by the callers that run a body more
 than once (`ledger.store.retrying`). A lock wait past `lock_timeout` raises LedgerLocked (exit 8), like SQLite's busy
-timeout. Database errors are raised as the sqlite3 exception classes the rules already handle.
+timeout. Database errors are raised as the sqlite3 exception classes the rules already handle; a value no
+column can hold (a NUL in text, an integer beyond 64 bits) as BadInput (exit 2), one line.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import psycopg
 from psycopg import errors as pgerr
 from psycopg.pq import ExecStatus, TransactionStatus
 
-from ledger.errors import LedgerLocked, LedgerUnusable
+from ledger.errors import BadInput, LedgerLocked, LedgerUnusable
 
 LOCK_TIMEOUT_MS = 5000
 CHAIN_LOCK = 0x52434C4D00000001  # the audit chain (and every general write transaction)
@@ -341,6 +342,10 @@ def _as_sqlite_error(e: psycopg.Error, url: str) -> Exception:
         )
     if isinstance(e, (psycopg.IntegrityError, pgerr.RaiseException)):
         return sqlite3.IntegrityError(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    if isinstance(e, psycopg.DataError) and "NUL" in str(e):  # psycopg's own refusal, before the server
+        return BadInput("text holding a NUL character (\\x00) cannot be stored in the ledger; remove it")
+    if isinstance(e, pgerr.NumericValueOutOfRange):
+        return BadInput(f"a number beyond what the ledger stores (64-bit integers): {_first(e)}")
     if isinstance(e, (pgerr.SerializationFailure, pgerr.DeadlockDetected)):
         return Retryable(str(e).splitlines()[0])
     if isinstance(e, (pgerr.InsufficientPrivilege, pgerr.ReadOnlySqlTransaction)):
