@@ -425,7 +425,7 @@ def recover_stale(
     cutoff = now - config.policy.stale_reserving_seconds
     rows = conn.execute(
         "SELECT job_id, operation FROM jobs WHERE state = 'reserving' AND send_started_at IS NOT NULL "
-        "AND send_started_at <= ? AND (lease_until IS NULL OR lease_until <= ?) ORDER BY created_at",
+        "AND send_started_at <= ? AND (lease_until IS NULL OR lease_until <= ?) ORDER BY created_at, job_id, operation",
         (cutoff, now - config.policy.send_margin_seconds),
     ).fetchall()
     for job_id, operation in rows:
@@ -496,7 +496,7 @@ def send_due(
     """Send every due reserving job once (stops early, between jobs, when `stop` is set)."""
     rows = conn.execute(
         "SELECT job_id, operation FROM jobs WHERE state = 'reserving' AND send_started_at IS NULL "
-        "AND (next_try_at IS NULL OR next_try_at <= ?) ORDER BY created_at LIMIT ?",
+        "AND (next_try_at IS NULL OR next_try_at <= ?) ORDER BY created_at, job_id, operation LIMIT ?",
         (clock.now(), limit),
     ).fetchall()
     pauses = paused_remotes(conn)
@@ -641,7 +641,7 @@ def deliver_done(
     stop: threading.Event | None = None,
 ) -> None:
     """Deliver every done job to its sink, then mark it consumed (redelivery after a crash is harmless)."""
-    rows = conn.execute("SELECT * FROM jobs WHERE state = 'done' ORDER BY updated_at").fetchall()
+    rows = conn.execute("SELECT * FROM jobs WHERE state = 'done' ORDER BY updated_at, job_id, operation").fetchall()
     redactor = Redactor.from_config(config)
     for row in rows:
         if stop is not None and stop.is_set():
