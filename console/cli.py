@@ -617,7 +617,8 @@ def verify(
             finally:
                 conn.close()
     if verdict is None:
-        output.error(f"ledger {ledger}: SQLite cannot read it ({damage}); restore it from a backup",
+        engine = "PostgreSQL" if is_url(ledger) else "SQLite"
+        output.error(f"ledger {shown_ledger(ledger)}: {engine} cannot read it ({damage}); restore it from a backup",
                      as_json=as_json, code=EXIT_VERIFY_FAILED)
         raise typer.Exit(EXIT_VERIFY_FAILED)
     if as_json:
@@ -628,7 +629,8 @@ def verify(
             if problem:
                 output.line(f"BROKEN: {problem}")
         if verdict.ok:
-            output.line("ok: the chain holds, every job equals the replay of its events, SQLite finds no damage")
+            pages = "PostgreSQL checks its own pages" if is_url(ledger) else "SQLite finds no damage"
+            output.line(f"ok: the chain holds, every job equals the replay of its events, {pages}")
     raise typer.Exit(0 if verdict.ok else EXIT_VERIFY_FAILED)
 
 

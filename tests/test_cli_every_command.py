@@ -109,7 +109,7 @@ def test_init_creates_a_ledger_then_finds_it(
 
 def test_every_command_on_one_ledger(
     sim: Simulator, rx: WebhookReceiver, ledger_path: Path, walk_config: Path, run_cli: Callable[..., Any],
-    read_job: Callable[..., Any], fingerprint: Callable[[Path], str],
+    read_job: Callable[..., Any], fingerprint: Callable[[Path], str], ledger_backend: str,
 ) -> None:
     def cli(*args: str, rc: int = 0, operator: str | None = None) -> Any:
         out = run_cli(*args, now=NOW, operator=operator)
@@ -279,3 +279,6 @@ def test_every_command_on_one_ledger(
     (head,) = _read(ledger_path, "SELECT hash FROM events ORDER BY id DESC LIMIT 1")[0]
     assert verdict["ok"] and verdict["events"] == n_events and verdict["head_hash"] == head
     assert verdict["jobs"] == _read(ledger_path, "SELECT COUNT(*) FROM jobs")[0][0] == 7
+    said = cli("verify").stdout
+    assert f"head hash {head}" in said and "ok: the chain holds" in said
+    assert ("PostgreSQL checks its own pages" if ledger_backend == "postgresql" else "SQLite finds no damage") in said
