@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -23,7 +23,7 @@ try:  # typer vendors click as typer._click (0.2x); before that it used click it
 except ImportError:  # pragma: no cover
     from click import get_current_context
 
-from console import output
+from console import output, sanitize
 from ledger import evidence, heartbeat, identity, queries, triage
 from ledger.actions import ACTIONS as ACTION_TABLE
 from ledger.actions import Field
@@ -127,6 +127,8 @@ DEFAULT_LEDGER = Path("reclaim.db")
 PAGE_CHECK_SECONDS = 1.0  # status and events check the ledger's pages for damage for at most this long
 CONSOLE_PAGE_CHECK_SECONDS = 0.5  # ... and the console, before its first paint
 DEFAULT_CONFIG = Path("reclaim.toml")
+EXIT_BROKEN_PIPE = 141
+"""`export` to a pipe whose reader left early: what a process killed by SIGPIPE reports to its shell."""
 
 
 def _identity(cfg: Config, name: str | None) -> Identity:
@@ -596,7 +598,7 @@ def verify(
     operator: OperatorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check the audit chain, every job against the replay of its events, and SQLite's integrity.
+    """Check the audit chain, every job against the replay of its events, and the database's integrity.
 
     Exit 0 with the head hash and counts, or 11 naming the first event or job that does not match.
     """
@@ -616,8 +618,8 @@ def verify(
                 damage = str(e)
             finally:
                 conn.close()
+    engine = "PostgreSQL" if is_url(str(ledger)) else "SQLite"
     if verdict is None:
-        engine = "PostgreSQL" if is_url(ledger) else "SQLite"
         output.error(f"ledger {shown_ledger(ledger)}: {engine} cannot read it ({damage}); restore it from a backup",
                      as_json=as_json, code=EXIT_VERIFY_FAILED)
         raise typer.Exit(EXIT_VERIFY_FAILED)
@@ -629,8 +631,10 @@ def verify(
             if problem:
                 output.line(f"BROKEN: {problem}")
         if verdict.ok:
-            pages = "PostgreSQL checks its own pages" if is_url(ledger) else "SQLite finds no damage"
-            output.line(f"ok: the chain holds, every job equals the replay of its events, {pages}")
+            # SQLite checks its pages (PRAGMA integrity_check); on PostgreSQL the server's own reads of every
+            # row are the check, so say only that.
+            damage_check = "SQLite finds no damage" if engine == "SQLite" else "every row read back"
+            output.line(f"ok: the chain holds, every job equals the replay of its events, {damage_check}")
     raise typer.Exit(0 if verdict.ok else EXIT_VERIFY_FAILED)
 
 
@@ -975,6 +979,102 @@ def events(
             show_batch(batch)
     except KeyboardInterrupt:
         return
+
+
+@app.command(name="export")
+def export_cmd(
+    what: Annotated[str, typer.Argument(
+        help="jobs (the projection: one row per job) or events (the append-only log, with prev_hash and hash).")],
+    fmt: Annotated[str | None, typer.Option(
+        "--format", help="csv, jsonl or json (default: from the --output suffix, else jsonl).")] = None,
+    output_to: Annotated[str, typer.Option("--output", help="A file to create, or - for stdout.")] = "-",
+    force: Annotated[bool, typer.Option("--force", help="Replace --output when it exists.")] = False,
+    state: Annotated[list[str] | None, typer.Option(
+        "--state", help="The job's current state or group (held, resolved, ...); repeat or comma-separate.")] = None,
+    operation: Annotated[str | None, typer.Option(
+        "--operation", "-o", help="The operation (* is a wildcard), as op: in --filter.")] = None,
+    target: Annotated[str | None, typer.Option("--target", help="The job's target (* is a wildcard).")] = None,
+    job: Annotated[str | None, typer.Option("--job", help="One job id (with --operation: one job key).")] = None,
+    filter_text: Annotated[str, typer.Option(
+        "--filter", help="A typed filter as 'reclaim jobs --filter' takes it: owner:, op:, target:, reason:, words.")] = "",
+    since: Annotated[str | None, typer.Option(
+        "--since", help="Jobs created / events recorded at or after: ISO time, epoch seconds, or 2h, 3d back.")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="... and before this time (same forms).")] = None,
+    after: Annotated[int | None, typer.Option(
+        "--after", help="Events only: ids after this one (continue an earlier export).")] = None,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="The summary on stderr as one JSON object (stdout holds only the export).")] = False,
+) -> None:
+    """Export jobs or events as CSV, JSON lines or JSON, for a remote's support, an auditor or a spreadsheet.
+
+    Read-only: one read snapshot, no write lock, works for a viewer and on a read-only ledger file. Rows come
+    in a stable order (jobs by id and operation, events by id) and are streamed; payload, result and detail are
+    the JSON text as stored. A file is made whole or not at all and never replaced without --force. Every
+    secret the config names is always replaced by \\[redacted:NAME] (no role may see raw values). On stderr:
+    the rows written and the audit head hash at the export, which 'reclaim verify' reports too.
+    """
+    from console.export import check_target, choose_format, opened, write_rows
+    from ledger import export
+
+    cfg = _protect(config)
+    redactor = Redactor.from_config(cfg) if cfg is not None else Redactor()
+    with _guard(False):
+        chosen = choose_format(fmt, output_to)
+        me = _operator(_load(config), operator) if "owner:me" in filter_text.split() else None
+        now = process_clock().now()
+        flt = export.ExportFilter(
+            states=export.parse_states(state or []), operation=operation, target=target, job_id=job,
+            since=export.parse_when(since, now, name="--since") if since is not None else None,
+            until=export.parse_when(until, now, name="--until") if until is not None else None,
+            after_id=after, typed=queries.JobFilter.parse(filter_text, me=me) if filter_text.strip() else None,
+        )
+        export.check_filter(what, flt)
+        dest = check_target(output_to, force=force, ledger=ledger)
+        terminal = dest.path is None and sys.stdout.isatty()
+        redactions = 0
+
+        def source(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
+            nonlocal redactions
+            for row in export.rows(conn, what, flt):
+                row, changed = export.redacted(row, redactor)
+                redactions += changed
+                yield row
+
+        conn = connect(ledger, readonly=True)
+        try:
+            with export.snapshot(conn) as anchor, opened(dest) as out, closing(source(conn)) as rows:
+                written = write_rows(out, chosen, export.TABLES[what], rows, terminal=terminal)
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            output.notice(f"export stopped: the reader closed the pipe before the end ({what})")
+            raise typer.Exit(EXIT_BROKEN_PIPE) from None
+        except OSError as e:  # the output's disk is full, or the file system failed: nothing is left behind
+            raise BadInput(f"--output {dest.shown}: cannot write ({e.strerror or e}); nothing was written "
+                           "under that name") from None
+        except KeyboardInterrupt:
+            output.notice(f"export interrupted; nothing was written under {dest.shown}" if dest.path is not None
+                          else "export interrupted")
+            raise typer.Exit(130) from None
+        finally:
+            conn.close()
+    if as_json:
+        sys.stderr.write(sanitize.json_text({
+            "exported": written, "what": what, "format": chosen, "output": dest.shown, "redacted_rows": redactions,
+            "secrets_checked": cfg is not None, "terminal_escaped": terminal and chosen == "csv",
+            "audit": {"events": anchor.events, "head_hash": anchor.head_hash}}) + "\n")
+        return
+    note = "" if not redactions else (
+        f"; secrets replaced in {redactions} row(s)" + (" (those events no longer match their hash)"
+                                                         if what == "events" else ""))
+    if cfg is None:
+        note += f"; config {config} not read, so no secret was looked for (the ledger's text was redacted when written)"
+    if terminal and chosen == "csv":
+        note += "; control characters shown escaped for the terminal"
+    output.notice(f"exported {written} {what if written != 1 else what[:-1]} as {chosen} to {dest.shown}; audit head at export: "
+                  f"{anchor.events} events, hash {anchor.head_hash or '-'}{note}")
 
 
 @app.command()

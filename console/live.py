@@ -32,7 +32,7 @@ from ledger.heartbeat import Liveness, WorkerBoard, read_board
 from ledger.model import GROUPS, Event, Job, JobKey
 from ledger.queries import JobFilter, QuotaDay
 from ledger.remote_health import paused_remotes
-from ledger.remotes import console_url_for
+from ledger.remotes import console_url_for, preload_adapters
 from ledger.remotes.base import RemoteStatus
 from ledger.store import is_url
 from ledger.worker import RemoteCache
@@ -427,6 +427,20 @@ def warm_remote(remotes: RemoteCache, operation: str) -> None:
         remotes.for_operation(operation)
     except Exception:  # remote_lines says why, in words
         pass
+
+
+def warm_remotes(config: Config, remotes: RemoteCache) -> tuple[str, ...]:
+    """Import the SDK of every kind of remote the config's operations use, then build (and cache in `remotes`)
+    each of those remotes' adapters, so the first job or triage screen finds its remote ready. Nothing is sent
+    and no connection is opened (an adapter connects on its first call); a remote that cannot be built is left
+    for `remote_lines` to explain. Returns the kinds whose SDK was imported; () when none could be."""
+    try:
+        kinds = preload_adapters(config)
+    except Exception:  # an SDK that cannot be imported: the screen says why its remote cannot be built
+        return ()
+    for operation in config.operations:  # one build per remote: the operations sharing it find it cached
+        warm_remote(remotes, operation)
+    return kinds
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,12 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
+def escape_controls(text: str) -> str:
+    """`text` with every control, C1, separator and bidi code point written as a visible escape (`\\x1b`),
+    newline and tab kept, nothing cut and no secret replaced: whole values safe to show on a terminal."""
+    return _UNSAFE.sub(_escape, text)
+
+
 def clean(value: object, limit: int | None = DEFAULT_LIMIT, *, keep_newlines: bool = False) -> str:
     """Return `value` as printable text: secrets replaced, controls escaped (`\\x1b`), at most `limit` chars
     (… marks a cut)."""
@@ -73,6 +79,12 @@ def safe_json(value: Any, limit: int | None = 4000) -> Text:
 
 def _json_escape(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
+
+
+def escape_json_controls(dumped: str) -> str:
+    """A JSON document (as `json.dumps(..., ensure_ascii=False)` writes it) with every control, C1, separator
+    and bidi code point written as a `\\uXXXX` escape: it decodes to the same value and prints inertly."""
+    return _UNSAFE.sub(_json_escape, dumped)
 
 
 def json_text(value: Any) -> str:

@@ -40,9 +40,12 @@ class Field:
         return f"{self.name} ({self.option}): required; {self.why}"
 
     def problem(self, value: object) -> str | None:
-        """The refusal for `value` (blank, or not one of `choices`), or None when it will do."""
+        """The refusal for `value` (blank, holding a NUL character, or not one of `choices`), or None when it
+        will do."""
         if value is None or (isinstance(value, str) and not value.strip()):
             return self.missing_text()
+        if isinstance(value, str) and "\x00" in value:
+            return f"{self.name} ({self.option}): holds a NUL character (\\x00), which a ledger cannot store; remove it"
         if self.choices and value not in self.choices:
             return f"{self.name} ({self.option}) {value!r}: unknown; use one of {', '.join(self.choices)}"
         return None

@@ -79,9 +79,22 @@ def use_clock(clock: Clock) -> None:
     _process_clock = clock
 
 
+_last_day: tuple[int, str, str] = (-1, "", "")
+"""(whole second, zone, day) of the last day_of() answer: a burst of reservations asks for the same second."""
+
+
 def day_of(ts: float, tz: str) -> str:
     """The calendar day (YYYY-MM-DD) of `ts` in time zone `tz`: the quota day."""
-    return datetime.fromtimestamp(ts, ZoneInfo(tz)).strftime("%Y-%m-%d")
+    global _last_day
+    # Zone offsets are whole seconds, so a day starts on a whole second: every instant of one second
+    # falls on the same day, and the answer for the second is the answer for `ts`.
+    second = math.floor(ts)
+    last = _last_day
+    if last[0] == second and last[1] == tz:
+        return last[2]
+    day = datetime.fromtimestamp(second, ZoneInfo(tz)).strftime("%Y-%m-%d")
+    _last_day = (second, tz, day)
+    return day
 
 
 def iso(ts: float | None) -> str:

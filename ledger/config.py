@@ -8,6 +8,7 @@ import os
 import re
 import stat
 import tomllib
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,9 @@ class Policy:
     reconcile_on_evidence: bool = True
     # No worker pass (started or ended) for this long: `status` and the console header say nothing is passing.
     worker_silence_seconds: float = 300.0
+    # A worker's pick of a due job (ledger.picks) lasts this long (at most the lease), renewed while the
+    # worker works through its batch: a dead or stopped worker's picks hold jobs back at most this long.
+    pick_seconds: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,16 @@ def _table(raw: dict[str, Any], *parts: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigError(f"config key {_key(*parts)}: must be a table")
     return value
+
+
+def _named(raw: dict[str, Any], section: str) -> dict[str, Any]:
+    """The table `section` (operators, remotes, operations, notify), whose keys are names the ledger stores:
+    each must be text without control characters (PostgreSQL text cannot hold a NUL; none prints)."""
+    table = _table(raw, section)
+    for name in table:
+        if any(unicodedata.category(c) == "Cc" for c in name):
+            raise ConfigError(f"config key {section}: the name {name!r} holds a control character; use printable text")
+    return table
 
 
 def _typed(table: dict[str, Any], name: str, kinds: tuple[type, ...], path: tuple[str, ...], default: Any) -> Any:
@@ -254,10 +268,11 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         remote_probe_seconds=_seconds(p, "remote_probe_seconds", pp, 60),
         reconcile_on_evidence=_typed(p, "reconcile_on_evidence", (bool,), pp, True),
         worker_silence_seconds=_seconds(p, "worker_silence_seconds", pp, 300),
+        pick_seconds=_seconds(p, "pick_seconds", pp, 10),
     )
 
     operators: dict[str, frozenset[str]] = {}
-    for name, roles in _table(raw, "operators").items():
+    for name, roles in _named(raw, "operators").items():
         if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
             raise ConfigError(f"config key operators.{name}: expected a list of roles, got {roles!r}")
         bad = [r for r in roles if r not in ROLES]
@@ -268,7 +283,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         operators[name] = frozenset(roles) | {"viewer"}
 
     remotes: dict[str, RemoteConfig] = {}
-    for name, r in _table(raw, "remotes").items():
+    for name, r in _named(raw, "remotes").items():
         path = ("remotes", name)
         if not isinstance(r, dict):
             raise ConfigError(f"config key {_key(*path)}: must be a table")
@@ -300,7 +315,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         )
 
     operations: dict[str, OperationConfig] = {}
-    for name, o in _table(raw, "operations").items():
+    for name, o in _named(raw, "operations").items():
         path = ("operations", name)
         if not isinstance(o, dict):
             raise ConfigError(f"config key {_key(*path)}: must be a table")
@@ -331,7 +346,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
                 )
 
     notify: dict[str, NotifyConfig] = {}
-    for name, n in _table(raw, "notify").items():
+    for name, n in _named(raw, "notify").items():
         path = ("notify", name)
         if not isinstance(n, dict):
             raise ConfigError(f"config key {_key(*path)}: must be a table")

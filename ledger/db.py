@@ -9,8 +9,7 @@ migrations, the busy timeout, the application id) are re-exported from the SQLit
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import cast
 
@@ -73,21 +72,21 @@ def connect(
     return sqlite_store.connect(path, readonly=readonly, synchronous=synchronous, check_same_thread=check_same_thread)
 
 
-@contextmanager
 def write_tx(
-    conn: sqlite3.Connection, *, wait: float | None = None, lock: str | None = None
-) -> Iterator[sqlite3.Connection]:
+    conn: sqlite3.Connection, *, wait: float | None = None, lock: str | None = None, rows_only: bool = False
+) -> AbstractContextManager[sqlite3.Connection]:
     """Run the block in one write transaction; commit on success, roll back on any error.
 
     A lock held past the busy timeout (or `wait` seconds, when given) raises LedgerLocked (exit 8) on both
     backends. SQLite: BEGIN IMMEDIATE behind the writers' queue. PostgreSQL: READ COMMITTED under an
-    advisory lock, the audit chain's, or with `lock` (an operation name) that operation's only.
+    advisory lock, the audit chain's, or with `lock` (an operation name) that operation's only, or with
+    `rows_only` (a block that appends no event and locks its rows itself, e.g. `FOR UPDATE SKIP LOCKED`) none.
     """
     if store.is_pg(conn):
         from ledger.store.postgres import CHAIN_LOCK, operation_lock
 
-        with conn.write(CHAIN_LOCK if lock is None else operation_lock(lock), wait):
-            yield cast(sqlite3.Connection, conn)
-        return
-    with sqlite_store.write_tx(conn, wait=wait) as c:
-        yield c
+        return cast(
+            AbstractContextManager[sqlite3.Connection],
+            conn.write(None if rows_only else CHAIN_LOCK if lock is None else operation_lock(lock), wait),
+        )
+    return sqlite_store.write_tx(conn, wait=wait)  # the backend's own context, not wrapped in another

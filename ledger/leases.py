@@ -2,6 +2,9 @@
 
 A worker that claims a job bumps its epoch and holds a lease until `lease_until`. Every later write by
 that worker names the epoch; once someone else claims the job, the old worker's writes match no row.
+
+Workers share the due jobs out by picks (ledger.picks: a table of their own, not the job's state); each
+picked job is claimed with `claim_for_send` right before its own send, and that claim ends the pick.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ledger import store
+from ledger import picks, store
 from ledger.config import Config
 from ledger.db import write_tx
 from ledger.errors import RowDisagrees
@@ -83,7 +86,7 @@ def _check_row_agrees(conn: sqlite3.Connection, current: Job) -> None:
 
 def _claim(
     conn: sqlite3.Connection, config: Config, key: JobKey, event: str, *, owner: str, now: float,
-    eligible: Callable[[Job], bool], fields: Callable[[Job, float], dict[str, object]],
+    eligible: Callable[[Job], bool], fields: Callable[[Job, float], dict[str, object]], ends_pick: bool = False,
 ) -> Claim | None:
     until = lease_deadline(now, config.policy.lease_seconds)
     with write_tx(conn):
@@ -99,21 +102,29 @@ def _claim(
             detail={"attempt": current.attempt, "try": current.tries + (event == "send_started"),
                     "lease_until": until, "lease_seconds": config.policy.lease_seconds},
         )
+        if ends_pick and applied.ok:
+            picks.drop_pick(conn, key)  # after the job's row: see ledger.picks on lock order
     job = applied.job
     assert job is not None  # read and written in one BEGIN IMMEDIATE transaction
     return Claim(job=job, epoch=job.epoch, owner=owner, claimed_at=time.monotonic())
 
 
-def claim_for_send(conn: sqlite3.Connection, config: Config, key: JobKey, *, owner: str, now: float) -> Claim | None:
+def claim_for_send(
+    conn: sqlite3.Connection, config: Config, key: JobKey, *, owner: str, now: float, expected_epoch: int | None = None,
+) -> Claim | None:
     """Claim a due `reserving` job for one send: epoch + 1, lease, send start, event; committed on return.
+    The job's pick (ledger.picks), whoever held it, is deleted in the same transaction.
 
     Returns None (nothing written) when the job is not due: another send is under way or was begun
-    without an outcome, its next try is later, or it is no longer `reserving`.
+    without an outcome, its next try is later, it is no longer `reserving`, another worker holds a live
+    pick of it, or (when `expected_epoch` is given: the epoch it had when picked) it changed since.
     """
     return _claim(
         conn, config, key, "send_started", owner=owner, now=now,
-        eligible=lambda job: send_is_due(job, now),
+        eligible=lambda job: send_is_due(job, now) and expected_epoch in (None, job.epoch)
+        and not picks.picked_by_other(conn, key, owner, now),
         fields=lambda job, until: {"send_started_at": now, "tries": job.tries + 1},
+        ends_pick=True,
     )
 
 
@@ -131,12 +142,16 @@ def claim_stale(conn: sqlite3.Connection, config: Config, key: JobKey, *, owner:
 
 
 def claim_batch(conn: sqlite3.Connection, config: Config, *, owner: str, now: float, limit: int) -> list[Claim]:
-    """Claim up to `limit` due `reserving` jobs for one send each, oldest first, in one transaction.
+    """Mark up to `limit` due `reserving` jobs as being sent NOW, all at once, in one transaction.
 
-    Each claim is what `claim_for_send` makes (epoch + 1, lease, send start, event), checked against the
-    job's events first; committed on return. On PostgreSQL the rows are taken `FOR UPDATE SKIP LOCKED`: a
-    row another transaction holds is left for a later batch rather than waited for. Returns [] when
-    nothing is due.
+    Each claim is what `claim_for_send` makes (epoch + 1, lease from `now`, send start, event), checked
+    against the job's events first; committed on return. Every job of the batch counts as "may have been
+    sent" from this commit on, and every lease runs from it: a caller that sends them one after another
+    and dies after the first leaves the rest held as uncertain, and a later send may find its lease too
+    short. So the worker does not use it (it picks with `ledger.picks.pick_due` and claims each job right
+    before its send); it is for callers that start every send of the batch at once. It takes no account of
+    picks (ledger.picks): a job another worker picked and this claims is passed by that worker's own
+    claim. On PostgreSQL the rows are taken `FOR UPDATE SKIP LOCKED`. Returns [] when nothing is due.
     """
     until = lease_deadline(now, config.policy.lease_seconds)
     skip = " FOR UPDATE SKIP LOCKED" if store.is_pg(conn) else ""

@@ -99,6 +99,37 @@ def _like(value: str) -> str:
     return escaped.replace("*", "%")
 
 
+def filter_clause(flt: JobFilter, table: str = "") -> tuple[list[str], list[Any]]:
+    """The SQL conditions (to be ANDed) and their parameters that select the jobs `flt` matches; column names
+    are prefixed with `table` + '.' when given (for a subquery). The one translation of the typed filter."""
+    col = (lambda c: f"{table}.{c}") if table else (lambda c: c)
+    where: list[str] = []
+    params: list[Any] = []
+    if flt.text:
+        where.append("(" + " OR ".join(f"{col(c)} LIKE ? ESCAPE '\\'" for c in
+                                       ("job_id", "operation", "target", "held_reason", "last_error")) + ")")
+        params += [f"%{_like(flt.text)}%"] * 5
+    if flt.reason:
+        where.append(f"({col('held_reason')} LIKE ? ESCAPE '\\' OR {col('last_error')} LIKE ? ESCAPE '\\')")
+        pat = f"%{_like(flt.reason)}%"
+        params += [pat, pat]
+    if flt.owner:
+        where.append(f"{col('owner')} = ?")
+        params.append(flt.owner)
+    if flt.operation:
+        where.append(f"{col('operation')} LIKE ? ESCAPE '\\'")
+        params.append(_like(flt.operation))
+    if flt.target:
+        where.append(f"{col('target')} LIKE ? ESCAPE '\\'")
+        params.append(_like(flt.target))
+    return where, params
+
+
+def like_pattern(value: str) -> str:
+    """`value` as a LIKE pattern (with ESCAPE '\\'): `*` is a wildcard, `%`, `_` and `\\` match themselves."""
+    return _like(value)
+
+
 def list_jobs(
     conn: sqlite3.Connection,
     group: str,
@@ -113,24 +144,9 @@ def list_jobs(
     where = [f"state IN ({','.join('?' * len(states))})"]
     params: list[Any] = list(states)
     if flt is not None:
-        if flt.text:
-            where.append("(job_id LIKE ? ESCAPE '\\' OR operation LIKE ? ESCAPE '\\' OR target LIKE ? ESCAPE '\\' "
-                         "OR held_reason LIKE ? ESCAPE '\\' OR last_error LIKE ? ESCAPE '\\')")
-            pat = f"%{_like(flt.text)}%"
-            params += [pat] * 5
-        if flt.reason:
-            where.append("(held_reason LIKE ? ESCAPE '\\' OR last_error LIKE ? ESCAPE '\\')")
-            pat = f"%{_like(flt.reason)}%"
-            params += [pat, pat]
-        if flt.owner:
-            where.append("owner = ?")
-            params.append(flt.owner)
-        if flt.operation:
-            where.append("operation LIKE ? ESCAPE '\\'")
-            params.append(_like(flt.operation))
-        if flt.target:
-            where.append("target LIKE ? ESCAPE '\\'")
-            params.append(_like(flt.target))
+        more, more_params = filter_clause(flt)
+        where += more
+        params += more_params
     order = "ASC" if oldest_first else "DESC"
     # Jobs created at one instant keep one order on both backends (PostgreSQL has no rowid: its order among
     # equals moves when a row changes state), so a page never repeats or skips one.

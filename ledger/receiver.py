@@ -108,6 +108,8 @@ def receive(
     if not isinstance(data, dict) or kind not in _STATE_OF or not isinstance(data.get("id"), str):
         return _refuse(conn, "malformed", 400, "not an interaction event with an id")
     idem = meta.get("idem") if isinstance(meta, dict) else None
+    if "\x00" in data["id"] or (isinstance(idem, str) and "\x00" in idem):  # no ledger can store it (PostgreSQL)
+        return _refuse(conn, "malformed", 400, "an id holding a NUL character")
     attempt_raw = meta.get("attempt") if isinstance(meta, dict) else None
     attempt = int(attempt_raw) if isinstance(attempt_raw, str) and attempt_raw.isdigit() else None
     webhook_id, signature = lower["webhook-id"], lower["webhook-signature"]

@@ -107,12 +107,12 @@ def check_json_value(value: Any) -> None:
             for k, v in node.items():
                 if not isinstance(k, str):
                     raise PayloadError(f"payload: key {k!r} at {_where(path)} is not a string")
-                _check_text(k, f"a key in {_where(path)}")
+                _check_text(k, path, "a key in {}")
                 stack.append((v, [*path, k]))
         elif isinstance(node, (list, tuple)):
             stack.extend((v, [*path, i]) for i, v in enumerate(node))
         elif isinstance(node, str):
-            _check_text(node, f"the string at {_where(path)}")
+            _check_text(node, path, "the string at {}")
         elif isinstance(node, bool) or node is None:
             continue
         elif isinstance(node, int):
@@ -125,23 +125,30 @@ def check_json_value(value: Any) -> None:
             raise PayloadError(f"payload: a {type(node).__name__} at {_where(path)} is not JSON")
 
 
-def _check_text(text: str, what: str) -> None:
+def _check_text(text: str, path: list[str | int], what: str) -> None:
+    """Raise PayloadError unless `text` is Unicode; `what` names it, with `{}` standing for where it is."""
+    if text.isascii():
+        return
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
+        where = what.format(_where(path))
         raise PayloadError(
-            f"payload: {what} holds a lone surrogate ({text[e.start]!a}), which is not Unicode text; send valid UTF-8"
+            f"payload: {where} holds a lone surrogate ({text[e.start]!a}), which is not Unicode text; send valid UTF-8"
         ) from None
 
 
 def check_text_arg(name: str, text: str | None) -> None:
-    """Raise BadInput unless `text` is valid Unicode (no lone surrogates from undecodable bytes)."""
+    """Raise BadInput unless `text` is valid Unicode (no lone surrogates from undecodable bytes) without a NUL
+    character (which PostgreSQL text cannot hold: refused on every backend alike)."""
     if text is None:
         return
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise BadInput(f"{name}: not valid UTF-8 text; pass it as UTF-8") from None
+    if "\x00" in text:
+        raise BadInput(f"{name}: holds a NUL character (\\x00), which a ledger cannot store; remove it")
 
 
 def reserve(
@@ -225,6 +232,9 @@ def _reserve(
                 )
                 return ReserveResult("blocked_by_hold", key, blocking=blocking)
         ikey = idem_key(jid, operation)
+        # The quota first, the job and its event last: on PostgreSQL the event takes the audit chain's lock,
+        # held to COMMIT, so the fewer statements after it the sooner other writers' events can go.
+        count_quota(conn, operation, day)
         applied = apply(
             conn,
             key,
@@ -235,7 +245,6 @@ def _reserve(
             detail={"idem_key": ikey, "quota_day": day, "quota_used": used + 1, "quota_limit": op.daily_quota},
             fields={"idem_key": ikey, "target": target, "payload": value, "quota_day": day},
         )
-        count_quota(conn, operation, day)
     job = applied.job
     assert job is not None  # the existing row was looked for in this same transaction
     return ReserveResult("reserved", key, job=job, used=used + 1, limit=op.daily_quota)

@@ -87,12 +87,17 @@ class OpenWindow(SendWindow):
         super().__init__(lease_seconds=float("inf"), deadline_seconds=0.0, margin_seconds=0.0)
 
 
-def call_with_deadline(fn: Callable[[], T], limit: Callable[[], float], step: float = 0.05) -> tuple[bool, T | None]:
+def call_with_deadline(
+    fn: Callable[[], T], limit: Callable[[], float], step: float = 0.05,
+    while_waiting: Callable[[], None] | None = None,
+) -> tuple[bool, T | None]:
     """Run `fn` on a daemon thread until it returns or `limit()` (a monotonic time) passes.
 
     Returns (True, result) or (False, None); an exception from `fn` is re-raised here. `limit` is asked
-    again every `step` seconds, so it may move (e.g. once the request was written). On (False, None)
-    the call may still be running: the caller closes its SendWindow so it can no longer write anything.
+    again every `step` seconds, so it may move (e.g. once the request was written); `while_waiting`, when
+    given, is called on this thread at each of those steps (it must be quick and must not raise). On
+    (False, None) the call may still be running: the caller closes its SendWindow so it can no longer
+    write anything.
     """
     box: dict[str, object] = {}
     done = threading.Event()
@@ -107,6 +112,8 @@ def call_with_deadline(fn: Callable[[], T], limit: Callable[[], float], step: fl
 
     threading.Thread(target=run, name="reclaim-send", daemon=True).start()
     while not done.wait(step):
+        if while_waiting is not None:
+            while_waiting()
         if time.monotonic() >= limit():
             return False, None
     if "error" in box:

@@ -95,6 +95,13 @@ def next_state(state: str | None, event: str) -> str | None:
     return TRANSITIONS.get((state, event))
 
 
+NEXT_SEQ_AND_HEAD = (
+    "SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ? AND operation = ?), "
+    "(SELECT hash FROM events ORDER BY id DESC LIMIT 1)"
+)
+"""The job's next event sequence number and the audit chain's head hash (NULL on an empty ledger)."""
+
+
 def append_event(
     conn: sqlite3.Connection,
     key: JobKey,
@@ -109,11 +116,8 @@ def append_event(
 ) -> int:
     """Append one event with the job's next sequence number, chained to the last event; return its id."""
     store.lock_chain(conn)
-    seq = conn.execute(
-        "SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)
-    ).fetchone()[0]
-    last = conn.execute("SELECT hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
-    prev = last[0] if last else None
+    # One statement (one round trip on PostgreSQL, inside the chain's lock): the next seq and the chain's head.
+    seq, prev = conn.execute(NEXT_SEQ_AND_HEAD, (key.job_id, key.operation)).fetchone()
     text = json.dumps(detail or {}, sort_keys=True, ensure_ascii=False)
     digest = event_hash(prev, at, key.job_id, key.operation, seq, actor, kind, from_state, to_state, epoch, text)
     row = conn.execute(

@@ -6,6 +6,7 @@ talks to the remote with none open, then records the outcome in another, naming 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import socket
@@ -27,8 +28,9 @@ from ledger.errors import LedgerError, LedgerLocked, LedgerUnusable, ReservedNot
 from ledger.heartbeat import WorkerBeat
 from ledger.leases import Claim, claim_for_send, claim_stale
 from ledger.model import Job, JobKey
+from ledger.picks import START, HeldPicks, pick_due, release_picks
 from ledger.redaction import Redactor
-from ledger.remote_health import lift, paused_remotes, record_refusal
+from ledger.remote_health import RemotePause, lift, paused_remotes, record_refusal
 from ledger.remotes import remote_for
 from ledger.remotes.base import Remote, RemoteStatus, SendOutcome, redact_outcome, redact_status
 from ledger.send_window import SendWindow, call_with_deadline
@@ -359,12 +361,15 @@ def _duplicate(
     report.duplicates += 1
 
 
-def send_within_window(config: Config, claim: Claim, remote: Remote) -> SendOutcome:
+def send_within_window(
+    config: Config, claim: Claim, remote: Remote, while_waiting: Callable[[], None] | None = None,
+) -> SendOutcome:
     """Send once through a SendWindow for this claim, waiting at most the request's total deadline.
 
     Nothing is written once the lease left is not more than the deadline plus the margin (`abandoned`).
     The deadline counts from the moment the request was allowed out; when it passes with no answer the
     window is closed, and the outcome is `unknown` (timeout) if the request went out, else `abandoned`.
+    `while_waiting` is called now and then on this thread while the reply is awaited (e.g. to renew picks).
     """
     policy = config.policy
     rc = config.remotes[config.operations[claim.job.operation].remote]
@@ -380,7 +385,8 @@ def send_within_window(config: Config, claim: Claim, remote: Remote) -> SendOutc
         return claim.claimed_at + policy.lease_seconds - policy.send_margin_seconds
 
     job = claim.job
-    finished, outcome = call_with_deadline(lambda: remote.send(job.payload, job.idem_key, job.attempt, window), limit)
+    finished, outcome = call_with_deadline(lambda: remote.send(job.payload, job.idem_key, job.attempt, window), limit,
+                                           while_waiting=while_waiting)
     if finished and outcome is not None:
         return outcome
     if window.close():
@@ -390,17 +396,19 @@ def send_within_window(config: Config, claim: Claim, remote: Remote) -> SendOutc
 
 
 def send_one(
-    conn: sqlite3.Connection, config: Config, key: JobKey, remote: Remote, *, clock: Clock, owner: str
+    conn: sqlite3.Connection, config: Config, key: JobKey, remote: Remote, *, clock: Clock, owner: str,
+    expected_epoch: int | None = None, while_waiting: Callable[[], None] | None = None,
 ) -> tuple[SendOutcome | None, Applied | None]:
     """Claim a due reserving job, send it once within the send window, record the outcome.
 
-    (None, None) if it was not due. Raises OutcomeNotRecorded when the outcome had to be journaled.
+    (None, None) if it was not due (or, given `expected_epoch`, changed since it was picked). Raises
+    OutcomeNotRecorded when the outcome had to be journaled.
     """
-    claim = claim_for_send(conn, config, key, owner=owner, now=clock.now())
+    claim = claim_for_send(conn, config, key, owner=owner, now=clock.now(), expected_epoch=expected_epoch)
     if claim is None:
         return None, None
     crashpoint("after_send_claim")
-    outcome = send_within_window(config, claim, remote)
+    outcome = send_within_window(config, claim, remote, while_waiting)
     if outcome.kind == "accepted":
         crashpoint("after_remote_accept")
     applied = commit_outcome(conn, config, claim, outcome, clock=clock)
@@ -481,6 +489,10 @@ def recover_stale(
             report.fenced += not applied.ok and applied.refusal == "fenced"
 
 
+RELEASE_WAIT = 1.0
+"""On an error's way out, how long giving back the pass's picks waits for the write lock (else they lapse)."""
+
+
 def send_due(
     conn: sqlite3.Connection,
     config: Config,
@@ -492,56 +504,95 @@ def send_due(
     stop: threading.Event | None = None,
     progress: Progress | None = None,
     limit: int = 1000,
+    batch: int = 20,
 ) -> None:
-    """Send every due reserving job once (stops early, between jobs, when `stop` is set)."""
-    rows = conn.execute(
-        "SELECT job_id, operation FROM jobs WHERE state = 'reserving' AND send_started_at IS NULL "
-        "AND (next_try_at IS NULL OR next_try_at <= ?) ORDER BY created_at, job_id, operation LIMIT ?",
-        (clock.now(), limit),
-    ).fetchall()
+    """Send every due reserving job once (stops early, between jobs, when `stop` is set).
+
+    Jobs are picked `batch` at a time (ledger.picks: a row per job in `picks`, not a change to the job;
+    SKIP LOCKED on PostgreSQL), so workers sharing the ledger take different jobs; each picked job is
+    claimed (`claim_for_send`: epoch + 1, send start, event) only right before its own send, and passed by
+    when it changed since it was picked. The pass renews its picks as it goes and gives back those it did
+    not send when its sends end, also after an error, except one that says the ledger is locked or
+    unusable (or an outcome had to be journaled): that error is what the caller must see, and the picks
+    lapse by themselves within the pick window. At most `limit` jobs per pass.
+    """
     pauses = paused_remotes(conn)
     probed: set[str] = set()
-    for i, (job_id, operation) in enumerate(rows):
-        if stop is not None and stop.is_set():
-            break
-        if operation not in config.operations:
-            continue
-        remote_name = config.operations[operation].remote
-        pause = pauses.get(remote_name)
-        if pause is not None:
-            # A paused remote gets one probe send per pass once its probe time has come, nothing else.
-            if remote_name in probed or pause.probe_at > clock.now():
-                continue
-            probed.add(remote_name)
-        outcome, applied = send_one(
-            conn, config, JobKey(job_id, operation), remotes.for_operation(operation), clock=clock, owner=owner
-        )
-        if progress:
-            progress("send", i + 1, len(rows))
-        if outcome is None or applied is None:
-            continue
-        if outcome.kind == "remote_unusable":
-            pauses = paused_remotes(conn)
-        elif pause is not None and applied.ok:
-            pauses.pop(remote_name, None)
-        if outcome.kind == "abandoned":
-            report.abandoned += applied.ok
-            report.fenced += not applied.ok and applied.refusal == "fenced"
-            continue
-        report.sent += 1
-        if not applied.ok:
-            report.fenced += applied.refusal == "fenced"
-            continue
-        if outcome.kind == "accepted":
-            report.accepted += 1
-        elif outcome.kind == "not_delivered":
-            report.not_delivered += 1
-        elif outcome.kind == "remote_unusable":
-            report.remote_refused += 1
-        elif outcome.kind == "invalid":
-            report.invalid += 1
-        else:
-            report.held += 1
+    held = HeldPicks(conn, config, owner, clock)
+    after = START
+    done = 0
+    total = conn.execute(
+        "SELECT COUNT(*) FROM jobs WHERE state = 'reserving' AND send_started_at IS NULL "
+        "AND (next_try_at IS NULL OR next_try_at <= ?)", (clock.now(),),
+    ).fetchone()[0] if progress else 0
+    try:
+        while done < limit and not (stop is not None and stop.is_set()):
+            picked = pick_due(conn, config, owner=owner, now=clock.now(), limit=min(batch, limit - done), after=after)
+            if not picked:
+                break
+            held.picked()
+            last = picked[-1]
+            after = (last.created_at, last.job_id, last.operation)
+            for job in picked:
+                if stop is not None and stop.is_set():
+                    break
+                done += 1
+                held.keep()
+                pauses = _send_picked(conn, config, remotes, job, clock=clock, owner=owner, report=report,
+                                      pauses=pauses, probed=probed, held=held)
+                if progress:
+                    progress("send", done, max(total, done))
+    except BaseException as e:
+        if held.held and not isinstance(e, (OutcomeNotRecorded, LedgerLocked, LedgerUnusable, sqlite3.DatabaseError)):
+            with contextlib.suppress(LedgerError, sqlite3.Error):  # never masks the error on its way out
+                release_picks(conn, owner, now=clock.now(), wait=RELEASE_WAIT)
+        raise
+    if held.held:
+        release_picks(conn, owner, now=clock.now())
+
+
+
+def _send_picked(
+    conn: sqlite3.Connection, config: Config, remotes: RemoteCache, job: Job, *, clock: Clock, owner: str,
+    report: TickReport, pauses: dict[str, RemotePause], probed: set[str], held: HeldPicks,
+) -> dict[str, RemotePause]:
+    """Claim and send one picked job (unless its remote is paused), count what happened; the pauses after."""
+    key = job.key
+    if key.operation not in config.operations:
+        return pauses
+    remote_name = config.operations[key.operation].remote
+    pause = pauses.get(remote_name)
+    if pause is not None:
+        # A paused remote gets one probe send per pass once its probe time has come, nothing else.
+        if remote_name in probed or pause.probe_at > clock.now():
+            return pauses
+        probed.add(remote_name)
+    outcome, applied = send_one(conn, config, key, remotes.for_operation(key.operation), clock=clock, owner=owner,
+                                expected_epoch=job.epoch, while_waiting=held.keep)
+    if outcome is None or applied is None:
+        return pauses
+    if outcome.kind == "remote_unusable":
+        pauses = paused_remotes(conn)
+    elif pause is not None and applied.ok:
+        pauses.pop(remote_name, None)
+    if outcome.kind == "abandoned":
+        report.abandoned += applied.ok
+        report.fenced += not applied.ok and applied.refusal == "fenced"
+        return pauses
+    report.sent += 1
+    if not applied.ok:
+        report.fenced += applied.refusal == "fenced"
+    elif outcome.kind == "accepted":
+        report.accepted += 1
+    elif outcome.kind == "not_delivered":
+        report.not_delivered += 1
+    elif outcome.kind == "remote_unusable":
+        report.remote_refused += 1
+    elif outcome.kind == "invalid":
+        report.invalid += 1
+    else:
+        report.held += 1
+    return pauses
 
 
 def record_poll(conn: sqlite3.Connection, config: Config, job: Job, status: RemoteStatus, *, actor: str, now: float) -> Applied | None:

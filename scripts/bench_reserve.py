@@ -4,8 +4,8 @@ Both sides run on their own fresh ledger file (created by ledger.db.create_ledge
 indexes and triggers are the real ones), N distinct jobs each with its own target, one
 BEGIN IMMEDIATE transaction per reservation:
 
-    BEGIN IMMEDIATE; SELECT existing; SELECT quota; SELECT held on target; INSERT job;
-    UPSERT quota; INSERT event (per-job seq); COMMIT
+    BEGIN IMMEDIATE; SELECT existing; SELECT quota; SELECT held on target; UPSERT quota;
+    INSERT job; SELECT next seq and chain head; INSERT event; COMMIT
 
 The raw side does the unavoidable per-job work too (idem key hash, payload and detail JSON, the
 quota day) so the ratio measures what the library adds, not what any implementation must do.
@@ -103,21 +103,22 @@ def run_raw(path: Path, n: int, synchronous: str, quota: int = 10**9) -> float:
             raise RuntimeError("held")
         ikey = _idem(jid, op)
         ex(
+            "INSERT INTO quota_usage (operation, day, used) VALUES (?, ?, 1) "
+            "ON CONFLICT (operation, day) DO UPDATE SET used = quota_usage.used + 1",
+            (op, day),
+        )
+        ex(
             "INSERT INTO jobs (job_id, operation, idem_key, target, payload, state, quota_day, created_at, updated_at) "
             "VALUES (?, ?, ?, ?, ?, 'reserving', ?, ?, ?)",
             (jid, op, ikey, target, payload, day, now, now),
         )
-        ex(
-            "INSERT INTO quota_usage (operation, day, used) VALUES (?, ?, 1) "
-            "ON CONFLICT (operation, day) DO UPDATE SET used = used + 1",
-            (op, day),
-        )
         detail = json.dumps({"idem_key": ikey, "quota_day": day, "quota_used": used + 1, "quota_limit": quota},
                             sort_keys=True)
-        seq = ex("SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ? AND operation = ?",
-                 (jid, op)).fetchone()[0]
-        last = ex("SELECT hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
-        prev = last[0] if last else None
+        seq, prev = ex(
+            "SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ? AND operation = ?), "
+            "(SELECT hash FROM events ORDER BY id DESC LIMIT 1)",
+            (jid, op),
+        ).fetchone()
         digest = event_hash(prev, now, jid, op, seq, "reclaim", "reserve", None, "reserving", 0, detail)
         ex(
             "INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, "

@@ -7,13 +7,14 @@ Exit codes (ledger/errors.py): 2 bad input, 6 refused, 7 ledger unusable, 8 ledg
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import sqlite3
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,17 +103,41 @@ def test_a_sqlite_file_that_is_not_a_ledger(tmp_path: Path, config_path: Path, r
     assert _sidecars(other) == []
 
 
-@pytest.mark.sqlite_only  # the file's own schema stamp / mode / SQLite's lock (PostgreSQL: test_postgres.py)
-def test_a_ledger_of_a_newer_schema(ledger_path: Path, config_path: Path, run_cli: Callable[..., Any],
-                                    file_digest: Callable[[Path], str]) -> None:
-    c = sqlite3.connect(ledger_path)
-    c.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+def _schema_version(ledger: Path) -> int:
+    """The version this reclaim understands on the ledger's backend."""
+    if isinstance(ledger, str):
+        from ledger.store.postgres import schema_version
+
+        return schema_version()
+    return SCHEMA_VERSION
+
+
+def _stamp_schema_version(ledger: Path, version: int) -> None:
+    """Stamp the ledger as of schema `version`, as a newer reclaim would: the file's user_version, or the
+    database's reclaim_meta row."""
+    if isinstance(ledger, str):
+        import psycopg
+
+        with psycopg.connect(ledger, autocommit=True) as c:
+            c.execute("UPDATE reclaim_meta SET value = %s WHERE key = 'schema_version'", (str(version),))
+        return
+    c = sqlite3.connect(ledger)
+    c.execute(f"PRAGMA user_version = {version}")
     c.close()  # the last connection: WAL checkpointed into the main file
-    before = file_digest(ledger_path)
+
+
+def test_a_ledger_of_a_newer_schema(ledger_path: Path, config_path: Path, run_cli: Callable[..., Any],
+                                    file_digest: Callable[[Path], str], fingerprint: Callable[[Path], str]) -> None:
+    version = _schema_version(ledger_path)
+    rows = fingerprint(ledger_path)
+    _stamp_schema_version(ledger_path, version + 1)
+    before = file_digest(ledger_path)  # SQLite: the file's bytes, stamp included ("missing" for a URL)
     for args in (["submit", OP, "--payload", GOOD_PAYLOAD], ["status"], ["init"]):
         r = run_cli(*args, ledger=ledger_path)
-        assert_one_line_error(r, 7, str(ledger_path), f"schema version {SCHEMA_VERSION + 1}", "upgrade reclaim")
+        assert_one_line_error(r, 7, str(ledger_path), f"schema version {version + 1}", "upgrade reclaim")
     assert file_digest(ledger_path) == before
+    _stamp_schema_version(ledger_path, version)  # nothing migrated it down or wrote a row meanwhile:
+    assert fingerprint(ledger_path) == rows
 
 
 def test_a_file_that_is_not_sqlite(tmp_path: Path, config_path: Path, run_cli: Callable[..., Any],
@@ -146,39 +171,79 @@ def _read_only_prefix(path: Path) -> list[str]:
     return _DROP_DAC
 
 
-@pytest.mark.sqlite_only  # the file's own schema stamp / mode / SQLite's lock (PostgreSQL: test_postgres.py)
+@contextlib.contextmanager
+def _made_read_only(ledger: Path) -> Iterator[list[str]]:
+    """Make the ledger read-only for the CLI: the file's mode 0444 (and, as root, the argv prefix that makes
+    the mode count), or the database's default_transaction_read_only; yields the prefix; undone after."""
+    if isinstance(ledger, str):
+        import psycopg
+        from psycopg import sql
+
+        off = "-c default_transaction_read_only=off"  # this session may still change the setting back
+        name = sql.Identifier(psycopg.conninfo.conninfo_to_dict(ledger)["dbname"])
+        with psycopg.connect(ledger, autocommit=True, options=off) as c:
+            c.execute(sql.SQL("ALTER DATABASE {} SET default_transaction_read_only = on").format(name))
+        try:
+            yield []
+        finally:
+            with psycopg.connect(ledger, autocommit=True, options=off) as c:
+                c.execute(sql.SQL("ALTER DATABASE {} RESET default_transaction_read_only").format(name))
+        return
+    ledger.chmod(0o444)
+    try:
+        yield _read_only_prefix(ledger)
+    finally:
+        ledger.chmod(0o644)
+
+
 def test_a_read_only_ledger(ledger_path: Path, config_path: Path, sim: Simulator, run_cli: Callable[..., Any],
                             fingerprint: Callable[[Path], str]) -> None:
     before = fingerprint(ledger_path)
-    ledger_path.chmod(0o444)
-    try:
-        prefix = _read_only_prefix(ledger_path)
+    with _made_read_only(ledger_path) as prefix:
         r = run_cli("submit", OP, "--payload", GOOD_PAYLOAD, "--job-id", "ro-1", prefix=prefix)
         assert sim.count(None) == 0, "a send went out although the reservation could not be written"
         assert_one_line_error(r, 7, str(ledger_path), "read-only")
         # Reading is still allowed: a viewer can look at a read-only ledger.
         r = run_cli("status", prefix=prefix)
         assert r.rc == 0, r.stderr
-    finally:
-        ledger_path.chmod(0o644)
     assert fingerprint(ledger_path) == before
 
 
-@pytest.mark.sqlite_only  # the file's own schema stamp / mode / SQLite's lock (PostgreSQL: test_postgres.py)
+@contextlib.contextmanager
+def _write_lock_held(ledger: Path) -> Iterator[None]:
+    """Hold what every writer must take: SQLite's write lock (BEGIN IMMEDIATE), or on PostgreSQL the advisory
+    locks of the audit chain and of the operation's reservations, in an open transaction."""
+    if isinstance(ledger, str):
+        import psycopg
+
+        from ledger.store.postgres import CHAIN_LOCK, operation_lock
+
+        with psycopg.connect(ledger, autocommit=True) as pg:
+            pg.execute("BEGIN")
+            pg.execute("SELECT pg_advisory_xact_lock(%s), pg_advisory_xact_lock(%s)", (CHAIN_LOCK, operation_lock(OP)))
+            try:
+                yield
+            finally:
+                pg.execute("ROLLBACK")
+        return
+    holder = sqlite3.connect(ledger, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
 def test_a_locked_ledger_fails_after_the_busy_timeout(
     ledger_path: Path, config_path: Path, sim: Simulator, run_cli: Callable[..., Any],
     fingerprint: Callable[[Path], str],
 ) -> None:
     before = fingerprint(ledger_path)
-    holder = sqlite3.connect(ledger_path, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    try:
+    with _write_lock_held(ledger_path):
         started = time.monotonic()
         r = run_cli("submit", OP, "--payload", GOOD_PAYLOAD, "--job-id", "locked-1", timeout=60)
         waited = time.monotonic() - started
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
     assert_one_line_error(r, 8, str(ledger_path), "locked")
     assert waited >= 4.5, f"gave up after {waited:.1f}s, before the 5 s busy timeout"
     assert sim.count(None) == 0

@@ -2,7 +2,10 @@
 corrupt pages, a full disk at init, bad times stored or given, and out-of-range options.
 
 Each case runs the real `reclaim` CLI and checks: the documented exit code, exactly one stderr line
-`reclaim: error: ...` naming the thing, and a ledger left as it was (fingerprint or file digest).
+`reclaim: error: ...` naming the thing, and a ledger left as it was (fingerprint from a fresh connection, or
+the file digest). Every case about the rules runs on SQLite and on PostgreSQL (`BACKENDS`), with the same
+message and exit code on both, including values only one of them could not store (a NUL character, an
+integer beyond 64 bits); only the cases about the SQLite file itself are `sqlite_only`.
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ from test_bad_input import assert_one_line_error
 from ledger.clock import ManualClock
 from ledger.config import load_config
 from ledger.db import connect
-from ledger.errors import PayloadError
+from ledger.errors import BadInput, PayloadError
 from ledger.reserve import check_json_value, reserve
 from ledger.simulator import Simulator
 
 OP = "article.generate"
 GOOD_PAYLOAD = json.dumps({"input": "hello"})
+BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 
 
 # -- 1. payloads ------------------------------------------------------------------------------------------
@@ -40,7 +44,11 @@ GOOD_PAYLOAD = json.dumps({"input": "hello"})
                                                                          "64 bits")),
     ('{"input": "x", "generation_config": {"temperature": NaN}}', ("payload", "nan", "finite")),
     ('{"input": "x", "generation_config": {"temperature": -Infinity}}', ("payload", "-inf", "finite")),
-], ids=["lone-surrogate", "surrogate-key", "nested-1500", "int-5000-digits", "int-beyond-64-bits", "nan", "-inf"])
+    ('{"input": "x", "generation_config": {"temperature": Infinity}}', ("payload", "inf", "finite")),
+    ('{"input": "x", "generation_config": {"seed": -' + "9" * 20 + "}}", ("payload", "$.generation_config.seed",
+                                                                           "64 bits")),
+], ids=["lone-surrogate", "surrogate-key", "nested-1500", "int-5000-digits", "int-beyond-64-bits", "nan", "-inf",
+        "inf", "int-below-64-bits"])
 def test_an_unusable_payload_is_refused_naming_the_payload(
     payload: str, needles: tuple[str, ...], sim: Simulator, ledger_path: Path, config_path: Path,
     run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
@@ -50,6 +58,89 @@ def test_an_unusable_payload_is_refused_naming_the_payload(
     assert_one_line_error(r, 2, *needles)
     assert fingerprint(ledger_path) == before
     assert sim.count(None) == 0
+
+
+def test_a_nul_character_in_a_payload_string_is_kept_on_every_backend(
+    sim: Simulator, ledger_path: Path, config_path: Path, run_cli: Callable[..., Any],
+    read_job: Callable[..., Any],
+) -> None:
+    # JSON text carries it escaped (\u0000), so PostgreSQL's text stores it like SQLite does: not bad input.
+    r = run_cli("submit", OP, "--payload", '{"input": "a\\u0000b"}', "--job-id", "nul-1")
+    assert r.rc == 0, r.stderr
+    job = read_job(ledger_path, "nul-1")
+    assert job is not None and job.payload == {"input": "a\x00b"}
+
+
+# -- 1b. text the ledger stores as it is: no NUL character, bounded lengths ------------------------------------
+NUL_REFUSALS = {"job-id": ("job id", {"job_id": "a\x00b"}), "target": ("target", {"job_id": "t1", "target": "t\x00"}),
+                "actor": ("actor", {"job_id": "t2", "actor": "bot\x00"})}
+
+
+@pytest.mark.parametrize("case", list(NUL_REFUSALS))
+def test_a_nul_character_in_a_stored_name_is_refused_alike_on_every_backend(
+    case: str, ledger_path: Path, conn: Any, cfg: Any, clock: ManualClock, fingerprint: Callable[[Path], str],
+) -> None:
+    # No argument or environment variable can carry a NUL: this is the API the console and scripts call.
+    name, kw = NUL_REFUSALS[case]
+    before = fingerprint(ledger_path)
+    with pytest.raises(BadInput) as refused:
+        reserve(conn, cfg, OP, {"input": "x"}, clock=clock, **kw)
+    assert str(refused.value) == f"{name}: holds a NUL character (\\x00), which a ledger cannot store; remove it"
+    assert fingerprint(ledger_path) == before
+
+
+def test_a_nul_character_in_a_triage_field_is_refused_alike_on_every_backend(
+    ledger_path: Path, config_path: Path, conn: Any, cfg: Any, clock: ManualClock,
+    fingerprint: Callable[[Path], str],
+) -> None:
+    from ledger import triage
+    from ledger.model import JobKey
+
+    _held_jobs(ledger_path, config_path, ["held-1"])
+    key = JobKey("held-1", OP)
+    before = fingerprint(ledger_path)
+    calls = {
+        "owner (--owner)": lambda: triage.assign(conn, cfg, key, "bo\x00b", 1_796_200_000.0, actor="alice",
+                                                 clock=clock, reason="on call"),
+        "reason (--reason)": lambda: triage.assign(conn, cfg, key, "bob", 1_796_200_000.0, actor="alice",
+                                                   clock=clock, reason="why\x00"),
+        "note (--note)": lambda: triage.record_finding(conn, cfg, key, "not_received", "seen\x00", actor="alice",
+                                                       clock=clock),
+        "handle (--handle)": lambda: triage.reconcile(conn, cfg, key, "v1\x00h", actor="bob", clock=clock,
+                                                      reason="r", unverified=True),
+    }
+    for field, call in calls.items():
+        with pytest.raises(BadInput) as refused:
+            call()
+        assert f"{field}: holds a NUL character" in str(refused.value)
+    assert fingerprint(ledger_path) == before
+
+
+@pytest.mark.parametrize(("args", "needles"), [
+    (["--job-id", "j" * 513], ("job id", "1 to 512 characters")),
+    (["--job-id", "   "], ("job id", "not blank")),
+    (["--job-id", "t1", "--target", "t" * 513], ("target", "at most 512 characters")),
+], ids=["job-id-513", "job-id-blank", "target-513"])
+def test_an_over_long_or_blank_name_is_refused(
+    args: list[str], needles: tuple[str, ...], sim: Simulator, ledger_path: Path, config_path: Path,
+    run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
+) -> None:
+    before = fingerprint(ledger_path)
+    r = run_cli("submit", OP, "--payload", GOOD_PAYLOAD, *args)
+    assert_one_line_error(r, 2, *needles)
+    assert fingerprint(ledger_path) == before
+    assert sim.count(None) == 0
+
+
+def test_the_longest_names_fit_every_backend(
+    sim: Simulator, ledger_path: Path, config_path: Path, run_cli: Callable[..., Any], read_job: Callable[..., Any],
+) -> None:
+    # 512 four-byte characters: 2 KiB in each of PostgreSQL's indexes on (job_id, operation) and (target, state).
+    job_id, target = "\U0001F600" * 512, "\U0001F4E6" * 512
+    r = run_cli("submit", OP, "--payload", GOOD_PAYLOAD, "--job-id", job_id, "--target", target)
+    assert r.rc == 0, r.stderr
+    job = read_job(ledger_path, job_id)
+    assert job is not None and job.target == target
 
 
 def test_payload_values_are_checked_without_recursion() -> None:
@@ -257,6 +348,27 @@ def test_every_url_must_be_http_with_a_host(
     assert sim.count(None) == 0
 
 
+@pytest.mark.parametrize("section", ["operations", "remotes", "operators", "notify"])
+def test_a_config_name_with_a_control_character_is_refused(
+    section: str, config_dict: dict[str, Any], sim: Simulator, write_config: Callable[..., Path], ledger_path: Path,
+    run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
+) -> None:
+    # A name the ledger stores (operation, remote, operator): PostgreSQL text cannot hold a NUL; none prints.
+    doc = dict(config_dict)
+    extra = {"operations": ("bad\x00op", {"remote": "gemini", "daily_quota": 1}),
+             "remotes": ("bad\x01remote", {"kind": "http", "url": f"{sim.url}/cleanup"}),
+             "operators": ("eve\x00", ["triage"]),
+             "notify": ("on\x1bcall", {"kind": "webhook", "url": f"{sim.url}/hook"})}[section]
+    doc[section] = {**doc.get(section, {}), extra[0]: extra[1]}
+    config = write_config(doc)
+    before = fingerprint(ledger_path)
+    for args in (["submit", OP, "--payload", GOOD_PAYLOAD, "--job-id", "n1"], ["quota"]):
+        r = run_cli(*args)
+        assert_one_line_error(r, 2, str(config), f"config key {section}", repr(extra[0]), "control character")
+    assert fingerprint(ledger_path) == before
+    assert sim.count(None) == 0
+
+
 def test_a_header_name_must_be_an_http_token(config_dict: dict[str, Any], sim: Simulator, tmp_path: Path) -> None:
     from ledger.config import parse_config
     from ledger.errors import ConfigError
@@ -302,6 +414,7 @@ def _corrupt_schema_page(ledger: Path) -> None:
     ledger.write_bytes(bytes(data))
 
 
+@pytest.mark.sqlite_only  # garbles the SQLite file's own pages
 @pytest.mark.parametrize("where", ["jobs-page", "schema-page"])
 def test_a_corrupt_ledger_is_exit_7_for_every_command_and_verify_finds_it(
     where: str, sim: Simulator, ledger_path: Path, config_path: Path, run_cli: Callable[..., Any],
@@ -336,6 +449,7 @@ def test_a_corrupt_ledger_is_exit_7_for_every_command_and_verify_finds_it(
     assert file_digest(ledger_path) == before
 
 
+@pytest.mark.sqlite_only  # garbles the SQLite file's own pages
 def test_verify_reports_damage_it_cannot_read_instead_of_raising(
     ledger_path: Path, config_path: Path,
 ) -> None:
@@ -375,6 +489,7 @@ def _remount(where: Path, options: str) -> None:
 
 
 @needs_root
+@pytest.mark.sqlite_only  # the SQLite file and its journal on a full file system
 @pytest.mark.parametrize("size", ["64k", "320k"], ids=["no-room-for-the-journal", "no-room-for-the-ledger"])
 def test_init_on_a_full_disk_leaves_nothing_and_works_once_there_is_room(
     size: str, tmp_path: Path, config_path: Path, run_cli: Callable[..., Any],
@@ -399,6 +514,7 @@ def test_init_on_a_full_disk_leaves_nothing_and_works_once_there_is_room(
 
 
 @needs_root
+@pytest.mark.sqlite_only  # the SQLite file in a read-only folder
 def test_a_read_only_directory_is_named_as_such(
     tmp_path: Path, config_path: Path, sim: Simulator, run_cli: Callable[..., Any],
     file_digest: Callable[[Path], str],
@@ -421,6 +537,7 @@ def test_a_read_only_directory_is_named_as_such(
         assert sim.count(None) == 0
 
 
+@pytest.mark.sqlite_only  # how a SQLite file name is opened
 def test_a_ledger_name_with_uri_characters_opens_that_file(
     tmp_path: Path, config_path: Path, run_cli: Callable[..., Any],
 ) -> None:
@@ -490,14 +607,12 @@ BAD_STORED = {"due-inf": ("due_at", float("inf")), "due-1e20": ("due_at", 1e20),
 
 
 def store_bad_times(ledger: Path) -> None:
-    """Bypass validation the way a hand edit (or an older reclaim) would: a bare UPDATE of the jobs table."""
-    import sqlite3
-
-    raw = sqlite3.connect(ledger)
+    """Bypass validation the way a hand edit (or an older reclaim) would: a bare UPDATE of the jobs table,
+    on either backend (an autocommit connection: each UPDATE commits)."""
+    raw = connect(ledger)
     try:
         for job_id, (column, value) in BAD_STORED.items():
             raw.execute(f"UPDATE jobs SET {column} = ?, owner = 'bob' WHERE job_id = ?", (value, job_id))
-        raw.commit()
     finally:
         raw.close()
 
@@ -542,6 +657,7 @@ OPTION_CASES = [
     (["events", "--limit", "1000000"], "--limit"),
     (["events", "--after", "-5"], "--after"),
     (["events", "--after", "1" + "0" * 30], "--after"),
+    (["events", "--after", str(2**63)], "--after"),
     (["jobs", "--page", "1" + "0" * 30], "--page"),
     (["jobs", "--page", "0"], "--page"),
     (["jobs", "--limit", "-3"], "--limit"),
@@ -573,3 +689,81 @@ def test_an_option_number_out_of_range_is_refused_at_once(
     assert_one_line_error(r, 2, option, "must be")
     assert fingerprint(ledger_path) == before
     assert not (tmp_path / "demo").exists(), "the demo started although its options were refused"
+
+
+def test_the_largest_event_number_is_a_number_every_backend_takes(
+    ledger_path: Path, config_path: Path, run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
+) -> None:
+    before = fingerprint(ledger_path)
+    r = run_cli("events", "--after", str(2**63 - 1), "--json", timeout=30)
+    assert r.rc == 0 and "Traceback" not in r.stderr, r.stderr
+    assert fingerprint(ledger_path) == before
+
+
+# -- 9. a signed webhook delivery whose ids no ledger can store ---------------------------------------------------
+@pytest.mark.parametrize("where", ["handle", "idem"])
+def test_a_webhook_id_holding_a_nul_is_refused_as_malformed_on_every_backend(
+    where: str, ledger_path: Path, make_config: Callable[..., dict[str, Any]], tmp_path: Path, clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch, fingerprint: Callable[[Path], str],
+) -> None:
+    import uuid
+    from datetime import UTC, datetime
+
+    from standardwebhooks.webhooks import Webhook
+
+    from ledger.config import parse_config
+    from ledger.receiver import receive
+
+    secret = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtMTIzNDU2Nzg="
+    monkeypatch.setenv("RECLAIM_TEST_WHSEC", secret)
+    doc = make_config(base_url="http://127.0.0.1:9")
+    doc["remotes"]["gemini"]["webhook_secret_env"] = "RECLAIM_TEST_WHSEC"
+    cfg = parse_config(doc, base_dir=tmp_path)
+    ids = {"handle": "v1_ok", "idem": "ok"}
+    ids[where] = {"handle": "v1_a\x00b", "idem": "idem\x00"}[where]
+    body = json.dumps({"type": "interaction.completed", "timestamp": datetime.now(UTC).isoformat(),
+                       "data": {"id": ids["handle"], "status": "completed",
+                                "user_metadata": {"idem": ids["idem"], "attempt": "1"}}})
+    msg, when = f"msg_{uuid.uuid4().hex}", datetime.now(UTC)
+    headers = {"webhook-id": msg, "webhook-timestamp": str(int(when.timestamp())),
+               "webhook-signature": Webhook(secret).sign(msg, when, body)}
+    before = fingerprint(ledger_path)
+    conn = connect(ledger_path)
+    try:
+        answer = receive(conn, cfg, {"gemini": secret}, body.encode(), headers, clock=clock)
+    finally:
+        conn.close()
+    assert (answer.status, answer.message) == (400, "an id holding a NUL character")  # not 503: no retry loop
+    assert fingerprint(ledger_path) == before
+
+
+# -- 10. a remote's own words holding a NUL: recorded alike on every backend ---------------------------------------
+@pytest.mark.parametrize(("status", "state"), [(400, "failed"), (503, "held")], ids=["refused", "unknown"])
+def test_a_remote_error_holding_a_nul_is_recorded_alike_on_every_backend(
+    status: int, state: str, sim: Simulator, ledger_path: Path, conn: Any, cfg: Any, clock: ManualClock,
+    read_job: Callable[..., Any],
+) -> None:
+    from ledger.worker import RemoteCache, submit_now
+
+    sim.add_fault("status", status=status, reason="BAD\x00REASON")
+    res = submit_now(conn, cfg, OP, {"input": "x"}, clock=clock, job_id="nul-err", remotes=RemoteCache(cfg))
+    assert res.state == state
+    job = read_job(ledger_path, "nul-err")
+    assert job is not None and job.state == state
+    assert "(BAD\\x00REASON)" in job.last_error  # the four characters \x00: what PostgreSQL text can hold
+    assert sim.count("create") == 1
+
+
+def test_a_remote_status_holding_a_nul_holds_the_job_on_every_backend(
+    sim: Simulator, ledger_path: Path, conn: Any, cfg: Any, clock: ManualClock, read_job: Callable[..., Any],
+) -> None:
+    from ledger.worker import RemoteCache, submit_now, tick
+
+    sim.add_fault("end_status", end_status="we\x00ird", text="t")
+    res = submit_now(conn, cfg, OP, {"input": "x"}, clock=clock, job_id="nul-status", remotes=RemoteCache(cfg))
+    assert res.state == "submitted"
+    clock.advance(1)
+    tick(conn, cfg, clock=clock, remotes=RemoteCache(cfg), owner="w")  # the poll pass: no error, the job held
+    job = read_job(ledger_path, "nul-status")
+    assert job is not None and job.state == "held" and "\x00" not in (job.held_reason or "")
+    assert sim.count("create") == 1

@@ -140,6 +140,8 @@ INVALID: list[tuple[str, tuple[str, ...], Any, str]] = [
     ("backoff-negative", ("policy", "retry_backoff_seconds"), -1, "config key policy.retry_backoff_seconds:"),
     ("poll-float", ("policy", "poll_concurrency"), 1.5, "config key policy.poll_concurrency:"),
     ("poll-zero", ("policy", "poll_concurrency"), 0, "config key policy.poll_concurrency:"),
+    ("pick-zero", ("policy", "pick_seconds"), 0, "config key policy.pick_seconds:"),
+    ("pick-string", ("policy", "pick_seconds"), "10", "config key policy.pick_seconds:"),
     ("operators-not-table", ("operators",), ["alice"], "config key operators:"),
     ("roles-not-list", ("operators", "dave"), "approver", "config key operators.dave:"),
     ("role-unknown", ("operators", "dave"), ["triage", "superuser"], "config key operators.dave:"),

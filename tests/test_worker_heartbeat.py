@@ -195,9 +195,9 @@ def test_a_v8_ledger_migrates_forward_and_keeps_its_chain(
     raw.execute("PRAGMA user_version = 8")
     raw.close()
 
-    conn = connect(path)  # migrates to v9
+    conn = connect(path)  # migrates to the current version (v9 made the heartbeat table)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 9
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
         verdict = verify(conn)
         assert verdict.ok and verdict.events == 2, verdict
         assert read_board(conn).recent == ()

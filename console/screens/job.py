@@ -6,14 +6,13 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.message import Message
 from textual.widgets import Label, Static
-from textual.worker import get_current_worker
 
 from console.bindings import JOB
-from console.live import JobDetail, Pulse, clock_time, load_job, remote_lines, warm_remote
+from console.live import JobDetail, Pulse, clock_time
 from console.sanitize import compact_json, safe_json, safe_text
 from console.screens.base import ReclaimScreen
+from console.screens.job_read import JobRead, RemoteAnswer, read_job_then_remote
 from console.times import full_time, readable_detail
 from console.times import when as time_and_age
 from console.widgets.console_link import ConsoleLink, copy_console_url
@@ -102,24 +101,17 @@ class JobScreen(ReclaimScreen):
     """Everything about one job; `t` opens guided triage for a held or failed job, `l` copies its remote-console URL.
 
     The ledger is read first and drawn as soon as it lands; what the remote can answer follows (building the
-    remote's adapter the first time imports its SDK). A key pressed before the job is read waits and runs then."""
+    remote's adapter the first time imports its SDK, unless the console's warm-up has done it). A key pressed before
+    the job is read waits and runs then."""
 
     BINDINGS = JOB
     AUTO_FOCUS = "#job-body"
 
-    class Loaded(Message):
+    class Loaded(JobRead):
         """The job's detail arrived (None when it is not in the ledger)."""
 
-        def __init__(self, detail: JobDetail | None) -> None:
-            self.detail = detail
-            super().__init__()
-
-    class RemoteRead(Message):
+    class RemoteRead(RemoteAnswer):
         """What the job's remote can answer, in sentences (it follows `Loaded`)."""
-
-        def __init__(self, lines: list[str]) -> None:
-            self.lines = lines
-            super().__init__()
 
     def __init__(self, key: JobKey) -> None:
         super().__init__()
@@ -170,21 +162,7 @@ class JobScreen(ReclaimScreen):
     def load(self) -> None:
         """Read the job, its events and fenced writes off the UI thread and post them; then (no read open while
         the remote's adapter is built) what the remote can answer."""
-        app = self.reclaim
-        worker = get_current_worker()
-        with app.source.reading() as conn:
-            detail = load_job(conn, app.config, app.remotes, self.key, operator=app.operator, clock=app.clock,
-                              read_only=app.source.read_only, with_remote=False)
-        if worker.is_cancelled:
-            return
-        self.post_message(self.Loaded(detail))
-        if detail is None:
-            return
-        warm_remote(app.remotes, detail.job.operation)
-        with app.source.reading() as conn:
-            lines = remote_lines(app.config, app.remotes, detail.job, conn)
-        if not worker.is_cancelled:
-            self.post_message(self.RemoteRead(lines))
+        read_job_then_remote(self, self.key, self.Loaded, self.RemoteRead)
 
     def on_job_screen_remote_read(self, message: RemoteRead) -> None:
         self.remote_read = True

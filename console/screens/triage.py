@@ -33,15 +33,13 @@ from console.live import (
     clock_time,
     describe_input,
     detached,
-    load_job,
     perform,
-    remote_lines,
-    warm_remote,
 )
 from console.sanitize import clean, compact_json, safe_text
 from console.screens.base import ReclaimScreen
 from console.screens.confirm import ConfirmScreen
 from console.screens.job import READING_REMOTE, job_title
+from console.screens.job_read import JobRead, RemoteAnswer, read_job_then_remote
 from console.widgets.console_link import ConsoleLink, copy_console_url
 from console.widgets.feedback_line import FeedbackLine
 from console.widgets.guarded_action import GuardedAction
@@ -119,19 +117,11 @@ class TriageScreen(ReclaimScreen):
     BINDINGS = TRIAGE
     AUTO_FOCUS = "#triage-body"
 
-    class Loaded(Message):
+    class Loaded(JobRead):
         """The job and a preview of every action arrived."""
 
-        def __init__(self, detail: JobDetail | None) -> None:
-            self.detail = detail
-            super().__init__()
-
-    class RemoteRead(Message):
+    class RemoteRead(RemoteAnswer):
         """What the job's remote can answer, in sentences (it follows `Loaded`)."""
-
-        def __init__(self, lines: list[str]) -> None:
-            self.lines = lines
-            super().__init__()
 
     class Previewed(Message):
         """A fresh preview for the action the operator asked for."""
@@ -226,21 +216,7 @@ class TriageScreen(ReclaimScreen):
     def load(self) -> None:
         """Read the job and preview every action for this operator (refusal and summary) off the UI thread and post
         them; then (no read open while the remote's adapter is built) what the remote can answer."""
-        app = self.reclaim
-        worker = get_current_worker()
-        with app.source.reading() as conn:
-            detail = load_job(conn, app.config, app.remotes, self.key, operator=app.operator, clock=app.clock,
-                              read_only=app.source.read_only, with_previews=True, with_remote=False)
-        if worker.is_cancelled:
-            return
-        self.post_message(self.Loaded(detail))
-        if detail is None:
-            return
-        warm_remote(app.remotes, detail.job.operation)
-        with app.source.reading() as conn:
-            lines = remote_lines(app.config, app.remotes, detail.job, conn)
-        if not worker.is_cancelled:
-            self.post_message(self.RemoteRead(lines))
+        read_job_then_remote(self, self.key, self.Loaded, self.RemoteRead, with_previews=True)
 
     def on_triage_screen_remote_read(self, message: RemoteRead) -> None:
         self.remote_read = True

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import Final
+
 from ledger.config import Config
 from ledger.redaction import Redactor
 from ledger.remotes.base import Remote, label_console_url
@@ -21,6 +24,22 @@ def remote_for(config: Config, operation: str) -> Remote:
     from ledger.remotes.http import HttpRemote
 
     return HttpRemote(rc, redactor)
+
+
+ADAPTER_MODULES: Final = {"gemini": "ledger.remotes.gemini", "http": "ledger.remotes.http"}
+"""The module that holds each kind's adapter (`remote_for` imports it on first use; gemini's brings google-genai)."""
+
+
+def preload_adapters(config: Config) -> tuple[str, ...]:
+    """Import the adapter module of every kind of remote `config`'s operations use, and nothing else: no adapter
+    is built, no environment variable read, no connection opened. Done ahead, so that `remote_for` later finds
+    the SDK imported (google-genai takes seconds); a `remote_for` racing it waits on the import lock. Returns
+    the kinds imported, sorted; () when no operation uses a remote (google-genai stays unimported unless a
+    gemini remote is used)."""
+    kinds = sorted({rc.kind for op in config.operations.values() if (rc := config.remotes.get(op.remote))})
+    for kind in kinds:
+        importlib.import_module(ADAPTER_MODULES[kind])
+    return tuple(kinds)
 
 
 def console_url_for(config: Config, operation: str, idem_key: str) -> str | None:

@@ -39,15 +39,26 @@ class Capabilities:
         return out
 
 
+def storable(text: str | None) -> str | None:
+    """The remote's own words as every ledger can store them: a NUL character (which PostgreSQL text cannot
+    hold) written as the four characters \\x00, alike on every backend; anything else unchanged."""
+    return text.replace("\x00", "\\x00") if text and "\x00" in text else text
+
+
 @dataclass(frozen=True)
 class SendOutcome:
-    """How one send ended: accepted (with handle), not delivered, rejected as invalid, or unknown."""
+    """How one send ended: accepted (with handle), not delivered, rejected as invalid, or unknown. The error
+    and reason are the remote's words, kept storable (see `storable`)."""
 
     kind: SendKind
     handle: str | None = None
     error: str | None = None
     reason: str | None = None  # for unknown: timeout, reset, 5xx, ...; for remote_unusable: why, in words
     retry_after: float | None = None  # for not_delivered: the delay the remote asked for (seconds)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "error", storable(self.error))
+        object.__setattr__(self, "reason", storable(self.reason))
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,9 @@ class RemoteStatus:
     snapshot: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     handle: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "error", storable(self.error))
 
 
 def redact_outcome(outcome: SendOutcome, redactor: Redactor) -> SendOutcome:

@@ -11,7 +11,7 @@ and how a change is noticed (data_version vs LISTEN/NOTIFY).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar, cast
 
@@ -65,6 +65,21 @@ def ledger_clock(conn: sqlite3.Connection, clock: Clock) -> Clock:
     if is_pg(conn) and type(clock) is SystemClock and clock.offset == 0.0:
         return DbClock(cast(sqlite3.Connection, conn))
     return clock
+
+
+def stream(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = (), batch: int = 1000) -> Iterator[Any]:
+    """Yield the rows of one SELECT without holding the whole result in memory: SQLite steps its cursor,
+    PostgreSQL reads a server-side cursor `batch` rows at a time (inside the open transaction)."""
+    if is_pg(conn):
+        yield from conn.stream(sql, params, batch)
+        return
+    yield from conn.execute(sql, tuple(params))
+
+
+def order_text(conn: sqlite3.Connection) -> str:
+    """The collation clause that orders text by its UTF-8 bytes on both backends (SQLite's BINARY is that
+    already; PostgreSQL's database collation may follow a locale, its "C" collation does not)."""
+    return ' COLLATE "C"' if is_pg(conn) else ""
 
 
 def lock_chain(conn: sqlite3.Connection) -> None:

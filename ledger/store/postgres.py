@@ -6,13 +6,15 @@ COMMITTED and take a transaction-scoped advisory lock: the chain lock for genera
 IMMEDIATE gives on SQLite), or a per-operation lock for reserve, which takes the chain lock only when it
 appends an event. Serialization failures and deadlocks are retried by the callers that run a body more
 than once (`ledger.store.retrying`). A lock wait past `lock_timeout` raises LedgerLocked (exit 8), like SQLite's busy
-timeout. Database errors are raised as the sqlite3 exception classes the rules already handle.
+timeout. Database errors are raised as the sqlite3 exception classes the rules already handle; a value no
+column can hold (a NUL in text, an integer beyond 64 bits) as BadInput (exit 2), one line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import re
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -24,7 +26,7 @@ import psycopg
 from psycopg import errors as pgerr
 from psycopg.pq import ExecStatus, TransactionStatus
 
-from ledger.errors import LedgerLocked, LedgerUnusable
+from ledger.errors import BadInput, LedgerLocked, LedgerUnusable
 
 LOCK_TIMEOUT_MS = 5000
 CHAIN_LOCK = 0x52434C4D00000001  # the audit chain (and every general write transaction)
@@ -249,7 +251,19 @@ CREATE INDEX worker_heartbeats_running ON worker_heartbeats (running, updated_at
 # Schema version N on PostgreSQL is the same logical schema as SQLite's version N. A PostgreSQL ledger
 # starts at the version current when the backend was added; later versions append a script here.
 BASE_VERSION = 9
-MIGRATIONS: dict[int, str] = {}
+MIGRATIONS: dict[int, str] = {
+    # Picks (ledger.picks): workers' short reservations of due jobs, kept apart from the jobs (no event).
+    10: """
+CREATE TABLE picks (
+    job_id       TEXT NOT NULL,
+    operation    TEXT NOT NULL,
+    worker       TEXT NOT NULL,
+    picked_until DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (job_id, operation)
+);
+CREATE INDEX picks_worker ON picks (worker);
+""",
+}
 
 
 def schema_version() -> int:
@@ -282,6 +296,7 @@ class Row(tuple[Any, ...]):
 
 
 _INDEXES: dict[tuple[bytes, ...], dict[str, int]] = {}
+_STREAMS = itertools.count(1)  # names of server-side cursors, unique per process
 
 
 def _row_factory(cursor: Any) -> Callable[[Sequence[Any]], Row]:
@@ -327,6 +342,10 @@ def _as_sqlite_error(e: psycopg.Error, url: str) -> Exception:
         )
     if isinstance(e, (psycopg.IntegrityError, pgerr.RaiseException)):
         return sqlite3.IntegrityError(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    if isinstance(e, psycopg.DataError) and "NUL" in str(e):  # psycopg's own refusal, before the server
+        return BadInput("text holding a NUL character (\\x00) cannot be stored in the ledger; remove it")
+    if isinstance(e, pgerr.NumericValueOutOfRange):
+        return BadInput(f"a number beyond what the ledger stores (64-bit integers): {_first(e)}")
     if isinstance(e, (pgerr.SerializationFailure, pgerr.DeadlockDetected)):
         return Retryable(str(e).splitlines()[0])
     if isinstance(e, (pgerr.InsufficientPrivilege, pgerr.ReadOnlySqlTransaction)):
@@ -407,6 +426,19 @@ class PgConnection:
         if rows and "id" in rows[0].keys():
             out.lastrowid = rows[0]["id"]
         return out
+
+    def stream(self, sql: str, params: Sequence[Any] = (), batch: int = 1000) -> Iterator[Row]:
+        """Run one SELECT (`?` placeholders) through a server-side cursor inside the open transaction and yield
+        its rows `batch` at a time, so a large result never sits in memory whole."""
+        if not self.in_transaction:
+            raise RuntimeError("stream() needs an open transaction (a server-side cursor lives in one)")
+        try:
+            with self.raw.cursor(name=f"reclaim_stream_{next(_STREAMS)}") as cur:
+                cur.itersize = batch
+                cur.execute(translate(sql), list(params) or None)
+                yield from cur
+        except psycopg.Error as e:
+            raise _as_sqlite_error(e, self.url) from None
 
     def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> None:
         """Run one statement for each parameter tuple."""
@@ -493,8 +525,8 @@ class PgConnection:
         return float(row[0])
 
     @contextmanager
-    def write(self, lock: int = CHAIN_LOCK, wait: float | None = None) -> Iterator[PgConnection]:
-        """One READ COMMITTED write transaction holding the advisory lock `lock`; commit on success.
+    def write(self, lock: int | None = CHAIN_LOCK, wait: float | None = None) -> Iterator[PgConnection]:
+        """One READ COMMITTED write transaction holding the advisory lock `lock` (none when None); commit on success.
 
         A lock (advisory or row) waited on longer than the lock timeout (or `wait` seconds) raises
         LedgerLocked. A Retryable (serialization failure, deadlock) leaves the transaction rolled back.
@@ -502,9 +534,9 @@ class PgConnection:
         timeout_ms = LOCK_TIMEOUT_MS if wait is None else max(int(wait * 1000), 1)
         try:
             # One round trip: the three statements go as one simple query (integers only, no parameters).
+            advisory = "" if lock is None else f"; SELECT pg_advisory_xact_lock({int(lock)})"
             self.raw.execute(
-                f"BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {int(timeout_ms)}; "
-                f"SELECT pg_advisory_xact_lock({int(lock)})"
+                f"BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {int(timeout_ms)}{advisory}"
             )
         except psycopg.Error as e:
             self.rollback()

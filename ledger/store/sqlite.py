@@ -256,7 +256,20 @@ CREATE INDEX worker_heartbeats_updated ON worker_heartbeats (updated_at);
 CREATE INDEX worker_heartbeats_running ON worker_heartbeats (running, updated_at);
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9]
+# Picks: a worker's short reservation of due jobs among workers (ledger.picks), not a change to a job: no
+# event, not in the jobs table, so the jobs stay a projection of their events. One row per picked job.
+_V10 = """
+CREATE TABLE picks (
+    job_id       TEXT NOT NULL,
+    operation    TEXT NOT NULL,
+    worker       TEXT NOT NULL,
+    picked_until REAL NOT NULL,
+    PRIMARY KEY (job_id, operation)
+);
+CREATE INDEX picks_worker ON picks (worker);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -519,6 +532,19 @@ def _begin_immediate(conn: sqlite3.Connection, wait: float | None = None) -> Non
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
+_DIRECT_SLACK = 0.05
+"""How far (s) the busy handler may outlast the caller's deadline when BEGIN IMMEDIATE goes straight after
+the writers' queue: a turn taken within this of the start goes direct."""
+
+
+def _begin_direct(conn: sqlite3.Connection) -> None:
+    """BEGIN IMMEDIATE with the connection's busy timeout; LedgerLocked (exit 8) when it runs out."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as e:
+        _raise_locked_or(e, Path(ledger_path(conn)))
+
+
 @contextmanager
 def write_tx(conn: sqlite3.Connection, *, wait: float | None = None) -> Iterator[sqlite3.Connection]:
     """Run the block in one BEGIN IMMEDIATE transaction; commit on success, roll back on any error.
@@ -538,7 +564,14 @@ def write_tx(conn: sqlite3.Connection, *, wait: float | None = None) -> Iterator
         if not queue.take(deadline):
             raise ledger_error(sqlite3.OperationalError("database is locked"), queue.ledger)
         try:
-            _begin_immediate(conn, max(0.0, deadline - time.monotonic()))
+            left = deadline - time.monotonic()
+            if left >= BUSY_TIMEOUT_MS / 1000 - _DIRECT_SLACK:
+                # Our turn came at once (the usual case): only a writer outside the queue can hold SQLite's
+                # lock now, and SQLite's own busy handler (the busy timeout, about what is left) waits for
+                # it; no switching the busy timeout off and on around BEGIN IMMEDIATE.
+                _begin_direct(conn)
+            else:
+                _begin_immediate(conn, max(0.0, left))
         except BaseException:
             queue.release()
             raise

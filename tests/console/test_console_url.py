@@ -15,8 +15,7 @@ from console_helpers import screen_text, wait_loaded, wait_until
 from test_triage import T
 from textual.pilot import Pilot
 
-import console.screens.job as job_screen
-import console.screens.triage as triage_screen
+import console.screens.job_read as job_read
 from console.app import ReclaimApp, make_app
 from console.fixtures import ARTICLE, write_config
 from console.screens.job import JobScreen
@@ -154,16 +153,16 @@ async def test_no_url_for_a_remote_without_a_console(tmp_path: Path, console_sim
 
 
 def _slow_reads(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """Hold every job read (both screens) until the returned event is set, as a loaded machine would."""
+    """Hold every job read (both screens read through job_read) until the returned event is set, as a loaded
+    machine would."""
     release = threading.Event()
-    for module in (job_screen, triage_screen):
-        real = module.load_job
+    real = job_read.load_job
 
-        def held(*args: Any, _real: Any = real, **kwargs: Any) -> Any:
-            assert release.wait(30), "the test never let the read land"
-            return _real(*args, **kwargs)
+    def held(*args: Any, **kwargs: Any) -> Any:
+        assert release.wait(30), "the test never let the read land"
+        return real(*args, **kwargs)
 
-        monkeypatch.setattr(module, "load_job", held)
+    monkeypatch.setattr(job_read, "load_job", held)
     return release
 
 

@@ -1,0 +1,51 @@
+"""How the job and triage screens read their job: the ledger first (drawn as soon as it lands), then what the job's
+remote can answer (building the remote's adapter the first time imports its SDK, unless the console's warm-up did)."""
+
+from __future__ import annotations
+
+from textual.message import Message
+from textual.worker import get_current_worker
+
+from console.live import JobDetail, load_job, remote_lines, warm_remote
+from console.screens.base import ReclaimScreen
+from ledger.model import JobKey
+
+
+class JobRead(Message):
+    """The job's detail arrived (None when it is not in the ledger). Each screen subclasses it (its own handler)."""
+
+    def __init__(self, detail: JobDetail | None) -> None:
+        self.detail = detail
+        super().__init__()
+
+
+class RemoteAnswer(Message):
+    """What the job's remote can answer, in sentences (it follows `JobRead`). Each screen subclasses it."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        super().__init__()
+
+
+def read_job_then_remote(
+    screen: ReclaimScreen, key: JobKey, loaded: type[JobRead], answered: type[RemoteAnswer], *,
+    with_previews: bool = False,
+) -> None:
+    """From a thread worker of `screen`: read `key` (and, `with_previews`, a preview of every triage action for the
+    operator) and post `loaded(detail)`; then, with no read open while the remote's adapter is built, post
+    `answered(lines)`. Nothing is posted once the worker is cancelled, nor a remote for a job not in the ledger."""
+    app = screen.reclaim
+    worker = get_current_worker()
+    with app.source.reading() as conn:
+        detail = load_job(conn, app.config, app.remotes, key, operator=app.operator, clock=app.clock,
+                          read_only=app.source.read_only, with_previews=with_previews, with_remote=False)
+    if worker.is_cancelled:
+        return
+    screen.post_message(loaded(detail))
+    if detail is None:
+        return
+    warm_remote(app.remotes, detail.job.operation)
+    with app.source.reading() as conn:
+        lines = remote_lines(app.config, app.remotes, detail.job, conn)
+    if not worker.is_cancelled:
+        screen.post_message(answered(lines))

@@ -1,0 +1,205 @@
+"""Picks: how workers share out the due jobs between them without changing any job.
+
+A worker takes due jobs a batch at a time (`pick_due`): each job it picks gets a row in the `picks` table
+(the job's key, the worker, `picked_until`), written in one short transaction: on PostgreSQL the due rows
+are read `FOR UPDATE SKIP LOCKED` (no advisory lock), on SQLite inside BEGIN IMMEDIATE. A pick is a
+scheduling reservation among workers, not a change to the job: no event, nothing written to the jobs
+table (no lease owner, no epoch bump, no send start), so the jobs stay exactly the projection of their
+events. Another worker's pick passes a job by while it is live (`picked_until` after now, by the
+ledger's clock: the server's `clock_timestamp()` on PostgreSQL with the wall clock).
+
+Each picked job is then claimed by `ledger.leases.claim_for_send` (epoch + 1, send start, event) right
+before its own send; the claim deletes the job's pick in its own transaction. Picks a pass did not send
+are given back (`release_picks`) when the pass ends.
+
+A pick lasts `pick_window(policy)`: `policy.pick_seconds` (10 s by default), at most the lease. While it
+works through its batch the worker renews all its picks (`HeldPicks.keep`: before each claim and while it
+waits on a send's reply), so a live worker keeps its batch however long its sends take, and a dead or
+stopped worker's picks lapse at most one window after its last renewal; other workers then pick those
+jobs. No pick is needed for safety: the claim (a send start only on a due job, the epoch fence) is what
+keeps a job from being sent twice; picks only keep workers from colliding.
+
+Lock order on PostgreSQL: a claim writes the job's row before it deletes the job's pick; a picker locks
+job rows only with SKIP LOCKED before it writes picks; renewing and giving back skip pick rows another
+transaction holds. So no two of them ever wait on each other in a cycle.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Sequence
+
+from ledger import store
+from ledger.clock import Clock
+from ledger.config import Config, Policy
+from ledger.db import write_tx
+from ledger.errors import LedgerError
+from ledger.model import Job, JobKey
+
+Cursor = tuple[float, str, str]
+"""Where a pass got to in the due jobs: (created_at, job_id, operation) of the last one picked."""
+
+START: Cursor = (float("-inf"), "", "")
+
+RENEW_WAIT = 0.25
+"""How long a renewal waits for the write lock before it is skipped (a send is never held up by one)."""
+
+_DUE = (
+    "FROM jobs j WHERE j.state = 'reserving' AND j.send_started_at IS NULL "
+    "AND (j.next_try_at IS NULL OR j.next_try_at <= ?) AND (j.created_at, j.job_id, j.operation) > (?, ?, ?) "
+    "AND NOT EXISTS (SELECT 1 FROM picks p WHERE p.job_id = j.job_id AND p.operation = j.operation "
+    "AND p.worker <> ? AND p.picked_until > ?) "
+)
+
+
+def pick_window(policy: Policy) -> float:
+    """How long a pick lasts unless renewed: policy.pick_seconds, at most the lease."""
+    return min(policy.pick_seconds, policy.lease_seconds)
+
+
+def pick_due(
+    conn: sqlite3.Connection, config: Config, *, owner: str, now: float, limit: int, after: Cursor = START,
+) -> list[Job]:
+    """Pick up to `limit` due `reserving` jobs after `after` (oldest first) for worker `owner`, in one short
+    transaction; committed on return. Returns the jobs picked, as read then.
+
+    Each gets a `picks` row (this worker, picked_until = now + the pick window); the job itself is not
+    written. Jobs another worker holds a live pick of are passed by; on PostgreSQL rows another picker is
+    reading are skipped (`FOR UPDATE SKIP LOCKED`), not waited for. Reads first and opens no write
+    transaction when nothing is due. Each job must still be claimed (`claim_for_send`) before its send.
+    """
+    until = now + pick_window(config.policy)
+    args = (now, *after, owner, now)
+    if conn.execute(f"SELECT 1 {_DUE}LIMIT 1", args).fetchone() is None:
+        return []  # nothing to pick: no write transaction for an idle pass
+    lock = " FOR UPDATE OF j SKIP LOCKED" if store.is_pg(conn) else ""
+
+    def body() -> list[Job]:
+        with write_tx(conn, rows_only=True):
+            rows = conn.execute(
+                f"SELECT j.* {_DUE}ORDER BY j.created_at, j.job_id, j.operation LIMIT ?{lock}", (*args, limit)
+            ).fetchall()
+            jobs = [Job.from_row(r) for r in rows]
+            got = _upsert(conn, jobs, owner, until, now)
+        return [j for j in jobs if j.key in got]
+
+    return store.retrying(conn, body)
+
+
+def _upsert(conn: sqlite3.Connection, jobs: Sequence[Job], owner: str, until: float, now: float) -> set[JobKey]:
+    """Write this worker's picks of `jobs`; a live pick of another worker is left as it is (the upsert's
+    condition decides, on the latest committed row). Returns the keys now picked by `owner`."""
+    if not jobs:
+        return set()
+    values = ", ".join("(?, ?, ?, ?)" for _ in jobs)
+    params: list[object] = []
+    for job in jobs:
+        params += [job.job_id, job.operation, owner, until]
+    rows = conn.execute(
+        f"INSERT INTO picks (job_id, operation, worker, picked_until) VALUES {values} "
+        "ON CONFLICT (job_id, operation) DO UPDATE SET worker = excluded.worker, picked_until = excluded.picked_until "
+        "WHERE picks.worker = excluded.worker OR picks.picked_until <= ? RETURNING job_id, operation",
+        (*params, now),
+    ).fetchall()
+    return {JobKey(r[0], r[1]) for r in rows}
+
+
+def _own_rows(conn: sqlite3.Connection) -> str:
+    """The WHERE clause naming a worker's pick rows (one `?`): on PostgreSQL rows another transaction
+    holds are skipped, so giving back or renewing never waits on (or deadlocks with) a picker."""
+    if store.is_pg(conn):
+        return ("(job_id, operation) IN (SELECT job_id, operation FROM picks WHERE worker = ? "
+                "FOR UPDATE SKIP LOCKED)")
+    return "worker = ?"
+
+
+def renew_picks(conn: sqlite3.Connection, config: Config, owner: str, *, now: float, wait: float | None = None) -> int:
+    """Make every pick `owner` still holds last one more pick window from `now`; returns how many.
+
+    A pick another worker took over once it lapsed is no longer `owner`'s and is not touched. Raises
+    LedgerLocked when the write lock is not had within `wait` seconds (the busy timeout when None).
+    """
+    until = now + pick_window(config.policy)
+
+    def body() -> int:
+        with write_tx(conn, rows_only=True, wait=wait):
+            cur = conn.execute(f"UPDATE picks SET picked_until = ? WHERE {_own_rows(conn)}", (until, owner))
+            return int(cur.rowcount or 0)
+
+    return store.retrying(conn, body)
+
+
+def release_picks(conn: sqlite3.Connection, owner: str, *, now: float, wait: float | None = None) -> int:
+    """Give back every pick `owner` holds (so other workers need not wait for them to lapse), and clear
+    lapsed picks of any worker (they hold nothing back); returns how many of `owner`'s were given back."""
+
+    def body() -> int:
+        with write_tx(conn, rows_only=True, wait=wait):
+            cur = conn.execute(f"DELETE FROM picks WHERE {_own_rows(conn)}", (owner,))
+            mine = int(cur.rowcount or 0)
+            lapsed = "picked_until <= ?"
+            if store.is_pg(conn):
+                lapsed = f"(job_id, operation) IN (SELECT job_id, operation FROM picks WHERE {lapsed} FOR UPDATE SKIP LOCKED)"
+            conn.execute(f"DELETE FROM picks WHERE {lapsed}", (now,))
+            return mine
+
+    return store.retrying(conn, body)
+
+
+def picked_by_other(conn: sqlite3.Connection, key: JobKey, owner: str, now: float) -> bool:
+    """True when a worker other than `owner` holds a live pick of the job (read in the caller's transaction)."""
+    row = conn.execute(
+        "SELECT 1 FROM picks WHERE job_id = ? AND operation = ? AND worker <> ? AND picked_until > ?",
+        (key.job_id, key.operation, owner, now),
+    ).fetchone()
+    return row is not None
+
+
+def drop_pick(conn: sqlite3.Connection, key: JobKey) -> None:
+    """Delete the job's pick, whoever held it (inside the caller's transaction: the claim that ends it)."""
+    conn.execute("DELETE FROM picks WHERE job_id = ? AND operation = ?", (key.job_id, key.operation))
+
+
+def held_picks(conn: sqlite3.Connection, owner: str | None = None) -> list[tuple[JobKey, str, float]]:
+    """The picks in the ledger (of `owner` only, when given): (job key, worker, picked_until), by key."""
+    where, args = ("WHERE worker = ? ", (owner,)) if owner is not None else ("", ())
+    rows = conn.execute(
+        f"SELECT job_id, operation, worker, picked_until FROM picks {where}ORDER BY job_id, operation", args
+    ).fetchall()
+    return [(JobKey(r[0], r[1]), str(r[2]), float(r[3])) for r in rows]
+
+
+class HeldPicks:
+    """One pass's picks, kept alive while the worker works through them.
+
+    `keep()` renews them (`renew_picks`) when a third of the pick window passed since they were written or
+    last renewed (by the monotonic clock); it is called before each claim and while a send waits on its
+    reply. A renewal that cannot get the write lock within RENEW_WAIT, or fails, is skipped: the picks may
+    then lapse and other workers take those jobs, which is all a lapse ever does.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, config: Config, owner: str, clock: Clock) -> None:
+        self.conn = conn
+        self.config = config
+        self.owner = owner
+        self.clock = clock
+        self.every = pick_window(config.policy) / 3
+        self.held = False
+        """True once this pass picked something (so there may be picks to give back)."""
+        self._renewed_at = 0.0
+
+    def picked(self) -> None:
+        """Note that picks were just written (their window starts now)."""
+        self.held = True
+        self._renewed_at = time.monotonic()
+
+    def keep(self) -> None:
+        """Renew this worker's picks if a third of the window passed since the last write (best effort)."""
+        if not self.held or time.monotonic() - self._renewed_at < self.every:
+            return
+        try:
+            renew_picks(self.conn, self.config, self.owner, now=self.clock.now(), wait=RENEW_WAIT)
+        except (LedgerError, sqlite3.Error):
+            pass  # not renewed: the picks may lapse and other workers take those jobs
+        self._renewed_at = time.monotonic()
