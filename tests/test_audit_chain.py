@@ -143,7 +143,7 @@ def test_verify_names_the_event_after_a_deleted_one(worked: Path, run_cli: Calla
     assert out.rc == 11 and f"event {ids[3]} " in out.stdout and "removed or inserted" in out.stdout, out
 
 
-@pytest.mark.sqlite_only  # an older SQLite file's migration; a PostgreSQL ledger starts at schema 9, chained
+@pytest.mark.sqlite_only  # an older SQLite file's migration; a PostgreSQL ledger is made chained, at its base schema
 def test_the_migration_chains_the_events_an_older_ledger_holds(tmp_path: Path) -> None:
     path = tmp_path / "v7.db"
     conn = sqlite3.connect(path, isolation_level=None)
