@@ -79,7 +79,7 @@ def dispatch_outbox(conn: sqlite3.Connection, config: Config, *, clock: Clock, l
             ) is not None
     rows = conn.execute(
         "SELECT event_id, channel, body FROM outbox WHERE state = 'pending' AND next_try_at <= ? "
-        "ORDER BY created_at LIMIT ?",
+        "ORDER BY created_at, event_id LIMIT ?",
         (clock.now(), limit),
     ).fetchall()
     for event_id, channel_name, body in rows:
@@ -113,7 +113,7 @@ def list_outbox(conn: sqlite3.Connection, limit: int = 100) -> list[dict[str, ob
     """Notifications, uncertain ones first, then newest."""
     rows = conn.execute(
         "SELECT * FROM outbox ORDER BY CASE state WHEN 'uncertain' THEN 0 WHEN 'sending' THEN 1 "
-        "WHEN 'pending' THEN 2 ELSE 3 END, created_at DESC LIMIT ?",
+        "WHEN 'pending' THEN 2 ELSE 3 END, created_at DESC, event_id DESC LIMIT ?",
         (limit,),
     ).fetchall()
     return [{**dict(r), "body": json.loads(r["body"])} for r in rows]

@@ -257,9 +257,9 @@ def read_board(conn: sqlite3.Connection, recent: int = 10) -> WorkerBoard:
     """Read the workers marked running, the `recent` newest rows and the last pass time (indexed reads)."""
     cols = ", ".join(_COLUMNS)
     running = conn.execute(
-        f"SELECT {cols} FROM worker_heartbeats WHERE running = 1 ORDER BY updated_at DESC LIMIT 100"
+        f"SELECT {cols} FROM worker_heartbeats WHERE running = 1 ORDER BY updated_at DESC, worker_id LIMIT 100"
     ).fetchall()
-    newest = conn.execute(f"SELECT {cols} FROM worker_heartbeats ORDER BY updated_at DESC LIMIT ?", (recent,)).fetchall()
+    newest = conn.execute(f"SELECT {cols} FROM worker_heartbeats ORDER BY updated_at DESC, worker_id LIMIT ?", (recent,)).fetchall()
     last = conn.execute("SELECT MAX(last_pass_at) FROM worker_heartbeats").fetchone()[0]
     return WorkerBoard(
         tuple(Heartbeat.from_row(r) for r in running), tuple(Heartbeat.from_row(r) for r in newest),

@@ -161,7 +161,7 @@ def claim_batch(conn: sqlite3.Connection, config: Config, *, owner: str, now: fl
         with write_tx(conn):
             rows = conn.execute(
                 "SELECT * FROM jobs WHERE state = 'reserving' AND send_started_at IS NULL "
-                f"AND (next_try_at IS NULL OR next_try_at <= ?) ORDER BY created_at LIMIT ?{skip}",
+                f"AND (next_try_at IS NULL OR next_try_at <= ?) ORDER BY created_at, job_id, operation LIMIT ?{skip}",
                 (now, limit),
             ).fetchall()
             for row in rows:

@@ -148,13 +148,17 @@ def list_jobs(
         where += more
         params += more_params
     order = "ASC" if oldest_first else "DESC"
-    sql = f"SELECT * FROM jobs WHERE {' AND '.join(where)} ORDER BY created_at {order} LIMIT ? OFFSET ?"
+    # Jobs created at one instant keep one order on both backends (PostgreSQL has no rowid: its order among
+    # equals moves when a row changes state), so a page never repeats or skips one.
+    sql = (f"SELECT * FROM jobs WHERE {' AND '.join(where)} "
+           f"ORDER BY created_at {order}, job_id {order}, operation {order} LIMIT ? OFFSET ?")
     return [Job.from_row(r) for r in conn.execute(sql, (*params, limit, offset))]
 
 
 def held_jobs(conn: sqlite3.Connection, limit: int = 50) -> list[Job]:
     """Held jobs, oldest hold first."""
-    rows = conn.execute("SELECT * FROM jobs WHERE state = 'held' ORDER BY held_at ASC, created_at ASC LIMIT ?", (limit,))
+    rows = conn.execute("SELECT * FROM jobs WHERE state = 'held' ORDER BY held_at, created_at, job_id, operation "
+                        "LIMIT ?", (limit,))
     return [Job.from_row(r) for r in rows]
 
 

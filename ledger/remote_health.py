@@ -34,7 +34,7 @@ class RemotePause:
 
 def paused_remotes(conn: sqlite3.Connection) -> dict[str, RemotePause]:
     """Every paused remote by name."""
-    rows = conn.execute("SELECT * FROM remote_pauses ORDER BY paused_at").fetchall()
+    rows = conn.execute("SELECT * FROM remote_pauses ORDER BY paused_at, remote").fetchall()
     return {
         r["remote"]: RemotePause(
             remote=r["remote"], paused_at=r["paused_at"], reason=r["reason"], error=r["error"],

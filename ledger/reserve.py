@@ -211,7 +211,8 @@ def _reserve(
             return ReserveResult("quota_exceeded", key, used=used, limit=op.daily_quota)
         if target is not None and op.blocks_on_hold:
             held = conn.execute(
-                "SELECT job_id, operation FROM jobs WHERE target = ? AND state = 'held' ORDER BY held_at LIMIT 1",
+                "SELECT job_id, operation FROM jobs WHERE target = ? AND state = 'held' "
+                "ORDER BY held_at, job_id, operation LIMIT 1",
                 (target,),
             ).fetchone()
             if held is not None:

@@ -433,7 +433,7 @@ def recover_stale(
     cutoff = now - config.policy.stale_reserving_seconds
     rows = conn.execute(
         "SELECT job_id, operation FROM jobs WHERE state = 'reserving' AND send_started_at IS NOT NULL "
-        "AND send_started_at <= ? AND (lease_until IS NULL OR lease_until <= ?) ORDER BY created_at",
+        "AND send_started_at <= ? AND (lease_until IS NULL OR lease_until <= ?) ORDER BY created_at, job_id, operation",
         (cutoff, now - config.policy.send_margin_seconds),
     ).fetchall()
     for job_id, operation in rows:
@@ -692,7 +692,7 @@ def deliver_done(
     stop: threading.Event | None = None,
 ) -> None:
     """Deliver every done job to its sink, then mark it consumed (redelivery after a crash is harmless)."""
-    rows = conn.execute("SELECT * FROM jobs WHERE state = 'done' ORDER BY updated_at").fetchall()
+    rows = conn.execute("SELECT * FROM jobs WHERE state = 'done' ORDER BY updated_at, job_id, operation").fetchall()
     redactor = Redactor.from_config(config)
     for row in rows:
         if stop is not None and stop.is_set():

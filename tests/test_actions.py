@@ -22,6 +22,7 @@ from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, submit_now
 
 OP = "article.generate"
+BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 GOOD = {"category": "not_received", "note": "nothing labelled with the idem key", "reason": "the finding says so",
         "handle": "v1_some-handle", "owner": "alice", "due": parse_time("2026-12-02T09:00Z")}
 """A valid value for every field the table knows (due in epoch seconds, as the ledger takes it)."""

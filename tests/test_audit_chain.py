@@ -1,7 +1,8 @@
 """The audit chain: events hash-chained in their own transaction; `reclaim verify` finds every tampering.
 
-Each tampering is done as an attacker with the file would: straight SQL on the ledger, with the guarding
-triggers dropped first where they would refuse it. `verify` must name the first event or job that does
+Each tampering is done as an attacker with the file (or the database's owner account) would: straight SQL
+on the ledger, with the guarding triggers dropped first where they would refuse it. Every test runs on
+SQLite and on PostgreSQL (whose triggers carry other names, and which has no REPLACE). `verify` must name the first event or job that does
 not match, and exit 11; an untouched ledger verifies with exit 0 and the head hash `status` shows.
 """
 
@@ -19,6 +20,7 @@ from ledger.db import APPLICATION_ID, MIGRATIONS, _statements, connect
 from ledger.simulator import Simulator
 
 OP = "article.generate"
+BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 
 
 @pytest.fixture
@@ -33,8 +35,22 @@ def worked(sim: Simulator, ledger_path: Path, config_path: Path, run_cli: Callab
     return ledger_path
 
 
+def _is_pg(ledger: Path) -> bool:
+    return str(ledger).startswith("postgresql://")
+
+
+def _raw(ledger: Path) -> Any:
+    """A connection that runs any SQL, each statement committed: sqlite3's own on a file; on PostgreSQL the
+    ledger's connection (autocommit, `?` placeholders, errors raised as sqlite3's classes)."""
+    return connect(ledger) if _is_pg(ledger) else sqlite3.connect(ledger, isolation_level=None)
+
+
+def _drop_guards(ledger: Path) -> tuple[str, ...]:
+    return PG_DROP_GUARDS if _is_pg(ledger) else DROP_GUARDS
+
+
 def _tamper(ledger: Path, *sql: str) -> None:
-    conn = sqlite3.connect(ledger, isolation_level=None)
+    conn = _raw(ledger)
     try:
         for stmt in sql:
             conn.execute(stmt)
@@ -46,6 +62,7 @@ DROP_GUARDS = (
     "DROP TRIGGER events_no_update", "DROP TRIGGER events_no_delete", "DROP TRIGGER events_no_replace",
     "DROP TRIGGER events_chain",
 )
+PG_DROP_GUARDS = ("DROP TRIGGER events_no_change ON events", "DROP TRIGGER events_chain ON events")
 
 
 def test_an_untouched_ledger_verifies_and_status_shows_the_same_head(
@@ -60,12 +77,14 @@ def test_an_untouched_ledger_verifies_and_status_shows_the_same_head(
 
 
 def test_replace_update_and_delete_on_events_are_refused_by_the_triggers(worked: Path) -> None:
-    conn = sqlite3.connect(worked, isolation_level=None)
+    conn = _raw(worked)
     try:
         row = conn.execute("SELECT * FROM events ORDER BY id LIMIT 1").fetchone()
         cols = ", ".join("?" for _ in row)
+        replace = (f"INSERT INTO events VALUES ({cols}) ON CONFLICT (id) DO UPDATE SET actor = 'mallory'"
+                   if _is_pg(worked) else f"REPLACE INTO events VALUES ({cols})")
         with pytest.raises(sqlite3.DatabaseError, match=r"append-only|does not chain"):
-            conn.execute(f"REPLACE INTO events VALUES ({cols})", row)
+            conn.execute(replace, tuple(row))
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
             conn.execute("UPDATE events SET actor = 'mallory' WHERE id = ?", (row[0],))
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
@@ -79,12 +98,13 @@ def test_replace_update_and_delete_on_events_are_refused_by_the_triggers(worked:
 
 
 def test_verify_names_an_event_rewritten_by_replace(worked: Path, run_cli: Callable[..., Any]) -> None:
-    conn = sqlite3.connect(worked, isolation_level=None)
+    conn = _raw(worked)
     (victim,) = conn.execute("SELECT id FROM events WHERE kind = 'release'").fetchone()
     conn.close()
-    _tamper(worked, *DROP_GUARDS,
-            f"REPLACE INTO events SELECT id, at, job_id, operation, seq, 'carol', kind, from_state, to_state, epoch, "
-            f"detail, prev_hash, hash FROM events WHERE id = {victim}")
+    rewrite = (f"UPDATE events SET actor = 'carol' WHERE id = {victim}" if _is_pg(worked) else
+               f"REPLACE INTO events SELECT id, at, job_id, operation, seq, 'carol', kind, from_state, to_state, "
+               f"epoch, detail, prev_hash, hash FROM events WHERE id = {victim}")
+    _tamper(worked, *_drop_guards(worked), rewrite)
     out = run_cli("verify")
     assert out.rc == 11 and f"event {victim} " in out.stdout and "rewritten" in out.stdout, out
 
@@ -100,7 +120,7 @@ def test_a_job_moved_back_to_reserving_by_a_bare_update_is_never_sent_again(
 ) -> None:
     """The measured attack: `UPDATE jobs` put a finished job back to reserving and the next tick sent it again."""
     sim.clear_faults()
-    conn = sqlite3.connect(worked)
+    conn = _raw(worked)
     state = conn.execute("SELECT state FROM jobs WHERE job_id = 'j1'").fetchone()[0]
     conn.close()
     assert state != "reserving"
@@ -115,14 +135,15 @@ def test_a_job_moved_back_to_reserving_by_a_bare_update_is_never_sent_again(
 
 
 def test_verify_names_the_event_after_a_deleted_one(worked: Path, run_cli: Callable[..., Any]) -> None:
-    conn = sqlite3.connect(worked, isolation_level=None)
+    conn = _raw(worked)
     ids = [r[0] for r in conn.execute("SELECT id FROM events ORDER BY id")]
     conn.close()
-    _tamper(worked, *DROP_GUARDS, f"DELETE FROM events WHERE id = {ids[2]}")
+    _tamper(worked, *_drop_guards(worked), f"DELETE FROM events WHERE id = {ids[2]}")
     out = run_cli("verify")
     assert out.rc == 11 and f"event {ids[3]} " in out.stdout and "removed or inserted" in out.stdout, out
 
 
+@pytest.mark.sqlite_only  # an older SQLite file's migration; a PostgreSQL ledger is made chained, at its base schema
 def test_the_migration_chains_the_events_an_older_ledger_holds(tmp_path: Path) -> None:
     path = tmp_path / "v7.db"
     conn = sqlite3.connect(path, isolation_level=None)

@@ -27,6 +27,7 @@ from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, submit_now
 
 OP = "article.generate"
+BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 T0 = parse_time("2026-12-01T12:00:00Z")
 VALUES = {"category": "not_received", "note": "nothing labelled with the idem key", "reason": "the finding says so",
           "handle": "v1_some-handle", "owner": "alice", "due": "2h"}
@@ -39,10 +40,6 @@ def args_for(action: str, *, skip: str | None = None) -> list[str]:
         if f.name != skip:
             out += [f.option, VALUES[f.name]]
     return out + (["--unverified"] if action == "reconcile" else [])
-
-
-ON_BOTH = pytest.mark.parametrize("ledger_backend", ("sqlite", "postgresql"), indirect=True)
-"""A refusal of bad input is the ledger's rule: it holds (exit code, one line, nothing written) on each backend."""
 
 
 def _held(sim: Simulator, conn: Any, cfg: Config, clock: ManualClock, job_id: str = "held-1") -> JobKey:
@@ -60,7 +57,6 @@ def _one_error_line(r: Any, rc: int) -> str:
 
 
 # -- refusals: the CLI says exactly what the ledger's refusal() says ------------------------------------------------
-@ON_BOTH
 def test_each_commands_refusal_is_the_ledgers(
     sim: Simulator, conn: Any, cfg: Config, clock: ManualClock, ledger_path: Path, config_path: Path,
     run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
@@ -102,7 +98,6 @@ def test_four_eyes_refusal_is_the_same_in_cli_and_console(
 
 
 # -- a missing reason (or any required field) --------------------------------------------------------------------
-@ON_BOTH
 @pytest.mark.parametrize("name", [a for a in actions.JOB_ACTIONS if actions.ACTIONS[a].fields])
 def test_a_missing_field_is_refused_naming_its_option(
     name: str, sim: Simulator, conn: Any, cfg: Config, clock: ManualClock, ledger_path: Path, config_path: Path,
@@ -225,7 +220,6 @@ def test_due_takes_spans_and_tomorrow_in_the_configs_zone(
     assert read_job(ledger_path, "two").due_at == parse_time(expected)
 
 
-@ON_BOTH
 def test_a_due_that_is_not_a_time_names_the_option(
     sim: Simulator, conn: Any, cfg: Config, clock: ManualClock, ledger_path: Path, config_path: Path,
     run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],

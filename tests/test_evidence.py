@@ -32,6 +32,7 @@ from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, record_send_outcome, tick
 
 OP = "article.generate"
+BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtMTIzNDU2Nzg="
 OTHER = "whsec_" + "b3RoZXItb3RoZXItb3RoZXItMTIzNDU2Nzg5MA=="
 

@@ -35,6 +35,7 @@ from ledger.worker import submit_now, tick
 CLOCKED = Path(__file__).with_name("clocked_reclaim.py")  # the CLI with a test clock (test-only)
 ROOT = Path(__file__).resolve().parents[1]
 OP = "storage.cleanup"
+BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 T0 = parse_time("2026-12-01T10:00:00Z")
 LEASE = 60.0
 BACKOFF = 30.0
@@ -141,7 +142,7 @@ class Env:
     def jobs_and_events(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         conn = connect(self.ledger, readonly=True)
         try:
-            return ([tuple(r) for r in conn.execute("SELECT * FROM jobs ORDER BY rowid")],
+            return ([tuple(r) for r in conn.execute("SELECT * FROM jobs ORDER BY created_at, job_id, operation")],
                     [tuple(r) for r in conn.execute("SELECT * FROM events ORDER BY id")])
         finally:
             conn.close()
@@ -172,9 +173,9 @@ class Env:
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
+def env(tmp_path: Path, ledger_backend: str, request: pytest.FixtureRequest) -> Iterator[Env]:
     with Simulator().start() as sim, WebhookReceiver().start() as rx:
-        ledger = tmp_path / "ledger.db"
+        ledger = request.getfixturevalue("pg_url") if ledger_backend == "postgresql" else tmp_path / "ledger.db"
         create_ledger(ledger)
         e = Env(sim, rx, tmp_path, tmp_path / "reclaim.toml", ledger, ManualClock(T0))
         e.write_config()

@@ -24,6 +24,7 @@ from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, tick
 
 OP = "article.generate"
+BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 PROBE = 60.0
 
 

@@ -23,6 +23,7 @@ from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, submit_now, tick
 
 OP = "article.generate"
+BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 
 
 def _held_by_503(sim: Simulator, conn: Any, cfg: Config, clock: ManualClock, job_id: str = "held-1") -> JobKey:

@@ -13,6 +13,7 @@ from ledger.simulator import Simulator
 from ledger.worker import submit_now
 
 OP = "article.generate"
+BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 
 
 def test_saved_view_round_trip_and_errors(ledger_path: Path, config_path: Path, run_cli: Callable[..., Any],
