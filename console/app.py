@@ -243,7 +243,9 @@ class ReclaimApp(App[int]):
 
     def say(self, text: Text | str, *, error: bool = False) -> None:
         """Say `text` on the current screen's feedback line (a notification on a screen without one)."""
-        screen = self.screen
+        screen = self.shown_screen()
+        if screen is None:
+            return  # the app is closing
         if isinstance(screen, ReclaimScreen):
             screen.feedback(text, error=error)
         else:
@@ -355,9 +357,15 @@ class ReclaimApp(App[int]):
         self.remotes_paused = pulse.paused_remotes
         self.head_hash = pulse.head_hash
         self.last_seen = pulse.seen_at
-        screen = self.screen
+        screen = self.shown_screen()
         if isinstance(screen, ReclaimScreen):
             screen.ledger_changed(pulse)
+
+    def shown_screen(self) -> Screen[object] | None:
+        """The screen on top, or None while the app closes: a message from a worker or the follower may still
+        arrive after the last screen was popped, and must then change nothing."""
+        stack = self.screen_stack
+        return stack[-1] if stack else None
 
     @on(LiveStale)
     def _live_stale(self, message: LiveStale) -> None:

@@ -149,3 +149,24 @@ async def test_locked_ledger_goes_stale_keeps_answering_and_recovers(demo: Demo)
         await wait_until(pilot, lambda: not header.has_class("-stale"), timeout=15.0, what="recovery")
         add_job(demo, "after the lock")  # read-only console: written by another connection
         await wait_until(pilot, lambda: "after the lock" in feed_jobs(app.screen.query_one(EventFeed)), timeout=15.0)
+
+
+async def test_a_live_change_or_a_worker_reply_arriving_as_the_app_closes_changes_nothing(demo: Demo) -> None:
+    """The follower and workers post to the app from their own threads: one may land after the last screen
+    was popped on quitting. It must then do nothing, not fail the app with "No screens on stack"."""
+    app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
+    pulses: list[ReclaimApp.LiveChanged] = []
+
+    def hook(message: Message) -> None:
+        if isinstance(message, ReclaimApp.LiveChanged):
+            pulses.append(message)
+
+    async with app.run_test(size=(120, 40), message_hook=hook) as pilot:
+        await wait_loaded(pilot, OverviewScreen)
+        await wait_until(pilot, lambda: bool(pulses), what="the follower's first pulse")
+        assert app.shown_screen() is app.screen
+    assert app.screen_stack == [] and app.shown_screen() is None
+    seen = app.pulses
+    app._live_changed(ReclaimApp.LiveChanged(pulses[-1].pulse))  # the late message, handled as the app would
+    app.say("a worker's late reply")
+    assert app.pulses == seen + 1  # handled (counted), and nothing raised
