@@ -20,15 +20,16 @@ from typing import Any
 
 from ledger import replay
 
+_CHAIN_BODY = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # built once, not per event
+
 
 def event_hash(
     prev_hash: str | None, at: float, job_id: str, operation: str, seq: int, actor: str, kind: str,
     from_state: str | None, to_state: str | None, epoch: int | None, detail: str,
 ) -> str:
     """The hash an event must carry: sha256 of the previous hash and the event's canonical JSON."""
-    body = json.dumps(
-        [prev_hash, repr(float(at)), job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail],
-        ensure_ascii=False, separators=(",", ":"),
+    body = _CHAIN_BODY(
+        [prev_hash, repr(float(at)), job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail]
     )
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.model import Job, JobKey
+from ledger.model import Job, JobKey, detail_json
 
 # What a piece of evidence says the remote did. "absent": positively not there (a 404 for our
 # handle, a search that found nothing); "gone": it was there once and the remote no longer keeps it.
@@ -71,7 +71,7 @@ def record(
         "INSERT INTO evidence (at, source, idem_key, attempt, handle, remote_state, job_id, operation, ref, detail) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (at, source, idem_key, attempt, handle, remote_state, job.job_id if job else None,
-         job.operation if job else None, ref, json.dumps(detail or {}, sort_keys=True, ensure_ascii=False)),
+         job.operation if job else None, ref, detail_json(detail or {})),
     ).fetchone()
     return int(row[0])
 

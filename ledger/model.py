@@ -23,9 +23,19 @@ GROUPS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Built once: json.dumps() with any keyword builds a new encoder on every call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_DETAIL = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+
+
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no insignificant whitespace, UTF-8 text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL(value)
+
+
+def detail_json(value: Any) -> str:
+    """The stored form of an event's (or a job result's) JSON: sorted keys, UTF-8 text, json's default spacing."""
+    return _DETAIL(value)
 
 
 def default_job_id(operation: str, payload: Any, target: str | None) -> str:
@@ -84,7 +94,12 @@ class Job:
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Job:
         """Build a Job from a `SELECT * FROM jobs` row."""
-        d = dict(zip(row.keys(), row, strict=True))  # dict(row) looks each name up: 24 linear scans
+        return cls.from_columns(dict(zip(row.keys(), row, strict=True)))  # dict(row) looks each name up: 24 scans
+
+    @classmethod
+    def from_columns(cls, d: dict[str, Any]) -> Job:
+        """Build a Job from every column of a jobs row by name, as stored (JSON columns as text); `d` becomes
+        the Job's own and must not be used after."""
         d["payload"] = json.loads(d["payload"])
         d["result"] = json.loads(d["result"]) if d["result"] is not None else None
         if d.keys() != _JOB_FIELDS:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -81,10 +83,16 @@ def parse_payload(config: Config, operation: str, payload: str | dict[str, Any])
             raise PayloadError('payload: "generation_config" must be an object')
         # Whatever the SDK would refuse before sending (its own request models), or nested too deep, is
         # refused here, before anything is written. Imported here: other kinds never load the SDK.
-        from ledger.remotes.gemini import validate_payload
-
-        validate_payload(value)
+        _gemini_validator()(value)
     return value
+
+
+@functools.cache
+def _gemini_validator() -> Callable[[dict[str, Any]], None]:
+    """The gemini payload check, imported on first use (the SDK's import is slow) and then kept."""
+    from ledger.remotes.gemini import validate_payload
+
+    return validate_payload
 
 
 def _where(path: list[str | int]) -> str:

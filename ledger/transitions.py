@@ -7,7 +7,7 @@ any notification, all inside the caller's BEGIN IMMEDIATE transaction.
 
 from __future__ import annotations
 
-import json
+import functools
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,7 +16,7 @@ from typing import Any
 from ledger import store
 from ledger.audit import event_hash
 from ledger.config import NotifyConfig
-from ledger.model import STATES, Job, JobKey, canonical_json
+from ledger.model import STATES, Job, JobKey, canonical_json, detail_json
 from ledger.outbox import enqueue_for_transition
 
 # (from state, event) -> to state. Events that record facts without moving the job map a state to itself.
@@ -118,7 +118,7 @@ def append_event(
     store.lock_chain(conn)
     # One statement (one round trip on PostgreSQL, inside the chain's lock): the next seq and the chain's head.
     seq, prev = conn.execute(NEXT_SEQ_AND_HEAD, (key.job_id, key.operation)).fetchone()
-    text = json.dumps(detail or {}, sort_keys=True, ensure_ascii=False)
+    text = detail_json(detail or {})
     digest = event_hash(prev, at, key.job_id, key.operation, seq, actor, kind, from_state, to_state, epoch, text)
     row = conn.execute(
         "INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, "
@@ -132,7 +132,7 @@ def _encode(column: str, value: Any) -> Any:
     if column == "payload" and value is not None:
         return canonical_json(value)
     if column == "result" and value is not None:
-        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+        return detail_json(value)
     return value
 
 
@@ -147,7 +147,7 @@ def record_fenced(
     fenced_id = conn.execute(
         "INSERT INTO fenced_writes (at, job_id, operation, actor, event, epoch, detail) VALUES (?, ?, ?, ?, ?, ?, ?) "
         "RETURNING id",
-        (at, key.job_id, key.operation, actor, event, epoch, json.dumps(detail, sort_keys=True, ensure_ascii=False)),
+        (at, key.job_id, key.operation, actor, event, epoch, detail_json(detail)),
     ).fetchone()[0]
     handle = detail.get("handle")
     if event in ("accepted", "orphan_found") and isinstance(handle, str) and handle:
@@ -232,15 +232,27 @@ def _insert(
 ) -> Applied:
     columns = {"created_at": now, **fields, "job_id": key.job_id, "operation": key.operation, "state": to_state,
                "updated_at": now}
-    names = ", ".join(columns)
-    marks = ", ".join("?" for _ in columns)
-    row = conn.execute(
-        f"INSERT INTO jobs ({names}) VALUES ({marks}) ON CONFLICT (job_id, operation) DO NOTHING RETURNING *",
-        [_encode(c, v) for c, v in columns.items()],
-    ).fetchone()
-    if row is None:
+    values = [_encode(c, v) for c, v in columns.items()]
+    inserted = conn.execute(_insert_sql(tuple(columns)), values).rowcount
+    if inserted != 1:
         return Applied(ok=False, job=None, refusal="state")
-    return _record(conn, Job.from_row(row), event, None, actor=actor, now=now, detail=detail, notify=notify)
+    # The new row is what was written over the columns' defaults (no trigger changes a job as it goes in);
+    # built here rather than read back. JSON columns come back decoded from what was stored, as from_row does.
+    row = {**_NEW_JOB, **dict(zip(columns, values, strict=True))}
+    return _record(conn, Job.from_columns(row), event, None, actor=actor, now=now, detail=detail, notify=notify)
+
+
+_NEW_JOB: dict[str, Any] = {**dict.fromkeys(Job.__dataclass_fields__), "attempt": 1, "epoch": 0, "tries": 0}
+"""A new job's columns before the INSERT's own values: the jobs table's defaults (NULL, attempt 1, epoch 0, tries 0)."""
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_sql(columns: tuple[str, ...]) -> str:
+    """The INSERT of a new job setting `columns`, doing nothing when the job exists."""
+    return (
+        f"INSERT INTO jobs ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)}) "
+        "ON CONFLICT (job_id, operation) DO NOTHING"
+    )
 
 
 def _record(

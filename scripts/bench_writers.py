@@ -60,25 +60,30 @@ def _warm_up(config: Any) -> None:
     parse_payload(config, OPERATION, {"input": "warm up"})
 
 
-def writer(path: str, wid: int, count: int, ready: Any, start: Any, results: Any, unqueued: bool = False) -> None:
+def writer(
+    path: str, wid: int, count: int, ready: Any, start: Any, results: Any, unqueued: bool = False,
+    synchronous: str = "FULL",
+) -> None:
     """One writer process: connect, wait for the start signal, reserve `count` distinct jobs.
 
     Always answers on `results`: an unexpected exception becomes {"fatal": ...} instead of a silent death.
     """
     try:
-        _writer(path, wid, count, ready, start, results, unqueued)
+        _writer(path, wid, count, ready, start, results, unqueued, synchronous)
     except BaseException as e:
         ready.release()
         results.put({"wid": wid, "fatal": f"{type(e).__name__}: {e}"})
         raise
 
 
-def _writer(path: str, wid: int, count: int, ready: Any, start: Any, results: Any, unqueued: bool) -> None:
+def _writer(
+    path: str, wid: int, count: int, ready: Any, start: Any, results: Any, unqueued: bool, synchronous: str
+) -> None:
     if unqueued:
         _disable_queue()
     config = _config()
     _warm_up(config)
-    conn = connect(path)
+    conn = connect(path, synchronous=synchronous)
     clock = SystemClock()
     ready.release()
     start.wait()
@@ -110,7 +115,8 @@ def _writer(path: str, wid: int, count: int, ready: Any, start: Any, results: An
 
 
 def run_writers(
-    path: Path, writers: int, per_writer: int, timeout: float = 300.0, unqueued: bool = False
+    path: Path, writers: int, per_writer: int, timeout: float = 300.0, unqueued: bool = False,
+    synchronous: str = "FULL",
 ) -> dict[str, Any]:
     """Run `writers` processes of `per_writer` reservations each; return the merged figures."""
     ctx = mp.get_context("spawn")
@@ -118,7 +124,8 @@ def run_writers(
     start = ctx.Event()
     results = ctx.Queue()
     procs = [
-        ctx.Process(target=writer, args=(str(path), w, per_writer, ready, start, results, unqueued), daemon=True)
+        ctx.Process(target=writer, args=(str(path), w, per_writer, ready, start, results, unqueued, synchronous),
+                    daemon=True)
         for w in range(writers)
     ]
     for p in procs:
@@ -176,7 +183,8 @@ def verify(path: Path, expected: int) -> int:
 
 
 def run(
-    writers: int = 16, per_writer: int = 300, workdir: Path | None = None, compare: bool = True
+    writers: int = 16, per_writer: int = 300, workdir: Path | None = None, compare: bool = True,
+    synchronous: str = "FULL",
 ) -> list[dict[str, Any]]:
     """Figure rows for bench.py; with `compare`, one more row: the same writers without the writers' queue."""
     total = writers * per_writer
@@ -184,18 +192,18 @@ def run(
         one_path, many_path, bare_path = Path(d) / "one.db", Path(d) / "many.db", Path(d) / "unqueued.db"
         for p in (one_path, many_path, bare_path):
             create_ledger(p)
-        one = run_writers(one_path, 1, total)
-        many = run_writers(many_path, writers, per_writer)
+        one = run_writers(one_path, 1, total, synchronous=synchronous)
+        many = run_writers(many_path, writers, per_writer, synchronous=synchronous)
         verify(one_path, one["ok"])
         verify(many_path, many["ok"])
         bare = None
         if compare:
-            bare = run_writers(bare_path, writers, per_writer, unqueued=True)
+            bare = run_writers(bare_path, writers, per_writer, unqueued=True, synchronous=synchronous)
             verify(bare_path, bare["ok"])
     bad = many["locked"] + len(many["errors"])
     rows = [
         {
-            "figure": f"{writers} writer processes x {per_writer} reserve() (FULL), total throughput",
+            "figure": f"{writers} writer processes x {per_writer} reserve() ({synchronous}), total throughput",
             "value": f"{many['throughput']:,.0f} /s",
             "baseline": f"{one['throughput']:,.0f} /s (1 writer x {total})",
             "ratio": many["throughput"] / one["throughput"],
@@ -235,9 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--writers", type=int, default=16)
     ap.add_argument("--per-writer", type=int, default=300)
     ap.add_argument("--dir", type=Path, default=None, help="folder for the temporary ledgers (default: $TMPDIR)")
+    ap.add_argument("--synchronous", choices=("FULL", "NORMAL"), default="FULL",
+                    help="the writers' synchronous setting (default FULL, every commit fsynced)")
     ap.add_argument("--no-compare", action="store_true", help="skip the run without the writers' queue")
     args = ap.parse_args(argv)
-    for row in run(args.writers, args.per_writer, args.dir, not args.no_compare):
+    for row in run(args.writers, args.per_writer, args.dir, not args.no_compare, args.synchronous):
         ratio = f"  ratio {row['ratio']:.2f}" if row["ratio"] is not None else ""
         print(f"{row['figure']}: {row['value']}  vs  {row['baseline']}{ratio}  {row['note']}")
     return 0

@@ -314,6 +314,7 @@ _TOKENS = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"|\?|%|\bLIKE\b", re.IGNORECASE)
 
 
 @lru_cache(maxsize=1024)
+@lru_cache(maxsize=1024)
 def translate(sql: str) -> str:
     """SQLite-flavoured SQL as PostgreSQL takes it: `?` -> `%s`, `%` -> `%%`, LIKE -> ILIKE (SQLite's LIKE
     ignores ASCII case), outside quoted strings and names."""
@@ -559,6 +560,7 @@ class PgConnection:
                 raise _as_sqlite_error(e, self.url) from None
 
 
+@lru_cache(maxsize=1024)
 def operation_lock(operation: str) -> int:
     """The advisory lock key that serializes reservations of one operation."""
     h = int.from_bytes(hashlib.blake2b(operation.encode(), digest_size=4).digest(), "big")
