@@ -6,6 +6,7 @@ import hashlib
 import json
 import sqlite3
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from typing import Any
 
 STATES = ("reserving", "submitted", "done", "consumed", "failed", "held", "rejected", "remediated")
@@ -23,6 +24,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
 }
 
 
+_json_text = encode_basestring  # a str as JSON text (ensure_ascii=False), exactly as the encoders write it
 # Built once: json.dumps() with any keyword builds a new encoder on every call.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 _DETAIL = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
@@ -46,7 +48,9 @@ def default_job_id(operation: str, payload: Any, target: str | None) -> str:
 
 def idem_key(job_id: str, operation: str) -> str:
     """The stable idempotency key of (job_id, operation), the same on every attempt and release."""
-    return hashlib.sha256(canonical_json([job_id, operation]).encode("utf-8")).hexdigest()[:32]
+    # canonical_json([job_id, operation]), written out: two strings need no encoder.
+    body = f"[{_json_text(job_id)},{_json_text(operation)}]"
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()[:32]
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import functools
 import os
 import sqlite3
 import struct
@@ -81,11 +80,18 @@ def _lock(fd: int, kind: int, start: int, wait: bool = False) -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=512)
+_FLOCK = struct.Struct("@hhqqi4x")  # struct flock: l_type, l_whence, l_start, l_len, l_pid (and padding)
+
+
 def _flock(kind: int, start: int) -> bytes:
     """The `struct flock` for one lock range (the counter's 8 bytes, or a slot's one byte)."""
-    length = _COUNTER if start == 0 else 1
-    return struct.pack("@hhqqi", kind, os.SEEK_SET, start, length, 0).ljust(32, b"\0")
+    return _FLOCK.pack(kind, os.SEEK_SET, start, _COUNTER if start == 0 else 1, 0)
+
+
+def _free(fd: int, start: int) -> bool:
+    """True when nobody holds a write lock on the slot at `start` (asked, not taken: one system call)."""
+    got = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, _flock(fcntl.F_RDLCK, start))
+    return bool(_FLOCK.unpack(got)[0] == fcntl.F_UNLCK)
 
 
 class _Waiter:
@@ -148,8 +154,7 @@ class WriterQueue:
                 return False
             self._held = mine
             before = _COUNTER + (mine - _COUNTER - 1) % SLOTS
-            if _lock(fd, fcntl.F_RDLCK, before):
-                _lock(fd, fcntl.F_UNLCK, before)
+            if _free(fd, before):
                 return True
         except OSError:
             self._usable = False  # e.g. no such locks on this filesystem: unqueued from now on
