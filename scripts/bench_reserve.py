@@ -71,64 +71,74 @@ def _idem(job_id: str, operation: str) -> str:
     return hashlib.sha256(json.dumps([job_id, operation], separators=(",", ":")).encode()).hexdigest()[:32]
 
 
-def run_raw(path: Path, n: int, synchronous: str, quota: int = 10**9) -> float:
-    """The same transaction with plain sqlite3 on a fresh ledger at `path`; reservations per second."""
-    create_ledger(path)
+def raw_connect(path: Path, synchronous: str) -> sqlite3.Connection:
+    """A plain sqlite3 connection to an existing ledger, with the pragmas ledger.db.connect sets."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute(f"PRAGMA synchronous = {synchronous}")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    tz = "UTC"
-    op = OPERATION
-    ex = conn.execute
+    return conn
+
+
+def run_raw(path: Path, n: int, synchronous: str, quota: int = 10**9) -> float:
+    """The same transaction with plain sqlite3 on a fresh ledger at `path`; reservations per second."""
+    create_ledger(path)
+    conn = raw_connect(path, synchronous)
     t0 = time.perf_counter()
     for i in range(n):
-        jid, target = f"job-{i}", f"target-{i}"
-        payload = json.dumps({"input": f"article {i}"}, sort_keys=True, separators=(",", ":"))
-        ex("BEGIN IMMEDIATE")
-        now = time.time()
-        day = day_of(now, tz)
-        if ex("SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (jid, op)).fetchone() is not None:
-            raise RuntimeError("duplicate")
-        row = ex("SELECT used FROM quota_usage WHERE operation = ? AND day = ?", (op, day)).fetchone()
-        used = row[0] if row else 0
-        if used >= quota:
-            raise RuntimeError("quota")
-        held = ex(
-            "SELECT job_id, operation FROM jobs WHERE target = ? AND state = 'held' ORDER BY held_at LIMIT 1",
-            (target,),
-        ).fetchone()
-        if held is not None:
-            raise RuntimeError("held")
-        ikey = _idem(jid, op)
-        ex(
-            "INSERT INTO quota_usage (operation, day, used) VALUES (?, ?, 1) "
-            "ON CONFLICT (operation, day) DO UPDATE SET used = quota_usage.used + 1",
-            (op, day),
-        )
-        ex(
-            "INSERT INTO jobs (job_id, operation, idem_key, target, payload, state, quota_day, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, 'reserving', ?, ?, ?)",
-            (jid, op, ikey, target, payload, day, now, now),
-        )
-        detail = json.dumps({"idem_key": ikey, "quota_day": day, "quota_used": used + 1, "quota_limit": quota},
-                            sort_keys=True)
-        seq, prev = ex(
-            "SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ? AND operation = ?), "
-            "(SELECT hash FROM events ORDER BY id DESC LIMIT 1)",
-            (jid, op),
-        ).fetchone()
-        digest = event_hash(prev, now, jid, op, seq, "reclaim", "reserve", None, "reserving", 0, detail)
-        ex(
-            "INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, "
-            "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (now, jid, op, seq, "reclaim", "reserve", None, "reserving", 0, detail, prev, digest),
-        )
-        ex("COMMIT")
+        raw_reserve(conn, f"job-{i}", f"target-{i}", {"input": f"article {i}"}, quota)
     dt = time.perf_counter() - t0
     conn.close()
     return n / dt
+
+
+def raw_reserve(conn: sqlite3.Connection, jid: str, target: str, value: dict[str, Any], quota: int = 10**9) -> None:
+    """One reservation as a raw sqlite3 transaction: the statements reserve() runs, nothing else."""
+    tz = "UTC"
+    op = OPERATION
+    ex = conn.execute
+    payload = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    ex("BEGIN IMMEDIATE")
+    now = time.time()
+    day = day_of(now, tz)
+    if ex("SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (jid, op)).fetchone() is not None:
+        raise RuntimeError("duplicate")
+    row = ex("SELECT used FROM quota_usage WHERE operation = ? AND day = ?", (op, day)).fetchone()
+    used = row[0] if row else 0
+    if used >= quota:
+        raise RuntimeError("quota")
+    held = ex(
+        "SELECT job_id, operation FROM jobs WHERE target = ? AND state = 'held' ORDER BY held_at LIMIT 1",
+        (target,),
+    ).fetchone()
+    if held is not None:
+        raise RuntimeError("held")
+    ikey = _idem(jid, op)
+    ex(
+        "INSERT INTO quota_usage (operation, day, used) VALUES (?, ?, 1) "
+        "ON CONFLICT (operation, day) DO UPDATE SET used = quota_usage.used + 1",
+        (op, day),
+    )
+    ex(
+        "INSERT INTO jobs (job_id, operation, idem_key, target, payload, state, quota_day, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, 'reserving', ?, ?, ?)",
+        (jid, op, ikey, target, payload, day, now, now),
+    )
+    detail = json.dumps({"idem_key": ikey, "quota_day": day, "quota_used": used + 1, "quota_limit": quota},
+                        sort_keys=True)
+    seq, prev = ex(
+        "SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ? AND operation = ?), "
+        "(SELECT hash FROM events ORDER BY id DESC LIMIT 1)",
+        (jid, op),
+    ).fetchone()
+    digest = event_hash(prev, now, jid, op, seq, "reclaim", "reserve", None, "reserving", 0, detail)
+    ex(
+        "INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, "
+        "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (now, jid, op, seq, "reclaim", "reserve", None, "reserving", 0, detail, prev, digest),
+    )
+    ex("COMMIT")
 
 
 def measure(n: int, synchronous: str, rounds: int, workdir: Path) -> tuple[float, float, float]:

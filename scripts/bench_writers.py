@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_reserve import raw_connect, raw_reserve
+
 from ledger.clock import SystemClock
 from ledger.config import parse_config
 from ledger.db import connect, create_ledger
@@ -61,7 +63,7 @@ def _warm_up(config: Any) -> None:
 
 
 def writer(
-    path: str, wid: int, count: int, ready: Any, start: Any, results: Any, unqueued: bool = False,
+    path: str, wid: int, count: int, ready: Any, start: Any, results: Any, mode: str = "queued",
     synchronous: str = "FULL",
 ) -> None:
     """One writer process: connect, wait for the start signal, reserve `count` distinct jobs.
@@ -69,7 +71,7 @@ def writer(
     Always answers on `results`: an unexpected exception becomes {"fatal": ...} instead of a silent death.
     """
     try:
-        _writer(path, wid, count, ready, start, results, unqueued, synchronous)
+        _writer(path, wid, count, ready, start, results, mode, synchronous)
     except BaseException as e:
         ready.release()
         results.put({"wid": wid, "fatal": f"{type(e).__name__}: {e}"})
@@ -77,13 +79,14 @@ def writer(
 
 
 def _writer(
-    path: str, wid: int, count: int, ready: Any, start: Any, results: Any, unqueued: bool, synchronous: str
+    path: str, wid: int, count: int, ready: Any, start: Any, results: Any, mode: str, synchronous: str
 ) -> None:
-    if unqueued:
+    if mode == "unqueued":
         _disable_queue()
     config = _config()
     _warm_up(config)
-    conn = connect(path, synchronous=synchronous)
+    raw = mode == "raw"
+    conn = raw_connect(Path(path), synchronous) if raw else connect(path, synchronous=synchronous)
     clock = SystemClock()
     ready.release()
     start.wait()
@@ -95,11 +98,15 @@ def _writer(
     for i in range(count):
         t0 = time.perf_counter()
         try:
-            res = reserve(
-                conn, config, OPERATION, {"input": f"w{wid} job {i}"}, clock=clock,
-                job_id=f"w{wid}-job-{i}", target=f"w{wid}-target-{i}",
-            )
-            ok += res.outcome == "reserved"
+            if raw:
+                raw_reserve(conn, f"w{wid}-job-{i}", f"w{wid}-target-{i}", {"input": f"w{wid} job {i}"})
+                ok += 1
+            else:
+                res = reserve(
+                    conn, config, OPERATION, {"input": f"w{wid} job {i}"}, clock=clock,
+                    job_id=f"w{wid}-job-{i}", target=f"w{wid}-target-{i}",
+                )
+                ok += res.outcome == "reserved"
         except LedgerLocked:
             locked += 1
         except sqlite3.OperationalError as e:
@@ -115,7 +122,7 @@ def _writer(
 
 
 def run_writers(
-    path: Path, writers: int, per_writer: int, timeout: float = 300.0, unqueued: bool = False,
+    path: Path, writers: int, per_writer: int, timeout: float = 300.0, mode: str = "queued",
     synchronous: str = "FULL",
 ) -> dict[str, Any]:
     """Run `writers` processes of `per_writer` reservations each; return the merged figures."""
@@ -124,7 +131,7 @@ def run_writers(
     start = ctx.Event()
     results = ctx.Queue()
     procs = [
-        ctx.Process(target=writer, args=(str(path), w, per_writer, ready, start, results, unqueued, synchronous),
+        ctx.Process(target=writer, args=(str(path), w, per_writer, ready, start, results, mode, synchronous),
                     daemon=True)
         for w in range(writers)
     ]
@@ -184,9 +191,10 @@ def verify(path: Path, expected: int) -> int:
 
 def run(
     writers: int = 16, per_writer: int = 300, workdir: Path | None = None, compare: bool = True,
-    synchronous: str = "FULL",
+    synchronous: str = "FULL", raw: bool = False,
 ) -> list[dict[str, Any]]:
-    """Figure rows for bench.py; with `compare`, one more row: the same writers without the writers' queue."""
+    """Figure rows for bench.py; with `compare`, one more row: the same writers without the writers' queue;
+    with `raw`, one more: plain sqlite3 processes running the same statements, 1 and `writers` of them."""
     total = writers * per_writer
     with tempfile.TemporaryDirectory(prefix="reclaim-bench-writers-", dir=workdir) as d:
         one_path, many_path, bare_path = Path(d) / "one.db", Path(d) / "many.db", Path(d) / "unqueued.db"
@@ -198,8 +206,19 @@ def run(
         verify(many_path, many["ok"])
         bare = None
         if compare:
-            bare = run_writers(bare_path, writers, per_writer, unqueued=True, synchronous=synchronous)
+            bare = run_writers(bare_path, writers, per_writer, mode="unqueued", synchronous=synchronous)
             verify(bare_path, bare["ok"])
+        plain = None
+        if raw:
+            plain_one_path, plain_many_path = Path(d) / "plain-one.db", Path(d) / "plain-many.db"
+            for p in (plain_one_path, plain_many_path):
+                create_ledger(p)
+            plain = (
+                run_writers(plain_one_path, 1, total, mode="raw", synchronous=synchronous),
+                run_writers(plain_many_path, writers, per_writer, mode="raw", synchronous=synchronous),
+            )
+            verify(plain_one_path, plain[0]["ok"])
+            verify(plain_many_path, plain[1]["ok"])
     bad = many["locked"] + len(many["errors"])
     rows = [
         {
@@ -235,6 +254,17 @@ def run(
                 f"vs 1 writer {bare['throughput'] / one['throughput']:.2f}",
             }
         )
+    if plain is not None:
+        p1, pn = plain
+        rows.append(
+            {
+                "figure": f"plain sqlite3, no library: {writers} processes vs 1, the same statements: throughput, max wait",
+                "value": f"{pn['throughput']:,.0f} /s, max {pn['max_wait'] * 1000:,.0f} ms (p99 {pn['p99_wait'] * 1000:.0f})",
+                "baseline": f"{p1['throughput']:,.0f} /s, max {p1['max_wait'] * 1000:,.0f} ms (1 process)",
+                "ratio": pn["throughput"] / p1["throughput"],
+                "note": f"SQLite's own floor on this machine; locked errors {pn['locked']}",
+            }
+        )
     return rows
 
 
@@ -245,9 +275,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", type=Path, default=None, help="folder for the temporary ledgers (default: $TMPDIR)")
     ap.add_argument("--synchronous", choices=("FULL", "NORMAL"), default="FULL",
                     help="the writers' synchronous setting (default FULL, every commit fsynced)")
+    ap.add_argument("--raw", action="store_true",
+                    help="also run plain sqlite3 writers (the same statements, no library): SQLite's own floor")
     ap.add_argument("--no-compare", action="store_true", help="skip the run without the writers' queue")
     args = ap.parse_args(argv)
-    for row in run(args.writers, args.per_writer, args.dir, not args.no_compare, args.synchronous):
+    for row in run(args.writers, args.per_writer, args.dir, not args.no_compare, args.synchronous, args.raw):
         ratio = f"  ratio {row['ratio']:.2f}" if row["ratio"] is not None else ""
         print(f"{row['figure']}: {row['value']}  vs  {row['baseline']}{ratio}  {row['note']}")
     return 0

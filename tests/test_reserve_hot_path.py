@@ -1,5 +1,6 @@
 """What reserve()'s hot path skips is only what cannot change the answer: a text-only Gemini payload is
-one the SDK's request model takes whatever the text, and a Job read fast equals one built field by field."""
+one the SDK's request model takes whatever the text, a Job read fast equals one built field by field, and
+the Job reserve() builds from what it wrote equals the row read back."""
 
 from __future__ import annotations
 
@@ -80,3 +81,39 @@ def test_a_job_read_fast_equals_one_built_field_by_field() -> None:
     assert fast == slow and fast.to_dict() == slow.to_dict() and hash(fast.key) == hash(slow.key)
     with pytest.raises(dataclasses.FrozenInstanceError):  # still frozen
         fast.state = "held"  # type: ignore[misc]
+
+
+BACKENDS = ("sqlite", "postgresql")
+OP = "article.generate"  # the standard config's operation (conftest.py)
+
+
+@pytest.mark.parametrize(
+    ("payload", "job_id", "target"),
+    [
+        ({"input": "plain"}, "job-plain", "t-1"),
+        ('{"input": "as text", "system_instruction": "é \\u2028 ✓"}', "job-text", None),
+        ({"input": [{"type": "text", "text": "blocks"}], "generation_config": {"temperature": 0.5}}, None, "t-2"),
+        ({"input": "ünïcödé ✓", "system_instruction": "x"}, "jöb ✓", "tärget"),
+    ],
+)
+def test_the_job_reserve_returns_is_the_row_read_back(
+    ledger_path: Any, cfg: Any, clock: Any, payload: Any, job_id: str | None, target: str | None
+) -> None:
+    """reserve() builds the new Job from what it wrote, not by reading the row back: every field, payload
+    included, equals the row a fresh connection reads, on both backends."""
+    from ledger.db import connect
+    from ledger.queries import find_job
+    from ledger.reserve import reserve
+
+    conn = connect(ledger_path)
+    res = reserve(conn, cfg, OP, payload, clock=clock, job_id=job_id, target=target)
+    conn.close()
+    assert res.outcome == "reserved" and res.job is not None
+    fresh = connect(ledger_path, readonly=True)
+    try:
+        stored = find_job(fresh, res.key)
+    finally:
+        fresh.close()
+    assert stored is not None
+    assert res.job.to_dict() == stored.to_dict()
+    assert res.job == stored
