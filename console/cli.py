@@ -28,7 +28,7 @@ from ledger import evidence, heartbeat, identity, queries, triage
 from ledger.actions import ACTIONS as ACTION_TABLE
 from ledger.actions import Field
 from ledger.audit import head as audit_head
-from ledger.clock import Clock, iso, process_clock
+from ledger.clock import Clock, iso, parse_when, process_clock
 from ledger.config import Config, load_config
 from ledger.db import connect, create_ledger, ledger_error
 from ledger.errors import (
@@ -1027,8 +1027,8 @@ def export_cmd(
         now = process_clock().now()
         flt = export.ExportFilter(
             states=export.parse_states(state or []), operation=operation, target=target, job_id=job,
-            since=export.parse_when(since, now, name="--since") if since is not None else None,
-            until=export.parse_when(until, now, name="--until") if until is not None else None,
+            since=parse_when(since, now, name="--since") if since is not None else None,
+            until=parse_when(until, now, name="--until") if until is not None else None,
             after_id=after, typed=queries.JobFilter.parse(filter_text, me=me) if filter_text.strip() else None,
         )
         export.check_filter(what, flt)

@@ -181,3 +181,23 @@ def parse_due(text: str, now: float, tz: str = "UTC", *, name: str = "due") -> f
     if not valid_time(due):
         raise BadInput(f"{name} {s!r}: not a time between 1970 and 9999; give {DUE_EXAMPLES}")
     return due
+
+
+TIME_EXAMPLES = "an ISO time such as 2026-12-01T09:00Z, epoch seconds, or a span back from now such as 2h, 3d"
+_BACK_SPAN = re.compile(r"(?:\s*\d+(?:\.\d+)?\s*[smhd])+\s*")
+
+
+def parse_when(text: str, now: float, *, name: str) -> float:
+    """A time for `--since` / `--until` as epoch seconds: ISO-8601 (naive is UTC), epoch seconds, or a span
+    back from `now` (`2h`, `3d`, `1h30m`). BadInput naming `name` and the value otherwise."""
+    s = text.strip()
+    if _BACK_SPAN.fullmatch(s.lower()) is not None:
+        when = now - parse_due(s, 0.0, name=name)  # the span, in seconds
+    else:
+        try:
+            when = parse_time(s)
+        except (ValueError, OverflowError):
+            raise BadInput(f"{name} {text[:60]!r}: not a time; give {TIME_EXAMPLES}") from None
+    if not valid_time(when):
+        raise BadInput(f"{name} {text[:60]!r}: not a time between 1970 and 9999; give {TIME_EXAMPLES}")
+    return when

@@ -21,7 +21,6 @@ typed filter) select the events of the jobs that match them now.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -29,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger import audit, store
-from ledger.clock import parse_due, parse_time, valid_time
 from ledger.errors import BadInput
 from ledger.model import GROUPS, STATES
 from ledger.queries import JobFilter, filter_clause
@@ -54,8 +52,6 @@ TABLES = {"jobs": JOB_COLUMNS, "events": EVENT_COLUMNS}
 BATCH = 1000
 """Rows a PostgreSQL server-side cursor hands over per round trip."""
 
-TIME_EXAMPLES = "an ISO time such as 2026-12-01T09:00Z, epoch seconds, or a span back from now such as 2h, 3d"
-_SPAN = re.compile(r"(?:\s*\d+(?:\.\d+)?\s*[smhd])+\s*")
 
 
 @dataclass(frozen=True)
@@ -101,22 +97,6 @@ def parse_states(values: Iterable[str]) -> tuple[str, ...]:
             else:
                 raise BadInput(f"state {word!r}: unknown (states: {', '.join(STATES)}; or the group resolved)")
     return tuple(sorted(out))
-
-
-def parse_when(text: str, now: float, *, name: str) -> float:
-    """A time for `--since` / `--until` as epoch seconds: ISO-8601 (naive is UTC), epoch seconds, or a span
-    back from `now` (`2h`, `3d`, `1h30m`). BadInput naming `name` and the value otherwise."""
-    s = text.strip()
-    if _SPAN.fullmatch(s.lower()) is not None:
-        when = now - parse_due(s, 0.0, name=name)  # the span, in seconds
-    else:
-        try:
-            when = parse_time(s)
-        except (ValueError, OverflowError):
-            raise BadInput(f"{name} {text[:60]!r}: not a time; give {TIME_EXAMPLES}") from None
-    if not valid_time(when):
-        raise BadInput(f"{name} {text[:60]!r}: not a time between 1970 and 9999; give {TIME_EXAMPLES}")
-    return when
 
 
 def check_filter(table: str, flt: ExportFilter) -> None:

@@ -198,3 +198,34 @@ def test_an_unusable_sidecar_means_writing_unqueued(ledger_path: Path) -> None:
         note(c, "unqueued")
     c.close()
     assert written(ledger_path) == ["unqueued"]
+
+
+def test_a_wait_longer_than_the_busy_timeout_is_kept_behind_an_unqueued_writer(ledger_path: Path) -> None:
+    """A turn that comes at once, with the caller's own `wait`, waits for a writer outside the queue (the
+    sqlite3 shell, an older reclaim) for that whole `wait`, not for the connection's busy timeout."""
+    outside = sqlite3.connect(ledger_path, isolation_level=None)
+    outside.execute("BEGIN IMMEDIATE")  # SQLite's lock, held with no ticket
+    result: list[BaseException | None] = []
+
+    def waiter() -> None:
+        c = connect(ledger_path)
+        c.execute("PRAGMA busy_timeout = 100")  # a short busy timeout: only `wait` may bound this wait
+        try:
+            with write_tx(c, wait=60):
+                note(c, "after the outsider")
+            result.append(None)
+        except BaseException as e:
+            result.append(e)
+        finally:
+            c.close()
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    t.join(timeout=1.0)  # ten busy timeouts: still waiting, not failed
+    alive = t.is_alive()
+    outside.execute("COMMIT")
+    outside.close()
+    t.join(timeout=60)
+    assert alive, f"the writer gave up before its wait: {result}"
+    assert result == [None]
+    assert written(ledger_path) == ["after the outsider"]
