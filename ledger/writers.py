@@ -8,6 +8,13 @@ let go, and lets its own go after its COMMIT or ROLLBACK. Tickets go in the orde
 and each release wakes only the next writer. The wait is bounded by the caller's deadline (the busy
 timeout), after which the writer gives up as before (LedgerLocked, exit 8).
 
+A writer alone needs no ticket. The sidecar's first 24 bytes, mapped into memory, hold the tickets handed
+out, the tickets done, and a mark: when as many tickets are done as were handed out and no mark is set,
+nobody is writing or waiting, so the writer sets the mark and goes straight to BEGIN IMMEDIATE (no system
+call for the queue). The next writer sees the mark and takes a ticket, and waits for SQLite's lock in
+short steps; once queued writers hold the lock they clear a mark a killed writer left behind. These
+counters only choose between the two ways in: a stale or torn value costs order, never safety.
+
 The locks are Linux open-file-description locks: the OS drops those of a killed process, so the next
 writer goes on. The queue only orders writers; SQLite's own lock still guards the data, so a writer
 that does not queue (an older reclaim, the sqlite3 shell, one whose wait timed out) stays safe, only
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import mmap
 import os
 import sqlite3
 import struct
@@ -60,8 +68,13 @@ def queue_of(conn: sqlite3.Connection) -> WriterQueue | None:
 
 
 SLOTS = 4096
-"""Ticket slots (bytes 8..8+SLOTS of the sidecar): more than there will ever be writers waiting at once."""
+"""Ticket slots (lock ranges on bytes 8..8+SLOTS of the sidecar, whatever those bytes hold): more than there
+will ever be writers waiting at once."""
 _COUNTER = 8
+_DIRECT = 16  # bytes 8..16: tickets done (the last released + 1); 16..24: a writer went without a ticket
+_HEADER = 24
+_NOBODY = bytes(8)
+_ME = (1).to_bytes(8, "little")
 _OFD = hasattr(fcntl, "F_OFD_SETLKW")
 
 
@@ -129,8 +142,12 @@ class WriterQueue:
         self.ledger = ledger
         self.path = sidecar(ledger)
         self._fd: int | None = None
+        self._map: mmap.mmap | None = None  # the sidecar's counters, read and written without system calls
         self._usable = _OFD
         self._held: int | None = None  # the slot this writer holds while it writes
+        self._ticket_no = 0  # the ticket that slot is for
+        self._direct = False  # this writer went without a ticket (nobody else was writing or waiting)
+        self.contended = False  # a writer outside the queue may hold SQLite's lock as this turn starts
 
     def _open(self) -> int | None:
         if self._fd is None and self._usable:
@@ -138,16 +155,33 @@ class WriterQueue:
                 self._fd = _open_sidecar(self.path, self.ledger)
             except OSError:
                 self._usable = False  # read-only folder, no rights: write unqueued, as before
+                return None
+            try:
+                if os.fstat(self._fd).st_size < _HEADER:
+                    os.ftruncate(self._fd, _HEADER)  # a sidecar made before the counters beyond the first
+                self._map = mmap.mmap(self._fd, _HEADER)
+            except (OSError, ValueError):
+                self._map = None  # every writer takes a ticket, as before
         return self._fd
 
     def take(self, deadline: float) -> bool:
         """Wait for this writer's turn until `deadline` (a time.monotonic() value); False when it passed.
 
         True means the turn is held (or there is no usable queue): call `release` after COMMIT or ROLLBACK.
+        When no writer holds a ticket or writes outside one, the turn is taken at once without a ticket
+        (no system call), marked so that the next writer queues; SQLite's lock still decides who writes.
         """
         fd = self._open()
         if fd is None:
             return True
+        m = self._map
+        self.contended = False
+        if m is not None:
+            if m[_DIRECT:_HEADER] == _NOBODY and m[0:_COUNTER] == m[_COUNTER:_DIRECT]:
+                m[_DIRECT:_HEADER] = _ME  # the next writer sees it and takes a ticket
+                self._direct = True
+                return True
+            self.contended = m[_DIRECT:_HEADER] != _NOBODY
         try:
             mine = self._ticket(fd, deadline)
             if mine is None:
@@ -164,7 +198,7 @@ class WriterQueue:
         waiter.done.wait(max(0.0, deadline - time.monotonic()))
         if waiter.abandon():
             return True
-        self.release()  # the writers behind this one must not wait for it
+        self._let_go(done=False)  # the writers behind this one must not wait for it
         return False
 
     def _ticket(self, fd: int, deadline: float) -> int | None:
@@ -176,9 +210,15 @@ class WriterQueue:
             time.sleep(pause)
             pause = min(pause * 2, 0.002)
         try:
-            raw = os.pread(fd, _COUNTER, 0)
-            ticket = int.from_bytes(raw, "little") if len(raw) == _COUNTER else 0
-            os.pwrite(fd, ((ticket + 1) % 2**63).to_bytes(_COUNTER, "little"), 0)
+            m = self._map
+            if m is not None:
+                ticket = int.from_bytes(m[0:_COUNTER], "little")
+                m[0:_COUNTER] = ((ticket + 1) % 2**63).to_bytes(_COUNTER, "little")
+            else:
+                raw = os.pread(fd, _COUNTER, 0)
+                ticket = int.from_bytes(raw, "little") if len(raw) == _COUNTER else 0
+                os.pwrite(fd, ((ticket + 1) % 2**63).to_bytes(_COUNTER, "little"), 0)
+            self._ticket_no = ticket
             slot = _COUNTER + ticket % SLOTS
             if not _lock(fd, fcntl.F_WRLCK, slot):
                 raise OSError(errno.EBUSY, "ticket slot still held")  # SLOTS writers waiting: go unqueued
@@ -186,15 +226,36 @@ class WriterQueue:
         finally:
             _lock(fd, fcntl.F_UNLCK, 0)
 
+    def began(self) -> None:
+        """This queued writer holds SQLite's lock: no writer outside the queue is writing, so a mark left by
+        one that was killed is cleared (a live one only waits to begin, and clears it again when done)."""
+        m = self._map
+        if self._held is not None and m is not None and m[_DIRECT:_HEADER] != _NOBODY:
+            m[_DIRECT:_HEADER] = _NOBODY
+
     def release(self) -> None:
         """Let the next writer go (no-op when the turn is not held)."""
+        self._let_go(done=True)
+
+    def _let_go(self, *, done: bool) -> None:
+        """Give the turn up; `done`: this ticket's turn was had (not given up waiting for it)."""
+        m = self._map
+        if self._direct:
+            self._direct = False
+            if m is not None:
+                m[_DIRECT:_HEADER] = _NOBODY
         slot, self._held = self._held, None
         if slot is not None and self._fd is not None:
+            if m is not None and done:  # with the counter, tells the next writer whether anyone is queued
+                m[_COUNTER:_DIRECT] = ((self._ticket_no + 1) % 2**63).to_bytes(_COUNTER, "little")
             _lock(self._fd, fcntl.F_UNLCK, slot)
 
     def close(self) -> None:
         """Release and close the sidecar."""
         self.release()
+        m, self._map = self._map, None
+        if m is not None:
+            m.close()
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)

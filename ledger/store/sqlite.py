@@ -565,14 +565,15 @@ def write_tx(conn: sqlite3.Connection, *, wait: float | None = None) -> Iterator
             raise ledger_error(sqlite3.OperationalError("database is locked"), queue.ledger)
         try:
             left = deadline - time.monotonic()
-            if wait is None and left >= BUSY_TIMEOUT_MS / 1000 - _DIRECT_SLACK:
+            if wait is None and not queue.contended and left >= BUSY_TIMEOUT_MS / 1000 - _DIRECT_SLACK:
                 # Our turn came at once (the usual case): only a writer outside the queue can hold SQLite's
                 # lock now, and SQLite's own busy handler (the busy timeout, about what is left) waits for
                 # it; no switching the busy timeout off and on around BEGIN IMMEDIATE. A caller's own `wait`
                 # (longer or shorter than the busy timeout) is kept to by the stepped BEGIN below.
                 _begin_direct(conn)
             else:
-                _begin_immediate(conn, max(0.0, left))
+                _begin_immediate(conn, max(0.0, left))  # stepped: a writer without a ticket may be writing
+            queue.began()
         except BaseException:
             queue.release()
             raise
