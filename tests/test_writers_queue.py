@@ -1,5 +1,5 @@
-"""The writers' queue (ledger/writers.py): writers of one ledger go in the order they came, a killed
-holder lets the next one go, a wait stays bounded by the busy timeout (exit 8), and a sidecar that
+"""The writers' queue (ledger/writers.py): writers of one ledger go in the order they came, a writer alone
+takes no ticket, a killed holder lets the next one go, a wait stays bounded by the busy timeout (exit 8), and a sidecar that
 cannot be used only means writing unqueued, as before."""
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ GOOD_PAYLOAD = '{"input": "hello"}'
 
 def tickets(ledger: Path) -> int:
     """How many tickets the queue of `ledger` has handed out (the sidecar's counter)."""
-    raw = writers.sidecar(ledger).read_bytes()[:8]
+    side = writers.sidecar(ledger)
+    raw = side.read_bytes()[:8] if side.exists() else b""
     return int.from_bytes(raw, "little") if len(raw) == 8 else 0
 
 
@@ -123,6 +124,50 @@ def test_a_killed_holder_lets_the_next_writer_go(ledger_path: Path, wait_for: Ca
             child.kill()
             child.wait(timeout=30)
     assert written(ledger_path) == ["after the kill"]
+    # The killed holder wrote alone, without a ticket, and left its mark; the queued writer cleared it,
+    # so the next writer alone goes without a ticket again.
+    assert writers.sidecar(ledger_path).read_bytes()[16:24] == bytes(8)
+    settled = tickets(ledger_path)
+    c = connect(ledger_path)
+    with write_tx(c):
+        note(c, "alone again")
+    c.close()
+    assert tickets(ledger_path) == settled
+
+
+def test_a_writer_alone_takes_no_ticket_and_the_next_one_queues_behind_it(
+    ledger_path: Path, wait_for: Callable[..., Any]
+) -> None:
+    first = tickets(ledger_path)
+    alone = connect(ledger_path)
+    for name in ("a", "b", "c"):
+        with write_tx(alone):
+            note(alone, name)
+    assert tickets(ledger_path) == first  # nobody else writing or waiting: no ticket, no queue system calls
+    hold = write_tx(alone)
+    hold.__enter__()
+    result: list[BaseException | None] = []
+
+    def behind() -> None:
+        c = connect(ledger_path)
+        try:
+            with write_tx(c, wait=60):
+                note(c, "behind")
+            result.append(None)
+        except BaseException as e:
+            result.append(e)
+        finally:
+            c.close()
+
+    t = threading.Thread(target=behind)
+    t.start()
+    wait_for(lambda: tickets(ledger_path) == first + 1, timeout=30, what="the second writer queued")
+    note(alone, "d")
+    hold.__exit__(None, None, None)
+    t.join(timeout=60)
+    alone.close()
+    assert result == [None]
+    assert written(ledger_path) == ["a", "b", "c", "d", "behind"]
 
 
 def test_a_wait_in_the_queue_ends_at_its_deadline(
