@@ -2,8 +2,9 @@
 
   1. reserve() per second vs a raw sqlite3 loop doing the same statements (synchronous FULL, NORMAL)
                                                                    scripts/bench_reserve.py   ~25 s
-  2. 16 writer processes reserving at once vs 1 writer: throughput, max wait, locked errors
-                                                                   scripts/bench_writers.py   ~10 s
+  2. 16 writer processes reserving at once vs 1 writer: throughput, max wait, locked errors; the same
+     without the writers' queue, and as plain sqlite3 processes (SQLite's own floor)
+                                                                   scripts/bench_writers.py   ~40 s
   3. one worker tick polling 10,000 running jobs vs the same GETs through the SDK, one thread
                                                                    scripts/bench_tick.py      ~2 min
   4. make_big_ledger.py: 1,000,000 jobs (time, size)             scripts/make_big_ledger.py  ~35 s
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # figures 1-3 always run
     add("1", "reserve() vs raw sqlite3", lambda: bench_reserve.run(5000, 5, args.dir))
-    add("2", "16 concurrent writers", lambda: bench_writers.run(16, 300, args.dir))
+    add("2", "16 concurrent writers", lambda: bench_writers.run(16, 300, args.dir, raw=True))
     add("3", "tick poll rate", lambda: bench_tick.run(args.tick_jobs, 200, args.dir))
     add("6", "send window gap", lambda: bench_send_window.run(300))
     add("7", "CLI cold start", lambda: bench_startup.run(15))

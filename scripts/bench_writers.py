@@ -1,4 +1,4 @@
-"""Benchmark concurrent writers: K processes reserving at once into one ledger (synchronous=FULL).
+"""Benchmark concurrent writers: K processes reserving at once into one ledger (synchronous=FULL, or NORMAL).
 
 Each writer is its own process (multiprocessing, spawn) with its own connection from ledger.db.connect;
 all wait on one start event, then call ledger.reserve.reserve for distinct jobs as fast as they can.
@@ -8,8 +8,11 @@ longest single reserve() call (call to return, lock waits included), p99, and th
 total number of reservations.
 
 The same writers are run once more without the writers' queue (ledger/writers.py), for comparison.
+With --raw, plain sqlite3 processes run the same statements (bench_reserve.raw_reserve), 1 and K of
+them: what SQLite itself does with K writers on this machine, with no library at all.
 
-    .venv/bin/python scripts/bench_writers.py [--writers 16] [--per-writer 300] [--no-compare]
+    .venv/bin/python scripts/bench_writers.py [--writers 16] [--per-writer 300] [--no-compare] [--raw]
+        [--synchronous FULL|NORMAL]
 """
 
 from __future__ import annotations
