@@ -48,6 +48,29 @@ def written(ledger: Path) -> list[str]:
         c.close()
 
 
+def write_in_thread(ledger: Path, name: str, busy_timeout_ms: int | None = None) -> tuple[threading.Thread, list[Any]]:
+    """Start a thread that writes `name` through its own connection, waiting up to 60 s for its turn; its
+    outcome (None, or the exception) lands in the returned list when it ends."""
+    result: list[BaseException | None] = []
+
+    def write() -> None:
+        c = connect(ledger)
+        if busy_timeout_ms is not None:
+            c.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+        try:
+            with write_tx(c, wait=60):
+                note(c, name)
+            result.append(None)
+        except BaseException as e:  # reported by the test, not lost in the thread
+            result.append(e)
+        finally:
+            c.close()
+
+    t = threading.Thread(target=write)
+    t.start()
+    return t, result
+
+
 def test_writers_go_in_the_order_they_came(ledger_path: Path, wait_for: Callable[..., Any]) -> None:
     holder = connect(ledger_path)
     hold = write_tx(holder)
@@ -98,21 +121,7 @@ def test_a_killed_holder_lets_the_next_writer_go(ledger_path: Path, wait_for: Ca
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "held"
         queued = tickets(ledger_path)
-        result: list[BaseException | None] = []
-
-        def waiter() -> None:
-            c = connect(ledger_path)
-            try:
-                with write_tx(c, wait=60):
-                    note(c, "after the kill")
-                result.append(None)
-            except BaseException as e:
-                result.append(e)
-            finally:
-                c.close()
-
-        t = threading.Thread(target=waiter)
-        t.start()
+        t, result = write_in_thread(ledger_path, "after the kill")
         wait_for(lambda: tickets(ledger_path) == queued + 1, timeout=30, what="the waiter queued")
         assert not result, "the waiter went on while the holder was alive"
         child.send_signal(signal.SIGKILL)
@@ -146,21 +155,7 @@ def test_a_writer_alone_takes_no_ticket_and_the_next_one_queues_behind_it(
     assert tickets(ledger_path) == first  # nobody else writing or waiting: no ticket, no queue system calls
     hold = write_tx(alone)
     hold.__enter__()
-    result: list[BaseException | None] = []
-
-    def behind() -> None:
-        c = connect(ledger_path)
-        try:
-            with write_tx(c, wait=60):
-                note(c, "behind")
-            result.append(None)
-        except BaseException as e:
-            result.append(e)
-        finally:
-            c.close()
-
-    t = threading.Thread(target=behind)
-    t.start()
+    t, result = write_in_thread(ledger_path, "behind")
     wait_for(lambda: tickets(ledger_path) == first + 1, timeout=30, what="the second writer queued")
     note(alone, "d")
     hold.__exit__(None, None, None)
@@ -250,22 +245,7 @@ def test_a_wait_longer_than_the_busy_timeout_is_kept_behind_an_unqueued_writer(l
     sqlite3 shell, an older reclaim) for that whole `wait`, not for the connection's busy timeout."""
     outside = sqlite3.connect(ledger_path, isolation_level=None)
     outside.execute("BEGIN IMMEDIATE")  # SQLite's lock, held with no ticket
-    result: list[BaseException | None] = []
-
-    def waiter() -> None:
-        c = connect(ledger_path)
-        c.execute("PRAGMA busy_timeout = 100")  # a short busy timeout: only `wait` may bound this wait
-        try:
-            with write_tx(c, wait=60):
-                note(c, "after the outsider")
-            result.append(None)
-        except BaseException as e:
-            result.append(e)
-        finally:
-            c.close()
-
-    t = threading.Thread(target=waiter)
-    t.start()
+    t, result = write_in_thread(ledger_path, "after the outsider", busy_timeout_ms=100)  # only `wait` may bound it
     t.join(timeout=1.0)  # ten busy timeouts: still waiting, not failed
     alive = t.is_alive()
     outside.execute("COMMIT")

@@ -314,7 +314,6 @@ _TOKENS = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"|\?|%|\bLIKE\b", re.IGNORECASE)
 
 
 @lru_cache(maxsize=1024)
-@lru_cache(maxsize=1024)
 def translate(sql: str) -> str:
     """SQLite-flavoured SQL as PostgreSQL takes it: `?` -> `%s`, `%` -> `%%`, LIKE -> ILIKE (SQLite's LIKE
     ignores ASCII case), outside quoted strings and names."""
