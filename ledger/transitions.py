@@ -101,6 +101,12 @@ NEXT_SEQ_AND_HEAD = (
 )
 """The job's next event sequence number and the audit chain's head hash (NULL on an empty ledger)."""
 
+INSERT_EVENT = (
+    "INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, "
+    "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+"""One event's row; its id comes back as the cursor's `lastrowid` on SQLite, by `RETURNING id` on PostgreSQL."""
+
 
 def append_event(
     conn: sqlite3.Connection,
@@ -115,17 +121,22 @@ def append_event(
     detail: dict[str, Any] | None = None,
 ) -> int:
     """Append one event with the job's next sequence number, chained to the last event; return its id."""
-    store.lock_chain(conn)
+    pg = store.is_pg(conn)
+    if pg:
+        store.lock_chain(conn)  # SQLite: BEGIN IMMEDIATE already gave it
     # One statement (one round trip on PostgreSQL, inside the chain's lock): the next seq and the chain's head.
     seq, prev = conn.execute(NEXT_SEQ_AND_HEAD, (key.job_id, key.operation)).fetchone()
     text = detail_json(detail or {})
     digest = event_hash(prev, at, key.job_id, key.operation, seq, actor, kind, from_state, to_state, epoch, text)
-    row = conn.execute(
-        "INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, "
-        "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-        (at, key.job_id, key.operation, seq, actor, kind, from_state, to_state, epoch, text, prev, digest),
-    ).fetchone()
-    return int(row[0])
+    params = (at, key.job_id, key.operation, seq, actor, kind, from_state, to_state, epoch, text, prev, digest)
+    if pg:
+        return int(conn.execute(INSERT_EVENT + " RETURNING id", params).fetchone()[0])
+    event_id = conn.execute(INSERT_EVENT, params).lastrowid  # SQLite: the new row's id, no result row to fetch
+    assert event_id is not None  # an INSERT into a rowid table always sets it
+    return event_id
+
+
+_JSON_COLUMNS = frozenset({"payload", "result"})
 
 
 def _encode(column: str, value: Any) -> Any:
@@ -232,7 +243,10 @@ def _insert(
 ) -> Applied:
     columns = {"created_at": now, **fields, "job_id": key.job_id, "operation": key.operation, "state": to_state,
                "updated_at": now}
-    values = [_encode(c, v) for c, v in columns.items()]
+    values = list(columns.values())
+    for i, column in enumerate(columns):  # only the JSON columns need encoding
+        if column in _JSON_COLUMNS:
+            values[i] = _encode(column, values[i])
     inserted = conn.execute(_insert_sql(tuple(columns)), values).rowcount
     if inserted != 1:
         return Applied(ok=False, job=None, refusal="state")

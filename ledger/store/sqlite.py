@@ -10,9 +10,10 @@ import random
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
+from types import TracebackType
+from typing import Literal
 from urllib.parse import quote
 
 from ledger import writers
@@ -545,8 +546,7 @@ def _begin_direct(conn: sqlite3.Connection) -> None:
         _raise_locked_or(e, Path(ledger_path(conn)))
 
 
-@contextmanager
-def write_tx(conn: sqlite3.Connection, *, wait: float | None = None) -> Iterator[sqlite3.Connection]:
+def write_tx(conn: sqlite3.Connection, *, wait: float | None = None) -> AbstractContextManager[sqlite3.Connection]:
     """Run the block in one BEGIN IMMEDIATE transaction; commit on success, roll back on any error.
 
     A lock held past the busy timeout (or `wait` seconds, when given) raises LedgerLocked; a read-only file
@@ -554,10 +554,25 @@ def write_tx(conn: sqlite3.Connection, *, wait: float | None = None) -> Iterator
     propagate as they are. Writers of one ledger wait their turn in the writers' queue first (ledger.writers),
     within the same deadline.
     """
-    queue = writers.queue_of(conn) if not conn.in_transaction else None
-    if queue is None:
-        _begin_immediate(conn, wait)
-    else:
+    return _WriteTx(conn, wait)
+
+
+class _WriteTx:
+    """write_tx's context: a plain class, not a generator, since every write (each reservation) enters one."""
+
+    __slots__ = ("conn", "queue", "wait")
+
+    def __init__(self, conn: sqlite3.Connection, wait: float | None) -> None:
+        self.conn = conn
+        self.wait = wait
+        self.queue: writers.WriterQueue | None = None
+
+    def __enter__(self) -> sqlite3.Connection:
+        conn, wait = self.conn, self.wait
+        queue = writers.queue_of(conn) if not conn.in_transaction else None
+        if queue is None:
+            _begin_immediate(conn, wait)
+            return conn
         # Wait our turn in the writers' queue (woken when it is our go, not polling), then BEGIN IMMEDIATE
         # within what is left of the same deadline: the whole wait stays bounded by the busy timeout.
         deadline = time.monotonic() + (BUSY_TIMEOUT_MS / 1000 if wait is None else wait)
@@ -577,34 +592,38 @@ def write_tx(conn: sqlite3.Connection, *, wait: float | None = None) -> Iterator
         except BaseException:
             queue.release()
             raise
-    try:
-        yield from _transaction(conn)
-    finally:
-        if queue is not None:
-            queue.release()  # after COMMIT or ROLLBACK: the next writer's turn
+        self.queue = queue
+        return conn
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
+        conn, queue = self.conn, self.queue
+        self.queue = None
+        try:
+            _end(conn, error)
+        finally:
+            if queue is not None:
+                queue.release()  # after COMMIT or ROLLBACK: the next writer's turn
+        return False
 
 
-def _transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """The body of write_tx once BEGIN IMMEDIATE is done: yield, then COMMIT, or ROLLBACK on any error."""
-    try:
-        yield conn
-    except sqlite3.DatabaseError as e:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        if not isinstance(e, sqlite3.OperationalError) and not is_corruption(e):
-            raise  # e.g. a trigger's refusal (IntegrityError): the caller's to report
-        _raise_locked_or(e, Path(ledger_path(conn)))
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    else:
+def _end(conn: sqlite3.Connection, error: BaseException | None) -> None:
+    """End write_tx's transaction: COMMIT when the block raised nothing, else ROLLBACK; a lock, read-only or
+    corruption error becomes the ledger's own (LedgerLocked, ...), anything else is left to propagate."""
+    if error is None:
         try:
             conn.execute("COMMIT")
         except sqlite3.DatabaseError as e:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             _raise_locked_or(e, Path(ledger_path(conn)))
+        return
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+    if isinstance(error, sqlite3.OperationalError) or (isinstance(error, sqlite3.DatabaseError) and is_corruption(error)):
+        _raise_locked_or(error, Path(ledger_path(conn)))
+    # e.g. a trigger's refusal (IntegrityError), or any other error: the caller's to report, as it is
 
 
 def ledger_path(conn: sqlite3.Connection) -> str:
