@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger import replay
+from ledger import jsontext, replay
 
-_CHAIN_BODY = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # built once, not per event
+# Built once, not per event; the body is a flat list of scalars, which cannot hold itself.
+_CHAIN_BODY = jsontext.encoder(sort_keys=False, separators=(",", ":"), check_circular=False)
 
 
 def event_hash(

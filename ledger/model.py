@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring
 from typing import Any
 
+from ledger import jsontext
+
 STATES = ("reserving", "submitted", "done", "consumed", "failed", "held", "rejected", "remediated")
 TERMINAL = frozenset({"consumed", "rejected", "remediated"})
 
@@ -26,8 +28,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
 
 _json_text = encode_basestring  # a str as JSON text (ensure_ascii=False), exactly as the encoders write it
 # Built once: json.dumps() with any keyword builds a new encoder on every call.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
-_DETAIL = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+_CANONICAL = jsontext.encoder(sort_keys=True, separators=(",", ":"))
+_DETAIL = jsontext.encoder(sort_keys=True, separators=(", ", ": "))
 
 
 def canonical_json(value: Any) -> str:

@@ -234,7 +234,8 @@ def apply(
             )
             return Applied(ok=False, job=None, refusal="fenced")
         return Applied(ok=False, job=None, refusal="state")
-    return _record(conn, Job.from_row(row), event, expected_state, actor=actor, now=now, detail=detail, notify=notify)
+    job = Job.from_row(row)
+    return _record(conn, key, job, event, expected_state, actor=actor, now=now, detail=detail, notify=notify)
 
 
 def _insert(
@@ -252,8 +253,10 @@ def _insert(
         return Applied(ok=False, job=None, refusal="state")
     # The new row is what was written over the columns' defaults (no trigger changes a job as it goes in);
     # built here rather than read back. JSON columns come back decoded from what was stored, as from_row does.
-    row = {**_NEW_JOB, **dict(zip(columns, values, strict=True))}
-    return _record(conn, Job.from_columns(row), event, None, actor=actor, now=now, detail=detail, notify=notify)
+    row = _NEW_JOB.copy()
+    row.update(zip(columns, values, strict=True))
+    job = Job.from_columns(row)
+    return _record(conn, key, job, event, None, actor=actor, now=now, detail=detail, notify=notify)
 
 
 _NEW_JOB: dict[str, Any] = {**dict.fromkeys(Job.__dataclass_fields__), "attempt": 1, "epoch": 0, "tries": 0}
@@ -270,12 +273,12 @@ def _insert_sql(columns: tuple[str, ...]) -> str:
 
 
 def _record(
-    conn: sqlite3.Connection, job: Job, event: str, from_state: str | None, *, actor: str, now: float,
-    detail: dict[str, Any] | None, notify: Mapping[str, NotifyConfig] | None,
+    conn: sqlite3.Connection, key: JobKey, job: Job, event: str, from_state: str | None, *, actor: str,
+    now: float, detail: dict[str, Any] | None, notify: Mapping[str, NotifyConfig] | None,
 ) -> Applied:
     event_id = append_event(
         conn,
-        job.key,
+        key,
         at=now,
         actor=actor,
         kind=event,

@@ -621,7 +621,9 @@ def _end(conn: sqlite3.Connection, error: BaseException | None) -> None:
         return
     if conn.in_transaction:
         conn.execute("ROLLBACK")
-    if isinstance(error, sqlite3.OperationalError) or (isinstance(error, sqlite3.DatabaseError) and is_corruption(error)):
+    if isinstance(error, sqlite3.DatabaseError) and (
+        isinstance(error, sqlite3.OperationalError) or is_corruption(error)
+    ):
         _raise_locked_or(error, Path(ledger_path(conn)))
     # e.g. a trigger's refusal (IntegrityError), or any other error: the caller's to report, as it is
 
