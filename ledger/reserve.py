@@ -26,6 +26,11 @@ MAX_DEPTH = 64
 MAX_INT = 2**63 - 1
 """Largest integer (in magnitude) a payload may carry: what a 64-bit JSON reader on the remote side takes."""
 
+HELD_ON_TARGET = (
+    "SELECT job_id, operation FROM jobs WHERE target = ? AND state = 'held' ORDER BY held_at, job_id, operation LIMIT 1"
+)
+"""The first held job on a target, the one a new reservation there is blocked by (index jobs_held_target)."""
+
 
 @dataclass(frozen=True)
 class ReserveResult:
@@ -218,11 +223,7 @@ def _reserve(
         if used >= op.daily_quota:
             return ReserveResult("quota_exceeded", key, used=used, limit=op.daily_quota)
         if target is not None and op.blocks_on_hold:
-            held = conn.execute(
-                "SELECT job_id, operation FROM jobs WHERE target = ? AND state = 'held' "
-                "ORDER BY held_at, job_id, operation LIMIT 1",
-                (target,),
-            ).fetchone()
+            held = conn.execute(HELD_ON_TARGET, (target,)).fetchone()
             if held is not None:
                 blocking = JobKey(held[0], held[1])
                 # Nothing is reserved and no quota used; the refusal is recorded on the held job, so the

@@ -35,7 +35,7 @@ from ledger.audit import event_hash
 from ledger.clock import SystemClock, day_of
 from ledger.config import Config, parse_config
 from ledger.db import BUSY_TIMEOUT_MS, connect, create_ledger
-from ledger.reserve import reserve
+from ledger.reserve import HELD_ON_TARGET, reserve
 
 OPERATION = "bench.op"
 
@@ -118,10 +118,7 @@ def raw_reserve(conn: sqlite3.Connection, jid: str, target: str, value: dict[str
     used = row[0] if row else 0
     if used >= quota:
         raise RuntimeError("quota")
-    held = ex(
-        "SELECT job_id, operation FROM jobs WHERE target = ? AND state = 'held' ORDER BY held_at LIMIT 1",
-        (target,),
-    ).fetchone()
+    held = ex(HELD_ON_TARGET, (target,)).fetchone()
     if held is not None:
         raise RuntimeError("held")
     ikey = _idem(jid, op)

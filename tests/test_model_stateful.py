@@ -162,6 +162,7 @@ class MJob:
     next_try: float | None = None
     handle: str | None = None
     held_reason: str | None = None
+    held_at: float | None = None
     owner: str | None = None
     releases: int = 0
     sends: int = 0
@@ -261,7 +262,7 @@ class LedgerMachine(RuleBasedStateMachine):
         return None
 
     def hold(self, m: MJob, reason: str) -> None:
-        m.state, m.held_reason, m.lease_until = "held", reason, None
+        m.state, m.held_reason, m.lease_until, m.held_at = "held", reason, None, self.now
 
     def apply_outcome(self, m: MJob, outcome: SendOutcome, tries: int) -> None:
         """The model of record_send_outcome for a write the ledger accepts."""
@@ -298,6 +299,10 @@ class LedgerMachine(RuleBasedStateMachine):
         res = reserve(self.conn, self.cfg, op, {"input": f"do {job_id}"}, clock=self.clock, job_id=job_id,
                       target=target, actor="svc")
         assert res.outcome == expected
+        if expected == "blocked_by_hold":  # by the job held first on the target (then by job id, operation)
+            first = min((j for j in self.jobs.values() if j.target == target and j.state == "held"),
+                        key=lambda j: (j.held_at, j.job_id, j.op))
+            assert res.blocking == JobKey(first.job_id, first.op)
         event(f"reserve: {expected}")
         if expected == "reserved":
             self.jobs[(job_id, op)] = MJob(job_id, op, target)

@@ -386,7 +386,7 @@ def test_cli_refuses_a_ledger_of_a_newer_schema(pg: str, config_path: Path, run_
         assert c.execute("SELECT count(*) FROM jobs").fetchone()[0] == 0
 
 
-def test_a_ledger_of_schema_version_9_migrates_forward_to_the_picks_table(pg: str, cfg: Any) -> None:
+def test_a_ledger_of_schema_version_9_migrates_forward_to_the_current_schema(pg: str, cfg: Any) -> None:
     import psycopg
 
     from ledger.store.postgres import BASE_VERSION, schema_version
@@ -398,14 +398,16 @@ def test_a_ledger_of_schema_version_9_migrates_forward_to_the_picks_table(pg: st
         conn.close()
     with psycopg.connect(pg, autocommit=True) as c:  # as a ledger made before picks existed
         c.execute("DROP TABLE picks")
+        c.execute("DROP INDEX jobs_held_target")
         c.execute("UPDATE reclaim_meta SET value = %s WHERE key = 'schema_version'", (str(BASE_VERSION),))
     with pytest.raises(Exception, match="older than"):
         connect(pg, readonly=True).close()  # a viewer does not migrate
     conn = connect(pg)  # migrates forward
     try:
         version = conn.execute("SELECT value FROM reclaim_meta WHERE key = 'schema_version'").fetchone()[0]
-        assert int(version) == schema_version() == 10
+        assert int(version) == schema_version() == 11
         assert conn.execute("SELECT count(*) FROM picks").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'jobs_held_target'").fetchone()[0] == 1
         assert audit.verify(conn).ok
         assert queries.find_job(conn, JobKey("old", OP)) is not None
     finally:

@@ -52,3 +52,14 @@ def test_counts_follow_every_state_change(tmp_path: Path) -> None:
 def test_statement_splitter_keeps_trigger_bodies_whole() -> None:
     stmts = _statements("CREATE TABLE t (a);\nCREATE TRIGGER x AFTER INSERT ON t\nBEGIN\n  SELECT 1;\n  SELECT 2;\nEND;\n")
     assert len(stmts) == 2 and stmts[1].endswith("END;")
+
+
+def test_the_held_check_of_reserve_searches_held_jobs_by_target_without_sorting(tmp_path: Path) -> None:
+    from ledger.reserve import HELD_ON_TARGET
+
+    path = tmp_path / "l.db"
+    create_ledger(path)
+    conn = connect(path)
+    plan = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {HELD_ON_TARGET}", ("t",)).fetchall()]
+    assert plan == ["SEARCH jobs USING INDEX jobs_held_target (target=?)"], plan  # no TEMP B-TREE for the order
+    conn.close()

@@ -263,6 +263,10 @@ CREATE TABLE picks (
 );
 CREATE INDEX picks_worker ON picks (worker);
 """,
+    # The held job blocking a new reservation on its target (reserve()), by target among held jobs only.
+    11: """
+CREATE INDEX jobs_held_target ON jobs (target, held_at, job_id, operation) WHERE state = 'held';
+""",
 }
 
 
