@@ -9,7 +9,8 @@ total number of reservations.
 
 The same writers are run once more without the writers' queue (ledger/writers.py), for comparison.
 With --raw, plain sqlite3 processes run the same statements (bench_reserve.raw_reserve), 1 and K of
-them: what SQLite itself does with K writers on this machine, with no library at all.
+them: what SQLite itself does with K writers on this machine, with no library at all; and K connections
+used in turn by one process: what SQLite's re-reading of pages another connection changed costs alone.
 
     .venv/bin/python scripts/bench_writers.py [--writers 16] [--per-writer 300] [--no-compare] [--raw]
         [--synchronous FULL|NORMAL]
@@ -67,14 +68,15 @@ def _warm_up(config: Any) -> None:
 
 def writer(
     path: str, wid: int, count: int, ready: Any, start: Any, results: Any, mode: str = "queued",
-    synchronous: str = "FULL",
+    synchronous: str = "FULL", leave: Any = None,
 ) -> None:
-    """One writer process: connect, wait for the start signal, reserve `count` distinct jobs.
+    """One writer process: connect, wait for the start signal, reserve `count` distinct jobs, answer, then
+    stay until `leave` is set (every writer done), so no writer's exit takes the CPU from those still writing.
 
     Always answers on `results`: an unexpected exception becomes {"fatal": ...} instead of a silent death.
     """
     try:
-        _writer(path, wid, count, ready, start, results, mode, synchronous)
+        _writer(path, wid, count, ready, start, results, mode, synchronous, leave)
     except BaseException as e:
         ready.release()
         results.put({"wid": wid, "fatal": f"{type(e).__name__}: {e}"})
@@ -82,7 +84,8 @@ def writer(
 
 
 def _writer(
-    path: str, wid: int, count: int, ready: Any, start: Any, results: Any, mode: str, synchronous: str
+    path: str, wid: int, count: int, ready: Any, start: Any, results: Any, mode: str, synchronous: str,
+    leave: Any = None,
 ) -> None:
     if mode == "unqueued":
         _disable_queue()
@@ -119,9 +122,13 @@ def _writer(
                 other_errors.append(str(e))
         waits.append(time.perf_counter() - t0)
     t_end = time.time()
-    conn.close()
     results.put({"wid": wid, "ok": ok, "locked": locked, "errors": other_errors, "waits": waits,
                  "start": t_start, "end": t_end})
+    # Closing and exiting (an interpreter with the SDK loaded) take tens of ms of CPU: on a small machine,
+    # done while others still write, that would be measured as their wait for the ledger.
+    if leave is not None:
+        leave.wait(timeout=600)
+    conn.close()
 
 
 def run_writers(
@@ -132,9 +139,10 @@ def run_writers(
     ctx = mp.get_context("spawn")
     ready = ctx.Semaphore(0)
     start = ctx.Event()
+    leave = ctx.Event()
     results = ctx.Queue()
     procs = [
-        ctx.Process(target=writer, args=(str(path), w, per_writer, ready, start, results, mode, synchronous),
+        ctx.Process(target=writer, args=(str(path), w, per_writer, ready, start, results, mode, synchronous, leave),
                     daemon=True)
         for w in range(writers)
     ]
@@ -160,6 +168,7 @@ def run_writers(
                 for p in procs:
                     p.kill()
                 raise RuntimeError(f"only {len(got)} of {len(procs)} writers finished within {timeout:.0f} s") from None
+    leave.set()
     for p in procs:
         p.join(timeout=10)
     fatal = [r["fatal"] for r in got if "fatal" in r]
@@ -179,6 +188,28 @@ def run_writers(
         "p99_wait": waits[min(len(waits) - 1, int(len(waits) * 0.99))],
         "span": span,
     }
+
+
+def run_in_turn(path: Path, connections: int, total: int, synchronous: str) -> float:
+    """Reservations per second when one process reserves `total` jobs through `connections` connections to the
+    ledger at `path`, used in turn: each one then follows the commits of the others (SQLite re-reads the pages
+    they changed), with no second process, no waiting and no switching between processes."""
+    config = _config()
+    _warm_up(config)
+    conns = [connect(path, synchronous=synchronous) for _ in range(connections)]
+    clock = SystemClock()
+    t0 = time.perf_counter()
+    for i in range(total):
+        res = reserve(
+            conns[i % connections], config, OPERATION, {"input": f"job {i}"}, clock=clock,
+            job_id=f"turn-job-{i}", target=f"turn-target-{i}",
+        )
+        if res.outcome != "reserved":
+            raise RuntimeError(f"reserve turn-job-{i}: {res.outcome}")
+    rate = total / (time.perf_counter() - t0)
+    for c in conns:
+        c.close()
+    return rate
 
 
 def verify(path: Path, expected: int) -> int:
@@ -212,6 +243,7 @@ def run(
             bare = run_writers(bare_path, writers, per_writer, mode="unqueued", synchronous=synchronous)
             verify(bare_path, bare["ok"])
         plain = None
+        in_turn = (0.0, 0.0)
         if raw:
             plain_one_path, plain_many_path = Path(d) / "plain-one.db", Path(d) / "plain-many.db"
             for p in (plain_one_path, plain_many_path):
@@ -222,6 +254,13 @@ def run(
             )
             verify(plain_one_path, plain[0]["ok"])
             verify(plain_many_path, plain[1]["ok"])
+            turn_one_path, turn_many_path = Path(d) / "turn-one.db", Path(d) / "turn-many.db"
+            for p in (turn_one_path, turn_many_path):
+                create_ledger(p)
+            in_turn = (
+                run_in_turn(turn_one_path, 1, total, synchronous),
+                run_in_turn(turn_many_path, writers, total, synchronous),
+            )
     bad = many["locked"] + len(many["errors"])
     rows = [
         {
@@ -266,6 +305,15 @@ def run(
                 "baseline": f"{p1['throughput']:,.0f} /s, max {p1['max_wait'] * 1000:,.0f} ms (1 process)",
                 "ratio": pn["throughput"] / p1["throughput"],
                 "note": f"SQLite's own floor on this machine; locked errors {pn['locked']}",
+            }
+        )
+        rows.append(
+            {
+                "figure": f"{writers} connections in one process, used in turn: reserve() throughput",
+                "value": f"{in_turn[1]:,.0f} /s",
+                "baseline": f"{in_turn[0]:,.0f} /s (1 connection)",
+                "ratio": in_turn[1] / in_turn[0],
+                "note": "what following other connections' commits costs SQLite, without processes",
             }
         )
     return rows
