@@ -15,6 +15,14 @@ call for the queue). The next writer sees the mark and takes a ticket, and waits
 short steps; once queued writers hold the lock they clear a mark a killed writer left behind. These
 counters only choose between the two ways in: a stale or torn value costs order, never safety.
 
+A writer writing in a loop keeps its turn for up to STREAK turns in a row while others wait. When it lets
+go with someone waiting and it came back within LINGER_SECONDS last time, it leaves the turn lingering (its
+id and a deadline in the header); the next writer in line, once the slot before its own is free, leaves it
+the turn until the lingering writer lets go for good or its deadline passes. Each hand-over costs the next
+writer's process its CPU caches and SQLite the pages it must re-read; fewer of them, each wait still
+bounded (STREAK turns, and at most 50 ms in all for the one waiting). A writer that sends between writes
+(a worker) is not back in time and is never waited for.
+
 The locks are Linux open-file-description locks: the OS drops those of a killed process, so the next
 writer goes on. The queue only orders writers; SQLite's own lock still guards the data, so a writer
 that does not queue (an older reclaim, the sqlite3 shell, one whose wait timed out) stays safe, only
@@ -72,9 +80,21 @@ SLOTS = 4096
 will ever be writers waiting at once."""
 _COUNTER = 8
 _DIRECT = 16  # bytes 8..16: tickets done (the last released + 1); 16..24: a writer went without a ticket
-_HEADER = 24
+_LINGER = 24  # 24..32: the writer whose turn lingers (its id), 0 for none
+_UNTIL = 32  # 32..40: until when (time.monotonic_ns()) the next in line leaves it the turn
+_HEADER = 40
 _NOBODY = bytes(8)
 _ME = (1).to_bytes(8, "little")
+
+STREAK = 8
+"""Turns in a row a writer that keeps writing may take while others wait: fewer hand-overs (each one costs
+the next writer's process its caches and SQLite the pages it must re-read), each wait still bounded."""
+LINGER_SECONDS = 0.0002
+"""How long the next writer in line leaves the turn to the one that just wrote, when that one came back
+within this long last time (a writer writing in a loop); one that does not is never waited for."""
+_BARGE_NS = 50_000_000
+"""How long the next in line leaves a lingering writer that came back to write its transaction (50 ms): past
+that (killed mid-write, or stuck), the next one goes; SQLite's lock still decides who writes."""
 _OFD = hasattr(fcntl, "F_OFD_SETLKW")
 
 
@@ -171,6 +191,12 @@ class WriterQueue:
         self._ticket_no = 0  # the ticket that slot is for
         self._direct = False  # this writer went without a ticket (nobody else was writing or waiting)
         self.contended = False  # a writer outside the queue may hold SQLite's lock as this turn starts
+        self._id = os.urandom(8).replace(b"\0", b"\1")  # never 0 (nobody)
+        self._lingering = False  # this writer left its turn lingering for its own next write
+        self._barging = False  # this turn is a lingering writer's next one, taken without a ticket
+        self._streak = 0  # turns in a row
+        self._left_at = 0  # time.monotonic_ns() this writer last let its turn go
+        self._quick = False  # it came back within LINGER_SECONDS then
 
     def _open(self) -> int | None:
         if self._fd is None and self._usable:
@@ -200,11 +226,23 @@ class WriterQueue:
         m = self._map
         self.contended = False
         if m is not None:
-            if m[_DIRECT:_HEADER] == _NOBODY and m[0:_COUNTER] == m[_COUNTER:_DIRECT]:
-                m[_DIRECT:_HEADER] = _ME  # the next writer sees it and takes a ticket
+            now = time.monotonic_ns()
+            self._quick = now - self._left_at < LINGER_SECONDS * 1e9
+            if self._lingering:
+                self._lingering = False
+                if m[_LINGER:_UNTIL] == self._id:
+                    if now < int.from_bytes(m[_UNTIL:_HEADER], "little"):
+                        m[_UNTIL:_HEADER] = (now + _BARGE_NS).to_bytes(8, "little")  # writing: the next one waits
+                        self._barging = True
+                        self._streak += 1
+                        return True
+                    m[_LINGER:_UNTIL] = _NOBODY  # back too late: the turn is the next writer's
+            self._streak = 0
+            if m[_DIRECT:_LINGER] == _NOBODY and m[0:_COUNTER] == m[_COUNTER:_DIRECT]:
+                m[_DIRECT:_LINGER] = _ME  # the next writer sees it and takes a ticket
                 self._direct = True
                 return True
-            self.contended = m[_DIRECT:_HEADER] != _NOBODY
+            self.contended = m[_DIRECT:_LINGER] != _NOBODY
         try:
             mine = self._ticket(fd, deadline)
             if mine is None:
@@ -212,7 +250,7 @@ class WriterQueue:
             self._held = mine
             before = _COUNTER + (mine - _COUNTER - 1) % SLOTS
             if _free(fd, before):
-                return True
+                return self._outwait_linger(deadline)
         except OSError:
             self._usable = False  # e.g. no such locks on this filesystem: unqueued from now on
             self.release()
@@ -222,16 +260,37 @@ class WriterQueue:
         # wake-up; past that (a slow commit), sleep for it too.
         try:
             if _wait_free(fd, _COUNTER + (mine - _COUNTER - 2) % SLOTS, deadline):
-                if _watch(fd, before, min(deadline, time.monotonic() + WATCH_SECONDS)):
-                    return True
+                # Watch only when the writer ahead is about to write, not while it leaves a lingering turn be:
+                # two writers yielding on two cores would take the CPU from the one writing.
+                watch = m is None or m[_LINGER:_UNTIL] == _NOBODY
+                if watch and _watch(fd, before, min(deadline, time.monotonic() + WATCH_SECONDS)):
+                    return self._outwait_linger(deadline)
                 if _wait_free(fd, before, deadline):
-                    return True
+                    return self._outwait_linger(deadline)
         except OSError:
             self._usable = False
             self.release()
             return True
         self._let_go(done=False)  # the writers behind this one must not wait for it
         return False
+
+    def _outwait_linger(self, deadline: float) -> bool:
+        """The writer before this one is done; while its turn lingers (it is writing again, or may be within
+        LINGER_SECONDS), leave it the turn, yielding the CPU, until it lets go or its time is up. True."""
+        m = self._map
+        if m is None:
+            return True
+        end = min(deadline, time.monotonic() + _BARGE_NS / 1e9)
+        while True:
+            owner = m[_LINGER:_UNTIL]
+            if owner == _NOBODY:
+                return True
+            now = time.monotonic_ns()
+            if now >= int.from_bytes(m[_UNTIL:_HEADER], "little") or now >= end * 1e9:
+                if m[_LINGER:_UNTIL] == owner:
+                    m[_LINGER:_UNTIL] = _NOBODY  # it did not come back in time: its streak is over
+                return True
+            os.sched_yield()
 
     def _ticket(self, fd: int, deadline: float) -> int | None:
         """Take the next ticket and lock its slot, in one step under the counter's lock; the slot's offset."""
@@ -262,8 +321,8 @@ class WriterQueue:
         """This queued writer holds SQLite's lock: no writer outside the queue is writing, so a mark left by
         one that was killed is cleared (a live one only waits to begin, and clears it again when done)."""
         m = self._map
-        if self._held is not None and m is not None and m[_DIRECT:_HEADER] != _NOBODY:
-            m[_DIRECT:_HEADER] = _NOBODY
+        if self._held is not None and m is not None and m[_DIRECT:_LINGER] != _NOBODY:
+            m[_DIRECT:_LINGER] = _NOBODY
 
     def release(self) -> None:
         """Let the next writer go (no-op when the turn is not held)."""
@@ -272,10 +331,25 @@ class WriterQueue:
     def _let_go(self, *, done: bool) -> None:
         """Give the turn up; `done`: this ticket's turn was had (not given up waiting for it)."""
         m = self._map
+        if self._direct or self._barging or self._held is not None:
+            self._left_at = time.monotonic_ns()
         if self._direct:
             self._direct = False
             if m is not None:
-                m[_DIRECT:_HEADER] = _NOBODY
+                m[_DIRECT:_LINGER] = _NOBODY
+        barging, self._barging = self._barging, False
+        if m is not None and (barging or self._held is not None):
+            # someone waits: a ticket was handed out after this writer's (a lingering writer's next turn: assumed)
+            waiting = barging or int.from_bytes(m[0:_COUNTER], "little") != (self._ticket_no + 1) % 2**63
+            if done and self._quick and self._streak + 1 < STREAK and waiting and (
+                barging or m[_LINGER:_UNTIL] == _NOBODY
+            ):
+                # Writing in a loop with others waiting: leave the turn lingering for this writer's next write.
+                m[_UNTIL:_HEADER] = (self._left_at + int(LINGER_SECONDS * 1e9)).to_bytes(8, "little")
+                m[_LINGER:_UNTIL] = self._id
+                self._lingering = True
+            elif barging or m[_LINGER:_UNTIL] == self._id:
+                m[_LINGER:_UNTIL] = _NOBODY
         slot, self._held = self._held, None
         if slot is not None and self._fd is not None:
             if m is not None and done:  # with the counter, tells the next writer whether anyone is queued
@@ -286,6 +360,9 @@ class WriterQueue:
         """Release and close the sidecar."""
         self.release()
         m, self._map = self._map, None
+        if m is not None and self._lingering and m[_LINGER:_UNTIL] == self._id:
+            m[_LINGER:_UNTIL] = _NOBODY  # not coming back: the next writer need not wait
+        self._lingering = False
         if m is not None:
             m.close()
         fd, self._fd = self._fd, None

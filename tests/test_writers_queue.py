@@ -254,3 +254,76 @@ def test_a_wait_longer_than_the_busy_timeout_is_kept_behind_an_unqueued_writer(l
     assert alive, f"the writer gave up before its wait: {result}"
     assert result == [None]
     assert written(ledger_path) == ["after the outsider"]
+
+
+def test_a_writer_writing_in_a_loop_keeps_its_turn_at_most_streak_turns_while_another_waits(
+    ledger_path: Path, wait_for: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Windows wide enough that no scheduling delay ends a streak early: the order below is then exact.
+    monkeypatch.setattr(writers, "LINGER_SECONDS", 30.0)
+    monkeypatch.setattr(writers, "_BARGE_NS", 30 * 10**9)
+    warm, go = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def loop() -> None:
+        c = connect(ledger_path)
+        try:
+            with write_tx(c):
+                note(c, "warm")  # alone: this writer has just let a turn go, as one writing in a loop has
+            warm.set()
+            go.wait(60)
+            for i in range(20):
+                with write_tx(c, wait=60):
+                    note(c, f"a{i}")
+        except BaseException as e:  # reported below, not lost in the thread
+            errors.append(e)
+        finally:
+            c.close()
+
+    looping = threading.Thread(target=loop)
+    looping.start()
+    assert warm.wait(60)
+    first = tickets(ledger_path)
+    holder = connect(ledger_path)
+    hold = write_tx(holder)
+    hold.__enter__()
+    go.set()
+    wait_for(lambda: tickets(ledger_path) == first + 1, timeout=30, what="the looping writer queued")
+    other, result = write_in_thread(ledger_path, "b")
+    wait_for(lambda: tickets(ledger_path) == first + 2, timeout=30, what="the other writer queued")
+    note(holder, "x")
+    hold.__exit__(None, None, None)
+    looping.join(timeout=120)
+    other.join(timeout=120)
+    holder.close()
+    assert not errors and result == [None], (errors, result)
+    streak = [f"a{i}" for i in range(writers.STREAK)]
+    rest = [f"a{i}" for i in range(writers.STREAK, 20)]
+    assert written(ledger_path) == ["warm", "x", *streak, "b", *rest]
+    assert writers.sidecar(ledger_path).read_bytes()[24:32] == bytes(8)  # no turn left lingering
+
+
+def test_a_lingering_turn_nobody_comes_back_to_is_taken_by_the_next_writer(
+    ledger_path: Path, wait_for: Callable[..., Any]
+) -> None:
+    import time
+
+    c = connect(ledger_path)
+    with write_tx(c):
+        note(c, "first")  # makes the sidecar, header and all
+    side = writers.sidecar(ledger_path)
+    with open(side, "r+b") as f:  # as a writer killed while its turn lingered leaves it: far from over
+        f.seek(24)
+        f.write(b"\x07" * 8 + (time.monotonic_ns() + 3600 * 10**9).to_bytes(8, "little"))
+    first = tickets(ledger_path)
+    hold = write_tx(c)
+    hold.__enter__()
+    t, result = write_in_thread(ledger_path, "next")
+    wait_for(lambda: tickets(ledger_path) == first + 1, timeout=30, what="the next writer queued")
+    note(c, "holder")
+    hold.__exit__(None, None, None)
+    t.join(timeout=60)
+    c.close()
+    assert result == [None]
+    assert written(ledger_path) == ["first", "holder", "next"]
+    assert side.read_bytes()[24:32] == bytes(8)  # the next writer ended the lingering turn
