@@ -58,8 +58,11 @@ def _record_turns(log: list[tuple[str, float]]) -> None:
     writers.WriterQueue.release = timed_release  # type: ignore[method-assign]
 
 
-def writer(path: str, wid: int, count: int, synchronous: str, ready: Any, start: Any, out: str) -> None:
-    """One writer process: `count` reservations once `start` is set; its turns written to `out`/<wid>.json."""
+def writer(
+    path: str, wid: int, count: int, synchronous: str, ready: Any, start: Any, out: str, done: Any, leave: Any
+) -> None:
+    """One writer process: `count` reservations once `start` is set; its turns written to `out`/<wid>.json.
+    It then stays until `leave` is set, so no writer's exit takes the CPU from those still writing."""
     log: list[tuple[str, float]] = []
     config = _config()
     parse_payload(config, OPERATION, {"input": "warm up"})  # the SDK's import, before the start
@@ -71,6 +74,8 @@ def writer(path: str, wid: int, count: int, synchronous: str, ready: Any, start:
     for i in range(count):
         reserve(conn, config, OPERATION, {"input": f"{wid} {i}"}, clock=clock, job_id=f"{wid}-{i}",
                 target=f"{wid}-t{i}")
+    done.release()
+    leave.wait(timeout=600)
     conn.close()
     turns, begun = [], None
     for kind, t in log:
@@ -88,8 +93,8 @@ def measure(writers_n: int, per_writer: int, synchronous: str) -> dict[str, floa
     with tempfile.TemporaryDirectory(prefix="reclaim-bench-handover-") as d:
         path = Path(d) / "ledger.db"
         create_ledger(path)
-        ready, start = ctx.Semaphore(0), ctx.Event()
-        procs = [ctx.Process(target=writer, args=(str(path), w, per_writer, synchronous, ready, start, d))
+        ready, start, done, leave = ctx.Semaphore(0), ctx.Event(), ctx.Semaphore(0), ctx.Event()
+        procs = [ctx.Process(target=writer, args=(str(path), w, per_writer, synchronous, ready, start, d, done, leave))
                  for w in range(writers_n)]
         for p in procs:
             p.start()
@@ -97,6 +102,11 @@ def measure(writers_n: int, per_writer: int, synchronous: str) -> dict[str, floa
             if not ready.acquire(timeout=300):
                 raise RuntimeError("a writer did not start within 300 s")
         start.set()
+        for _ in procs:  # every writer done writing before any closes and exits
+            while not done.acquire(timeout=1.0):
+                if any(q.exitcode not in (None, 0) for q in procs):
+                    raise RuntimeError("a writer failed; see its traceback above")
+        leave.set()
         for p in procs:
             p.join(timeout=300)
             if p.exitcode != 0:

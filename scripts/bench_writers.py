@@ -13,7 +13,10 @@ them: what SQLite itself does with K writers on this machine, with no library at
 used in turn by one process: what SQLite's re-reading of pages another connection changed costs alone.
 
     .venv/bin/python scripts/bench_writers.py [--writers 16] [--per-writer 300] [--no-compare] [--raw]
-        [--synchronous FULL|NORMAL]
+        [--synchronous FULL|NORMAL] [--rounds 3]
+
+Each pair (1 writer, K writers) runs in alternating rounds on fresh ledgers, since the disk's fsync time
+drifts by 2-3x within minutes on a shared machine; the ratio is the median of the per-round ratios.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 import multiprocessing as mp
 import queue
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -223,38 +227,63 @@ def verify(path: Path, expected: int) -> int:
     return n
 
 
+def _merged(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several runs of the same writers as one: medians of the rates and typical waits, the worst wait of all."""
+    return {
+        "writers": runs[0]["writers"],
+        "ok": sum(r["ok"] for r in runs) // len(runs),
+        "locked": sum(r["locked"] for r in runs),
+        "errors": [e for r in runs for e in r["errors"]],
+        "throughput": statistics.median(r["throughput"] for r in runs),
+        "max_wait": max(r["max_wait"] for r in runs),
+        "p50_wait": statistics.median(r["p50_wait"] for r in runs),
+        "p99_wait": statistics.median(r["p99_wait"] for r in runs),
+        "span": statistics.median(r["span"] for r in runs),
+    }
+
+
+def _pair(
+    folder: Path, name: str, writers: int, per_writer: int, rounds: int, mode: str, synchronous: str
+) -> tuple[dict[str, Any], dict[str, Any], float]:
+    """1 writer and `writers` writers of `mode`, in `rounds` alternating rounds on fresh ledgers (the disk's
+    fsync time drifts by 2-3x within minutes here): (one, many, median of the per-round ratios)."""
+    ones: list[dict[str, Any]] = []
+    manys: list[dict[str, Any]] = []
+    for r in range(rounds):
+        for side in ("one", "many") if r % 2 == 0 else ("many", "one"):
+            path = folder / f"{name}-{side}-{r}.db"
+            create_ledger(path)
+            if side == "one":
+                ones.append(run_writers(path, 1, writers * per_writer, mode=mode, synchronous=synchronous))
+                verify(path, ones[-1]["ok"])
+            else:
+                manys.append(run_writers(path, writers, per_writer, mode=mode, synchronous=synchronous))
+                verify(path, manys[-1]["ok"])
+    ratio = statistics.median(m["throughput"] / o["throughput"] for o, m in zip(ones, manys, strict=True))
+    return _merged(ones), _merged(manys), ratio
+
+
 def run(
     writers: int = 16, per_writer: int = 300, workdir: Path | None = None, compare: bool = True,
-    synchronous: str = "FULL", raw: bool = False,
+    synchronous: str = "FULL", raw: bool = False, rounds: int = 3,
 ) -> list[dict[str, Any]]:
     """Figure rows for bench.py; with `compare`, one more row: the same writers without the writers' queue;
-    with `raw`, one more: plain sqlite3 processes running the same statements, 1 and `writers` of them."""
+    with `raw`, two more: plain sqlite3 processes running the same statements, 1 and `writers` of them, and
+    `writers` connections used in turn by one process. Each pair runs in `rounds` alternating rounds."""
     total = writers * per_writer
     with tempfile.TemporaryDirectory(prefix="reclaim-bench-writers-", dir=workdir) as d:
-        one_path, many_path, bare_path = Path(d) / "one.db", Path(d) / "many.db", Path(d) / "unqueued.db"
-        for p in (one_path, many_path, bare_path):
-            create_ledger(p)
-        one = run_writers(one_path, 1, total, synchronous=synchronous)
-        many = run_writers(many_path, writers, per_writer, synchronous=synchronous)
-        verify(one_path, one["ok"])
-        verify(many_path, many["ok"])
+        folder = Path(d)
+        one, many, ratio = _pair(folder, "queued", writers, per_writer, rounds, "queued", synchronous)
         bare = None
         if compare:
-            bare = run_writers(bare_path, writers, per_writer, mode="unqueued", synchronous=synchronous)
-            verify(bare_path, bare["ok"])
+            bare_one, bare, bare_ratio = _pair(
+                folder, "unqueued", writers, per_writer, rounds, "unqueued", synchronous
+            )
         plain = None
         in_turn = (0.0, 0.0)
         if raw:
-            plain_one_path, plain_many_path = Path(d) / "plain-one.db", Path(d) / "plain-many.db"
-            for p in (plain_one_path, plain_many_path):
-                create_ledger(p)
-            plain = (
-                run_writers(plain_one_path, 1, total, mode="raw", synchronous=synchronous),
-                run_writers(plain_many_path, writers, per_writer, mode="raw", synchronous=synchronous),
-            )
-            verify(plain_one_path, plain[0]["ok"])
-            verify(plain_many_path, plain[1]["ok"])
-            turn_one_path, turn_many_path = Path(d) / "turn-one.db", Path(d) / "turn-many.db"
+            plain = _pair(folder, "plain", writers, per_writer, rounds, "raw", synchronous)
+            turn_one_path, turn_many_path = folder / "turn-one.db", folder / "turn-many.db"
             for p in (turn_one_path, turn_many_path):
                 create_ledger(p)
             in_turn = (
@@ -267,15 +296,15 @@ def run(
             "figure": f"{writers} writer processes x {per_writer} reserve() ({synchronous}), total throughput",
             "value": f"{many['throughput']:,.0f} /s",
             "baseline": f"{one['throughput']:,.0f} /s (1 writer x {total})",
-            "ratio": many["throughput"] / one["throughput"],
-            "note": f"{many['ok']} reserved in {many['span']:.1f} s; aim >= 0.80",
+            "ratio": ratio,
+            "note": f"median of {rounds} alternating rounds (ratio: of the per-round ratios); aim >= 0.80",
         },
         {
             "figure": f"{writers} writers: wait per reserve() max (p50 / p99)",
             "value": f"{many['max_wait'] * 1000:,.0f} ms ({many['p50_wait'] * 1000:.1f} / {many['p99_wait'] * 1000:.0f})",
             "baseline": f"{one['max_wait'] * 1000:,.1f} ms ({one['p50_wait'] * 1000:.2f} / {one['p99_wait'] * 1000:.1f}) 1 writer",
             "ratio": None,
-            "note": "busy_timeout 5000 ms; aim < 100 ms",
+            "note": f"worst of {rounds} rounds, p50 / p99: medians; aim < 100 ms",
         },
         {
             "figure": f"{writers} writers: 'database is locked' / LedgerLocked errors",
@@ -293,17 +322,17 @@ def run(
                 "baseline": f"{many['throughput']:,.0f} /s, max {many['max_wait'] * 1000:,.0f} ms (queued)",
                 "ratio": bare["throughput"] / many["throughput"],
                 "note": f"p99 {bare['p99_wait'] * 1000:.0f} ms; locked errors {bare['locked']}; "
-                f"vs 1 writer {bare['throughput'] / one['throughput']:.2f}",
+                f"vs 1 writer {bare_ratio:.2f} (per-round ratios' median, 1 writer {bare_one['throughput']:,.0f} /s)",
             }
         )
     if plain is not None:
-        p1, pn = plain
+        p1, pn, plain_ratio = plain
         rows.append(
             {
                 "figure": f"plain sqlite3, no library: {writers} processes vs 1, the same statements: throughput, max wait",
                 "value": f"{pn['throughput']:,.0f} /s, max {pn['max_wait'] * 1000:,.0f} ms (p99 {pn['p99_wait'] * 1000:.0f})",
                 "baseline": f"{p1['throughput']:,.0f} /s, max {p1['max_wait'] * 1000:,.0f} ms (1 process)",
-                "ratio": pn["throughput"] / p1["throughput"],
+                "ratio": plain_ratio,
                 "note": f"SQLite's own floor on this machine; locked errors {pn['locked']}",
             }
         )
@@ -329,8 +358,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--raw", action="store_true",
                     help="also run plain sqlite3 writers (the same statements, no library): SQLite's own floor")
     ap.add_argument("--no-compare", action="store_true", help="skip the run without the writers' queue")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of 1 and K writers (default 3)")
     args = ap.parse_args(argv)
-    for row in run(args.writers, args.per_writer, args.dir, not args.no_compare, args.synchronous, args.raw):
+    rows = run(args.writers, args.per_writer, args.dir, not args.no_compare, args.synchronous, args.raw, args.rounds)
+    for row in rows:
         ratio = f"  ratio {row['ratio']:.2f}" if row["ratio"] is not None else ""
         print(f"{row['figure']}: {row['value']}  vs  {row['baseline']}{ratio}  {row['note']}")
     return 0
