@@ -219,6 +219,7 @@ class WriterQueue:
         True means the turn is held (or there is no usable queue): call `release` after COMMIT or ROLLBACK.
         When no writer holds a ticket or writes outside one, the turn is taken at once without a ticket
         (no system call), marked so that the next writer queues; SQLite's lock still decides who writes.
+        A writer whose turn still lingers (see the module's docstring) takes it again at once, without a ticket.
         """
         fd = self._open()
         if fd is None:
