@@ -10,18 +10,21 @@ timeout), after which the writer gives up as before (LedgerLocked, exit 8).
 
 A writer alone needs no ticket. The sidecar's first 24 bytes, mapped into memory, hold the tickets handed
 out, the tickets done, and a mark: when as many tickets are done as were handed out and no mark is set,
-nobody is writing or waiting, so the writer sets the mark and goes straight to BEGIN IMMEDIATE (no system
-call for the queue). The next writer sees the mark and takes a ticket, and waits for SQLite's lock in
-short steps; once queued writers hold the lock they clear a mark a killed writer left behind. These
-counters only choose between the two ways in: a stale or torn value costs order, never safety.
+nobody is writing or waiting, so the writer sets the mark (its pid) and goes straight to BEGIN IMMEDIATE (no
+system call for the queue). The next writer sees the mark, takes a ticket and leaves it the turn while its
+process runs: one that lost SQLite's lock to the queue would wait in SQLite's busy handler, whose sleeps grow
+to 100 ms, while queued writers went on one after another (seconds, seen under 16 writers). A mark whose
+process is gone is cleared by the next queued writer to hold SQLite's lock. These counters only choose between
+the two ways in: a stale or torn value costs order, never safety.
 
-A writer writing in a loop keeps its turn for up to STREAK turns in a row while others wait. When it lets
-go with someone waiting and it came back within LINGER_SECONDS last time, it leaves the turn lingering (its
-id and a deadline in the header); the next writer in line, once the slot before its own is free, leaves it
-the turn until the lingering writer lets go for good or its deadline passes. Each hand-over costs the next
-writer's process its CPU caches and SQLite the pages it must re-read; fewer of them, each wait still
-bounded (STREAK turns, and at most 50 ms in all for the one waiting). A writer that sends between writes
-(a worker) is not back in time and is never waited for.
+A writer writing in a loop keeps its turn for up to STREAK turns in a row, and STREAK_SECONDS in all, while
+others wait. When it lets go with someone waiting and it came back within LINGER_SECONDS last time, it leaves
+the turn lingering (its id and a deadline in the header); the next writer in line, once the slot before its
+own is free, leaves it the turn until the lingering writer lets go for good or its deadline passes. Each
+hand-over costs the next writer's process its CPU caches and SQLite the pages it must re-read; fewer of them,
+each wait still bounded: about STREAK_SECONDS per writer ahead, and at most 50 ms in all spent leaving the
+turn to a lingering writer that does not let go (killed, or stuck), after which both try SQLite's lock in
+short steps. A writer that sends between writes (a worker) is not back in time and is never waited for.
 
 The locks are Linux open-file-description locks: the OS drops those of a killed process, so the next
 writer goes on. The queue only orders writers; SQLite's own lock still guards the data, so a writer
@@ -79,22 +82,25 @@ SLOTS = 4096
 """Ticket slots (lock ranges on bytes 8..8+SLOTS of the sidecar, whatever those bytes hold): more than there
 will ever be writers waiting at once."""
 _COUNTER = 8
-_DIRECT = 16  # bytes 8..16: tickets done (the last released + 1); 16..24: a writer went without a ticket
+_DIRECT = 16  # bytes 8..16: tickets done (the last released + 1); 16..24: a writer went without a ticket (its pid)
 _LINGER = 24  # 24..32: the writer whose turn lingers (its id), 0 for none
 _UNTIL = 32  # 32..40: until when (time.monotonic_ns()) the next in line leaves it the turn
 _HEADER = 40
 _NOBODY = bytes(8)
-_ME = (1).to_bytes(8, "little")
 
 STREAK = 8
 """Turns in a row a writer that keeps writing may take while others wait: fewer hand-overs (each one costs
 the next writer's process its caches and SQLite the pages it must re-read), each wait still bounded."""
+STREAK_SECONDS = 0.004
+"""And for no longer than this in all: with K writers queued, a writer waits at most about K times this for its
+turn however slow the disk's commits are at the time (a bound by turns alone grows with them)."""
 LINGER_SECONDS = 0.0002
 """How long the next writer in line leaves the turn to the one that just wrote, when that one came back
 within this long last time (a writer writing in a loop); one that does not is never waited for."""
 _BARGE_NS = 50_000_000
-"""How long the next in line leaves a lingering writer that came back to write its transaction (50 ms): past
-that (killed mid-write, or stuck), the next one goes; SQLite's lock still decides who writes."""
+"""How long in all the next in line leaves the turn to a lingering writer before it goes anyway (50 ms): past
+that (killed mid-write, or stuck), SQLite's lock decides who writes, both trying in short steps. A writer that
+went without a ticket is left the turn as long as its process runs (within the waiting writer's deadline)."""
 _OFD = hasattr(fcntl, "F_OFD_SETLKW")
 
 
@@ -150,6 +156,25 @@ def _wait_free(fd: int, slot: int, deadline: float) -> bool:
     return waiter.abandon()
 
 
+def _alive(mark: bytes) -> bool:
+    """Whether the process whose pid is in `mark` (the mark of a turn taken without a ticket) still runs.
+
+    A mark of 1 (left by an older reclaim, which marked without a pid) or a pid not seen here counts as gone.
+    """
+    pid = int.from_bytes(mark, "little")
+    if pid <= 1 or pid > 2**31:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    except OSError:
+        return False
+    return True
+
+
 class _Waiter:
     """One blocking wait for the slot before ours, in a thread, so the caller can stop waiting at its deadline."""
 
@@ -192,9 +217,11 @@ class WriterQueue:
         self._direct = False  # this writer went without a ticket (nobody else was writing or waiting)
         self.contended = False  # a writer outside the queue may hold SQLite's lock as this turn starts
         self._id = os.urandom(8).replace(b"\0", b"\1")  # never 0 (nobody)
+        self._pid = os.getpid().to_bytes(8, "little")  # the mark of a turn taken without a ticket
         self._lingering = False  # this writer left its turn lingering for its own next write
         self._barging = False  # this turn is a lingering writer's next one, taken without a ticket
         self._streak = 0  # turns in a row
+        self._streak_from = 0  # time.monotonic_ns() the streak's first turn was had
         self._left_at = 0  # time.monotonic_ns() this writer last let its turn go
         self._quick = False  # it came back within LINGER_SECONDS then
 
@@ -220,7 +247,14 @@ class WriterQueue:
         When no writer holds a ticket or writes outside one, the turn is taken at once without a ticket
         (no system call), marked so that the next writer queues; SQLite's lock still decides who writes.
         A writer whose turn still lingers (see the module's docstring) takes it again at once, without a ticket.
+        `contended` then says whether another writer may hold SQLite's lock as the turn starts.
         """
+        got = self._take(deadline)
+        if got and not self._barging:
+            self._streak_from = time.monotonic_ns()
+        return got
+
+    def _take(self, deadline: float) -> bool:
         fd = self._open()
         if fd is None:
             return True
@@ -235,12 +269,13 @@ class WriterQueue:
                     if now < int.from_bytes(m[_UNTIL:_HEADER], "little"):
                         m[_UNTIL:_HEADER] = (now + _BARGE_NS).to_bytes(8, "little")  # writing: the next one waits
                         self._barging = True
+                        self.contended = True  # a queued writer whose wait for it ran out may be writing
                         self._streak += 1
                         return True
                     m[_LINGER:_UNTIL] = _NOBODY  # back too late: the turn is the next writer's
             self._streak = 0
             if m[_DIRECT:_LINGER] == _NOBODY and m[0:_COUNTER] == m[_COUNTER:_DIRECT]:
-                m[_DIRECT:_LINGER] = _ME  # the next writer sees it and takes a ticket
+                m[_DIRECT:_LINGER] = self._pid  # the next writer sees it, takes a ticket and leaves it the turn
                 self._direct = True
                 return True
             self.contended = m[_DIRECT:_LINGER] != _NOBODY
@@ -251,7 +286,7 @@ class WriterQueue:
             self._held = mine
             before = _COUNTER + (mine - _COUNTER - 1) % SLOTS
             if _free(fd, before):
-                return self._outwait_linger(deadline)
+                return self._outwait(deadline)
         except OSError:
             self._usable = False  # e.g. no such locks on this filesystem: unqueued from now on
             self.release()
@@ -265,9 +300,9 @@ class WriterQueue:
                 # two writers yielding on two cores would take the CPU from the one writing.
                 watch = m is None or m[_LINGER:_UNTIL] == _NOBODY
                 if watch and _watch(fd, before, min(deadline, time.monotonic() + WATCH_SECONDS)):
-                    return self._outwait_linger(deadline)
+                    return self._outwait(deadline)
                 if _wait_free(fd, before, deadline):
-                    return self._outwait_linger(deadline)
+                    return self._outwait(deadline)
         except OSError:
             self._usable = False
             self.release()
@@ -275,21 +310,36 @@ class WriterQueue:
         self._let_go(done=False)  # the writers behind this one must not wait for it
         return False
 
-    def _outwait_linger(self, deadline: float) -> bool:
-        """The writer before this one is done; while its turn lingers (it is writing again, or may be within
-        LINGER_SECONDS), leave it the turn, yielding the CPU, until it lets go or its time is up. True."""
+    def _outwait(self, deadline: float) -> bool:
+        """The writer before this one is done. While the turn lingers (its writer is writing again, or may be
+        within LINGER_SECONDS) or a writer that went without a ticket is writing, leave them the turn, yielding
+        the CPU, for _BARGE_NS at most; then this writer's turn starts, `contended` when one of them may still
+        hold SQLite's lock. True."""
         m = self._map
         if m is None:
             return True
-        end = min(deadline, time.monotonic() + _BARGE_NS / 1e9)
+        end = min(deadline, time.monotonic() + _BARGE_NS / 1e9) * 1e9
         while True:
             owner = m[_LINGER:_UNTIL]
-            if owner == _NOBODY:
-                return True
             now = time.monotonic_ns()
-            if now >= int.from_bytes(m[_UNTIL:_HEADER], "little") or now >= end * 1e9:
+            if owner != _NOBODY and now >= int.from_bytes(m[_UNTIL:_HEADER], "little"):
                 if m[_LINGER:_UNTIL] == owner:
                     m[_LINGER:_UNTIL] = _NOBODY  # it did not come back in time: its streak is over
+                owner = _NOBODY
+            mark = m[_DIRECT:_LINGER]
+            if owner == _NOBODY and mark == _NOBODY:
+                self.contended = False
+                return True
+            if now >= end:
+                if owner != _NOBODY and m[_LINGER:_UNTIL] == owner:
+                    m[_LINGER:_UNTIL] = _NOBODY  # stuck or killed: its streak is over
+                    owner = _NOBODY
+                if owner == _NOBODY and _alive(mark) and now < deadline * 1e9:
+                    # Writing without a ticket, for long: it holds (or is about to take) SQLite's lock and
+                    # would lose it in SQLite's slow busy handler to every queued writer after this one.
+                    time.sleep(0.0005)
+                    continue
+                self.contended = True  # it may still write: BEGIN IMMEDIATE in short steps
                 return True
             os.sched_yield()
 
@@ -319,11 +369,13 @@ class WriterQueue:
             _lock(fd, fcntl.F_UNLCK, 0)
 
     def began(self) -> None:
-        """This queued writer holds SQLite's lock: no writer outside the queue is writing, so a mark left by
-        one that was killed is cleared (a live one only waits to begin, and clears it again when done)."""
+        """This queued writer holds SQLite's lock: a mark left by a writer without a ticket whose process is gone
+        is cleared (a live one clears its own when done)."""
         m = self._map
-        if self._held is not None and m is not None and m[_DIRECT:_LINGER] != _NOBODY:
-            m[_DIRECT:_LINGER] = _NOBODY
+        if self._held is not None and m is not None:
+            mark = m[_DIRECT:_LINGER]
+            if mark != _NOBODY and not _alive(mark):
+                m[_DIRECT:_LINGER] = _NOBODY
 
     def release(self) -> None:
         """Let the next writer go (no-op when the turn is not held)."""
@@ -343,8 +395,8 @@ class WriterQueue:
             # someone waits: a ticket was handed out after this writer's (a lingering writer's next turn: assumed)
             waiting = barging or int.from_bytes(m[0:_COUNTER], "little") != (self._ticket_no + 1) % 2**63
             if done and self._quick and self._streak + 1 < STREAK and waiting and (
-                barging or m[_LINGER:_UNTIL] == _NOBODY
-            ):
+                self._left_at - self._streak_from < STREAK_SECONDS * 1e9
+            ) and (barging or m[_LINGER:_UNTIL] == _NOBODY):
                 # Writing in a loop with others waiting: leave the turn lingering for this writer's next write.
                 m[_UNTIL:_HEADER] = (self._left_at + int(LINGER_SECONDS * 1e9)).to_bytes(8, "little")
                 m[_LINGER:_UNTIL] = self._id

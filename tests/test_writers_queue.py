@@ -261,6 +261,7 @@ def test_a_writer_writing_in_a_loop_keeps_its_turn_at_most_streak_turns_while_an
 ) -> None:
     # Windows wide enough that no scheduling delay ends a streak early: the order below is then exact.
     monkeypatch.setattr(writers, "LINGER_SECONDS", 30.0)
+    monkeypatch.setattr(writers, "STREAK_SECONDS", 30.0)
     monkeypatch.setattr(writers, "_BARGE_NS", 30 * 10**9)
     warm, go = threading.Event(), threading.Event()
     errors: list[BaseException] = []
@@ -327,3 +328,85 @@ def test_a_lingering_turn_nobody_comes_back_to_is_taken_by_the_next_writer(
     assert result == [None]
     assert written(ledger_path) == ["first", "holder", "next"]
     assert side.read_bytes()[24:32] == bytes(8)  # the next writer ended the lingering turn
+
+
+def test_a_streak_ends_when_its_time_is_up_whatever_its_turns(
+    ledger_path: Path, wait_for: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As above, but a streak may last no time at all: the looping writer's first turn is its whole streak.
+    monkeypatch.setattr(writers, "LINGER_SECONDS", 30.0)
+    monkeypatch.setattr(writers, "STREAK_SECONDS", 0.0)
+    monkeypatch.setattr(writers, "_BARGE_NS", 30 * 10**9)
+    warm, go = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def loop() -> None:
+        c = connect(ledger_path)
+        try:
+            with write_tx(c):
+                note(c, "warm")
+            warm.set()
+            go.wait(60)
+            for i in range(4):
+                with write_tx(c, wait=60):
+                    note(c, f"a{i}")
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            c.close()
+
+    looping = threading.Thread(target=loop)
+    looping.start()
+    assert warm.wait(60)
+    first = tickets(ledger_path)
+    holder = connect(ledger_path)
+    hold = write_tx(holder)
+    hold.__enter__()
+    go.set()
+    wait_for(lambda: tickets(ledger_path) == first + 1, timeout=30, what="the looping writer queued")
+    other, result = write_in_thread(ledger_path, "b")
+    wait_for(lambda: tickets(ledger_path) == first + 2, timeout=30, what="the other writer queued")
+    note(holder, "x")
+    hold.__exit__(None, None, None)
+    looping.join(timeout=120)
+    other.join(timeout=120)
+    holder.close()
+    assert not errors and result == [None], (errors, result)
+    assert written(ledger_path) == ["warm", "x", "a0", "b", "a1", "a2", "a3"]
+
+
+def test_the_next_writer_leaves_the_turn_to_a_live_writer_that_went_without_a_ticket(
+    ledger_path: Path, wait_for: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A writer that went without a ticket and is slow to BEGIN (descheduled on a busy machine) must not lose
+    # SQLite's lock to the queued writers: it would wait in SQLite's busy handler, whose sleeps grow to 100 ms,
+    # while they went on one after another. The next in line waits for it as long as its process runs, even
+    # with no time at all to spare for a lingering writer.
+    monkeypatch.setattr(writers, "_BARGE_NS", 0)
+    alone = connect(ledger_path)
+    queue = writers.queue_of(alone)
+    assert queue is not None
+    first = tickets(ledger_path)
+    assert queue.take(float("inf"))  # the turn, without a ticket; BEGIN IMMEDIATE not yet run
+    assert tickets(ledger_path) == first
+    assert writers.sidecar(ledger_path).read_bytes()[16:24] == os.getpid().to_bytes(8, "little")
+    t, result = write_in_thread(ledger_path, "queued")
+    wait_for(lambda: tickets(ledger_path) == first + 1, timeout=30, what="the next writer queued")
+    alone.execute("BEGIN IMMEDIATE")
+    note(alone, "without a ticket")
+    alone.execute("COMMIT")
+    queue.release()
+    t.join(timeout=60)
+    alone.close()
+    assert result == [None]
+    assert written(ledger_path) == ["without a ticket", "queued"]
+    assert writers.sidecar(ledger_path).read_bytes()[16:24] == bytes(8)
+
+
+def test_only_a_gone_process_counts_as_gone() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait(timeout=60)  # reaped: its pid names no process now
+    assert writers._alive(os.getpid().to_bytes(8, "little"))
+    assert not writers._alive(child.pid.to_bytes(8, "little"))
+    assert not writers._alive((1).to_bytes(8, "little"))  # an older reclaim's mark, with no pid in it
+    assert not writers._alive(bytes(8))
