@@ -10,12 +10,13 @@ timeout), after which the writer gives up as before (LedgerLocked, exit 8).
 
 A writer alone needs no ticket. The sidecar's first 24 bytes, mapped into memory, hold the tickets handed
 out, the tickets done, and a mark: when as many tickets are done as were handed out and no mark is set,
-nobody is writing or waiting, so the writer sets the mark (its pid) and goes straight to BEGIN IMMEDIATE (no
-system call for the queue). The next writer sees the mark, takes a ticket and leaves it the turn while its
-process runs: one that lost SQLite's lock to the queue would wait in SQLite's busy handler, whose sleeps grow
-to 100 ms, while queued writers went on one after another (seconds, seen under 16 writers). A mark whose
-process is gone is cleared by the next queued writer to hold SQLite's lock. These counters only choose between
-the two ways in: a stale or torn value costs order, never safety.
+nobody is writing or waiting, so the writer sets the mark (its pid and its own id) and goes straight to BEGIN
+IMMEDIATE (no system call for the queue). The next writer sees the mark, takes a ticket and leaves it the turn
+while its process runs: one that lost SQLite's lock to the queue would wait in SQLite's busy handler, whose
+sleeps grow to 100 ms, while queued writers went on one after another (turns held 0.3-0.5 s were seen under 16
+writers). Of two writers marking at the same moment, the one whose mark was set over queues behind the other. A
+mark whose process is gone is cleared by the next queued writer to hold SQLite's lock. These counters only
+choose between the two ways in: a stale or torn value costs order, never safety.
 
 A writer writing in a loop keeps its turn for up to STREAK turns in a row, and STREAK_SECONDS in all, while
 others wait. When it lets go with someone waiting and it came back within LINGER_SECONDS last time, it leaves
@@ -82,7 +83,7 @@ SLOTS = 4096
 """Ticket slots (lock ranges on bytes 8..8+SLOTS of the sidecar, whatever those bytes hold): more than there
 will ever be writers waiting at once."""
 _COUNTER = 8
-_DIRECT = 16  # bytes 8..16: tickets done (the last released + 1); 16..24: a writer went without a ticket (its pid)
+_DIRECT = 16  # bytes 8..16: tickets done (the last released + 1); 16..24: a writer went without a ticket (its mark)
 _LINGER = 24  # 24..32: the writer whose turn lingers (its id), 0 for none
 _UNTIL = 32  # 32..40: until when (time.monotonic_ns()) the next in line leaves it the turn
 _HEADER = 40
@@ -157,12 +158,13 @@ def _wait_free(fd: int, slot: int, deadline: float) -> bool:
 
 
 def _alive(mark: bytes) -> bool:
-    """Whether the process whose pid is in `mark` (the mark of a turn taken without a ticket) still runs.
+    """Whether the process whose pid is in `mark` (the mark of a turn taken without a ticket, its first 4 bytes)
+    still runs.
 
     A mark of 1 (left by an older reclaim, which marked without a pid) or a pid not seen here counts as gone.
     """
-    pid = int.from_bytes(mark, "little")
-    if pid <= 1 or pid > 2**31:
+    pid = int.from_bytes(mark[:4], "little")
+    if pid <= 1 or pid > 2**31 - 1:
         return False
     try:
         os.kill(pid, 0)
@@ -217,7 +219,8 @@ class WriterQueue:
         self._direct = False  # this writer went without a ticket (nobody else was writing or waiting)
         self.contended = False  # a writer outside the queue may hold SQLite's lock as this turn starts
         self._id = os.urandom(8).replace(b"\0", b"\1")  # never 0 (nobody)
-        self._pid = os.getpid().to_bytes(8, "little")  # the mark of a turn taken without a ticket
+        # The mark of a turn taken without a ticket: this process's pid (4 bytes), then this connection's own 4.
+        self._mark = os.getpid().to_bytes(4, "little") + self._id[:4]
         self._lingering = False  # this writer left its turn lingering for its own next write
         self._barging = False  # this turn is a lingering writer's next one, taken without a ticket
         self._streak = 0  # turns in a row
@@ -250,9 +253,24 @@ class WriterQueue:
         `contended` then says whether another writer may hold SQLite's lock as the turn starts.
         """
         got = self._take(deadline)
+        if got and not self._still_marked():
+            got = self._take(deadline)  # another writer's mark is set: a ticket, behind it
         if got and not self._barging:
             self._streak_from = time.monotonic_ns()
         return got
+
+    def _still_marked(self) -> bool:
+        """False when this turn was taken without a ticket but another writer doing the same at the same moment
+        set its mark over this one's: this turn is given up (the other's mark is left as it is). True otherwise.
+
+        Unmarked, this writer could lose SQLite's lock to the queued writers, who leave the turn only to the
+        marked one, and wait for it in SQLite's busy handler while they go on one after another.
+        """
+        m = self._map
+        if not self._direct or m is None or m[_DIRECT:_LINGER] == self._mark:
+            return True
+        self._direct = False
+        return False
 
     def _take(self, deadline: float) -> bool:
         fd = self._open()
@@ -275,7 +293,7 @@ class WriterQueue:
                     m[_LINGER:_UNTIL] = _NOBODY  # back too late: the turn is the next writer's
             self._streak = 0
             if m[_DIRECT:_LINGER] == _NOBODY and m[0:_COUNTER] == m[_COUNTER:_DIRECT]:
-                m[_DIRECT:_LINGER] = self._pid  # the next writer sees it, takes a ticket and leaves it the turn
+                m[_DIRECT:_LINGER] = self._mark  # the next writer sees it, takes a ticket and leaves it the turn
                 self._direct = True
                 return True
             self.contended = m[_DIRECT:_LINGER] != _NOBODY
@@ -388,7 +406,7 @@ class WriterQueue:
             self._left_at = time.monotonic_ns()
         if self._direct:
             self._direct = False
-            if m is not None:
+            if m is not None and m[_DIRECT:_LINGER] == self._mark:  # another's mark set over it stays
                 m[_DIRECT:_LINGER] = _NOBODY
         barging, self._barging = self._barging, False
         if m is not None and (barging or self._held is not None):

@@ -389,7 +389,7 @@ def test_the_next_writer_leaves_the_turn_to_a_live_writer_that_went_without_a_ti
     first = tickets(ledger_path)
     assert queue.take(float("inf"))  # the turn, without a ticket; BEGIN IMMEDIATE not yet run
     assert tickets(ledger_path) == first
-    assert writers.sidecar(ledger_path).read_bytes()[16:24] == os.getpid().to_bytes(8, "little")
+    assert writers.sidecar(ledger_path).read_bytes()[16:20] == os.getpid().to_bytes(4, "little")
     t, result = write_in_thread(ledger_path, "queued")
     wait_for(lambda: tickets(ledger_path) == first + 1, timeout=30, what="the next writer queued")
     alone.execute("BEGIN IMMEDIATE")
@@ -410,3 +410,39 @@ def test_only_a_gone_process_counts_as_gone() -> None:
     assert not writers._alive(child.pid.to_bytes(8, "little"))
     assert not writers._alive((1).to_bytes(8, "little"))  # an older reclaim's mark, with no pid in it
     assert not writers._alive(bytes(8))
+
+
+def test_of_two_writers_marking_at_once_the_one_marked_over_gives_its_turn_up(ledger_path: Path) -> None:
+    c = connect(ledger_path)
+    with write_tx(c):
+        note(c, "sidecar made")
+    queue = writers.queue_of(c)
+    assert queue is not None
+    side = writers.sidecar(ledger_path)
+    assert queue._take(float("inf"))  # nobody writing: the turn without a ticket, marked
+    assert queue._still_marked()
+    other = os.getpid().to_bytes(4, "little") + b"\x09" * 4  # another connection that saw nobody writing too
+    with open(side, "r+b") as f:  # ... and set its mark over this one's
+        f.seek(16)
+        f.write(other)
+    assert not queue._still_marked()  # take() then queues behind the other (covered by the test above)
+    queue.release()
+    assert side.read_bytes()[16:24] == other  # left for its writer to clear
+    c.close()
+
+
+def test_a_writer_does_not_clear_a_mark_set_over_its_own(ledger_path: Path) -> None:
+    c = connect(ledger_path)
+    with write_tx(c):
+        note(c, "sidecar made")
+    queue = writers.queue_of(c)
+    assert queue is not None
+    assert queue.take(float("inf"))
+    side = writers.sidecar(ledger_path)
+    other = os.getpid().to_bytes(4, "little") + b"\x09" * 4  # another connection of a live process
+    with open(side, "r+b") as f:
+        f.seek(16)
+        f.write(other)
+    queue.release()
+    assert side.read_bytes()[16:24] == other
+    c.close()
