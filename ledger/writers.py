@@ -330,9 +330,9 @@ class WriterQueue:
 
     def _outwait(self, deadline: float) -> bool:
         """The writer before this one is done. While the turn lingers (its writer is writing again, or may be
-        within LINGER_SECONDS) or a writer that went without a ticket is writing, leave them the turn, yielding
-        the CPU, for _BARGE_NS at most; then this writer's turn starts, `contended` when one of them may still
-        hold SQLite's lock. True."""
+        within LINGER_SECONDS), leave it the turn for _BARGE_NS at most; while a writer that went without a
+        ticket is marked, leave it the turn as long as its process runs, within `deadline`. Then this writer's
+        turn starts, `contended` when one of them may still hold SQLite's lock. True."""
         m = self._map
         if m is None:
             return True
