@@ -151,6 +151,8 @@ class JobListScreen(ReclaimScreen):
             return  # an older request; a newer one is on its way
         if not self.is_mounted:
             return  # read before the screen was first shown; its resume reads again
+        if not self.query(JobTable):
+            return  # its widgets are already gone: the console is quitting while the page was read
         if page.error:  # the filter was refused: say why, and leave the rows shown as they were
             self.page = page
             self._refused = True

@@ -93,3 +93,21 @@ async def test_the_filter_refuses_an_unknown_key_and_matches_the_held_reason(dem
                          what="the reason filter's page")
         assert screen.page is not None and screen.page.error is None
         assert sorted(table.get_row_at(i)[1].plain for i in range(table.row_count)) == resets
+
+
+async def test_a_page_that_arrives_while_the_console_quits_is_dropped(demo: Demo) -> None:
+    # A page read in a worker can arrive after the list's widgets were taken down (quitting): it used to raise
+    # NoMatches in the handler, which made quitting fail.
+    app = make_app(demo.ledger, demo.config, "alice", clock=demo.clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_loaded(pilot, OverviewScreen)
+        await pilot.press("5")  # held
+        await wait_loaded(pilot, JobListScreen)
+        screen = app.screen
+        assert isinstance(screen, JobListScreen) and screen.page is not None
+        shown = screen.page
+        await screen.query_one(JobTable).remove()  # as the app's teardown does
+        screen.post_message(JobListScreen.Loaded(shown))
+        await pilot.pause()
+        assert screen.page is shown
+        assert app._exception is None
