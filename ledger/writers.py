@@ -8,15 +8,15 @@ let go, and lets its own go after its COMMIT or ROLLBACK. Tickets go in the orde
 and each release wakes only the next writer. The wait is bounded by the caller's deadline (the busy
 timeout), after which the writer gives up as before (LedgerLocked, exit 8).
 
-A writer alone needs no ticket. The sidecar's first 24 bytes, mapped into memory, hold the tickets handed
-out, the tickets done, and a mark: when as many tickets are done as were handed out and no mark is set,
-nobody is writing or waiting, so the writer sets the mark (its pid and its own id) and goes straight to BEGIN
-IMMEDIATE (no system call for the queue). The next writer sees the mark, takes a ticket and leaves it the turn
-while its process runs: one that lost SQLite's lock to the queue would wait in SQLite's busy handler, whose
-sleeps grow to 100 ms, while queued writers went on one after another (turns held 0.3-0.5 s were seen under 16
-writers). Of two writers marking at the same moment, the one whose mark was set over queues behind the other. A
-mark whose process is gone is cleared by the next queued writer to hold SQLite's lock. These counters only
-choose between the two ways in: a stale or torn value costs order, never safety.
+A writer alone needs no ticket. The sidecar's first 16 bytes, mapped into memory, hold the tickets handed
+out and the tickets done: when they are equal, nobody is writing or waiting, so the writer locks the sidecar's
+byte ALONE (one system call, not waiting) and, when nobody took a ticket meanwhile, goes straight to BEGIN
+IMMEDIATE; it lets the byte go after its COMMIT or ROLLBACK. Of two writers finding nobody at the same moment,
+the lock lets one through; the other takes a ticket. The next writer takes a ticket and leaves the turn to the
+one holding ALONE for as long as it holds it: one that lost SQLite's lock to the queue would wait in SQLite's
+busy handler, whose sleeps grow to 100 ms, while queued writers went on one after another (turns held 0.3-0.5 s
+were seen under 16 writers). The OS lets the byte of a killed writer go. The counters only choose between the
+two ways in: a stale or torn value costs order, never safety.
 
 A writer writing in a loop keeps its turn for up to STREAK turns in a row, and STREAK_SECONDS in all, while
 others wait. When it lets go with someone waiting and it came back within LINGER_SECONDS last time, it leaves
@@ -83,7 +83,7 @@ SLOTS = 4096
 """Ticket slots (lock ranges on bytes 8..8+SLOTS of the sidecar, whatever those bytes hold): more than there
 will ever be writers waiting at once."""
 _COUNTER = 8
-_DIRECT = 16  # bytes 8..16: tickets done (the last released + 1); 16..24: a writer went without a ticket (its mark)
+_DONE = 16  # bytes 8..16: tickets done (the last released + 1); 16..24: unused (an older reclaim's mark)
 _LINGER = 24  # 24..32: the writer whose turn lingers (its id), 0 for none
 _UNTIL = 32  # 32..40: until when (time.monotonic_ns()) the next in line leaves it the turn
 _HEADER = 40
@@ -103,6 +103,8 @@ _BARGE_NS = 50_000_000
 that (killed mid-write, or stuck), SQLite's lock decides who writes, both trying in short steps. A writer that
 went without a ticket is left the turn as long as its process runs (within the waiting writer's deadline)."""
 _OFD = hasattr(fcntl, "F_OFD_SETLKW")
+ALONE = _COUNTER + SLOTS
+"""The byte (lock range) held by the writer that went without a ticket, for its whole turn."""
 
 
 def _lock(fd: int, kind: int, start: int, wait: bool = False) -> bool:
@@ -126,6 +128,9 @@ _FLOCK = struct.Struct("@hhqqi4x")  # struct flock: l_type, l_whence, l_start, l
 def _flock(kind: int, start: int) -> bytes:
     """The `struct flock` for one lock range (the counter's 8 bytes, or a slot's one byte)."""
     return _FLOCK.pack(kind, os.SEEK_SET, start, _COUNTER if start == 0 else 1, 0)
+
+
+_ALONE_OFF = _flock(fcntl.F_UNLCK, ALONE)
 
 
 def _free(fd: int, start: int) -> bool:
@@ -155,26 +160,6 @@ def _wait_free(fd: int, slot: int, deadline: float) -> bool:
     waiter = _Waiter(fd, slot)
     waiter.done.wait(max(0.0, deadline - time.monotonic()))
     return waiter.abandon()
-
-
-def _alive(mark: bytes) -> bool:
-    """Whether the process whose pid is in `mark` (the mark of a turn taken without a ticket, its first 4 bytes)
-    still runs.
-
-    A mark of 1 (left by an older reclaim, which marked without a pid) or a pid not seen here counts as gone.
-    """
-    pid = int.from_bytes(mark[:4], "little")
-    if pid <= 1 or pid > 2**31 - 1:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    except OSError:
-        return False
-    return True
 
 
 class _Waiter:
@@ -219,8 +204,6 @@ class WriterQueue:
         self._direct = False  # this writer went without a ticket (nobody else was writing or waiting)
         self.contended = False  # a writer outside the queue may hold SQLite's lock as this turn starts
         self._id = os.urandom(8).replace(b"\0", b"\1")  # never 0 (nobody)
-        # The mark of a turn taken without a ticket: this process's pid (4 bytes), then this connection's own 4.
-        self._mark = os.getpid().to_bytes(4, "little") + self._id[:4]
         self._lingering = False  # this writer left its turn lingering for its own next write
         self._barging = False  # this turn is a lingering writer's next one, taken without a ticket
         self._streak = 0  # turns in a row
@@ -247,30 +230,15 @@ class WriterQueue:
         """Wait for this writer's turn until `deadline` (a time.monotonic() value); False when it passed.
 
         True means the turn is held (or there is no usable queue): call `release` after COMMIT or ROLLBACK.
-        When no writer holds a ticket or writes outside one, the turn is taken at once without a ticket
-        (no system call), marked so that the next writer queues; SQLite's lock still decides who writes.
+        When no writer holds a ticket or writes outside one, the turn is taken at once without a ticket,
+        holding the byte ALONE so that the next writer queues; SQLite's lock still decides who writes.
         A writer whose turn still lingers (see the module's docstring) takes it again at once, without a ticket.
         `contended` then says whether another writer may hold SQLite's lock as the turn starts.
         """
         got = self._take(deadline)
-        if got and not self._still_marked():
-            got = self._take(deadline)  # another writer's mark is set: a ticket, behind it
         if got and not self._barging:
             self._streak_from = time.monotonic_ns()
         return got
-
-    def _still_marked(self) -> bool:
-        """False when this turn was taken without a ticket but another writer doing the same at the same moment
-        set its mark over this one's: this turn is given up (the other's mark is left as it is). True otherwise.
-
-        Unmarked, this writer could lose SQLite's lock to the queued writers, who leave the turn only to the
-        marked one, and wait for it in SQLite's busy handler while they go on one after another.
-        """
-        m = self._map
-        if not self._direct or m is None or m[_DIRECT:_LINGER] == self._mark:
-            return True
-        self._direct = False
-        return False
 
     def _take(self, deadline: float) -> bool:
         fd = self._open()
@@ -292,11 +260,12 @@ class WriterQueue:
                         return True
                     m[_LINGER:_UNTIL] = _NOBODY  # back too late: the turn is the next writer's
             self._streak = 0
-            if m[_DIRECT:_LINGER] == _NOBODY and m[0:_COUNTER] == m[_COUNTER:_DIRECT]:
-                m[_DIRECT:_LINGER] = self._mark  # the next writer sees it, takes a ticket and leaves it the turn
-                self._direct = True
+            try:
+                if m[0:_COUNTER] == m[_COUNTER:_DONE] and self._alone(fd, m):
+                    return True
+            except OSError:
+                self._usable = False  # e.g. no such locks on this filesystem: unqueued from now on
                 return True
-            self.contended = m[_DIRECT:_LINGER] != _NOBODY
         try:
             mine = self._ticket(fd, deadline)
             if mine is None:
@@ -328,13 +297,27 @@ class WriterQueue:
         self._let_go(done=False)  # the writers behind this one must not wait for it
         return False
 
+    def _alone(self, fd: int, m: mmap.mmap) -> bool:
+        """Nobody was writing or waiting: hold ALONE (not waiting for it) for this turn without a ticket. True when
+        held and still nobody had taken a ticket once it was; False (nothing held) when another writer holds it
+        or took a ticket meanwhile: this one then queues too."""
+        if not _lock(fd, fcntl.F_WRLCK, ALONE):
+            return False  # another writer found nobody at the same moment
+        # Read after the lock (a system call on the same file as the tickets' lock): a writer that took its
+        # ticket before it is seen here and goes first; one that takes it after finds ALONE held and waits.
+        if m[0:_COUNTER] == m[_COUNTER:_DONE]:
+            self._direct = True
+            return True
+        _lock(fd, fcntl.F_UNLCK, ALONE)
+        return False
+
     def _outwait(self, deadline: float) -> bool:
         """The writer before this one is done. While the turn lingers (its writer is writing again, or may be
         within LINGER_SECONDS), leave it the turn for _BARGE_NS at most; while a writer that went without a
-        ticket is marked, leave it the turn as long as its process runs, within `deadline`. Then this writer's
-        turn starts, `contended` when one of them may still hold SQLite's lock. True."""
-        m = self._map
-        if m is None:
+        ticket holds ALONE, leave it the turn as long as it does, within `deadline`. Then this writer's turn
+        starts, `contended` when one of them may still hold SQLite's lock. True."""
+        m, fd = self._map, self._fd
+        if m is None or fd is None:
             return True
         end = min(deadline, time.monotonic() + _BARGE_NS / 1e9) * 1e9
         while True:
@@ -344,15 +327,16 @@ class WriterQueue:
                 if m[_LINGER:_UNTIL] == owner:
                     m[_LINGER:_UNTIL] = _NOBODY  # it did not come back in time: its streak is over
                 owner = _NOBODY
-            mark = m[_DIRECT:_LINGER]
-            if owner == _NOBODY and mark == _NOBODY:
+            alone = owner == _NOBODY and not _free(fd, ALONE)
+            if owner == _NOBODY and not alone:
                 self.contended = False
                 return True
             if now >= end:
                 if owner != _NOBODY and m[_LINGER:_UNTIL] == owner:
                     m[_LINGER:_UNTIL] = _NOBODY  # stuck or killed: its streak is over
                     owner = _NOBODY
-                if owner == _NOBODY and _alive(mark) and now < deadline * 1e9:
+                    alone = not _free(fd, ALONE)
+                if alone and now < deadline * 1e9:
                     # Writing without a ticket, for long: it holds (or is about to take) SQLite's lock and
                     # would lose it in SQLite's slow busy handler to every queued writer after this one.
                     time.sleep(0.0005)
@@ -386,15 +370,6 @@ class WriterQueue:
         finally:
             _lock(fd, fcntl.F_UNLCK, 0)
 
-    def began(self) -> None:
-        """This queued writer holds SQLite's lock: a mark left by a writer without a ticket whose process is gone
-        is cleared (a live one clears its own when done)."""
-        m = self._map
-        if self._held is not None and m is not None:
-            mark = m[_DIRECT:_LINGER]
-            if mark != _NOBODY and not _alive(mark):
-                m[_DIRECT:_LINGER] = _NOBODY
-
     def release(self) -> None:
         """Let the next writer go (no-op when the turn is not held)."""
         self._let_go(done=True)
@@ -406,8 +381,8 @@ class WriterQueue:
             self._left_at = time.monotonic_ns()
         if self._direct:
             self._direct = False
-            if m is not None and m[_DIRECT:_LINGER] == self._mark:  # another's mark set over it stays
-                m[_DIRECT:_LINGER] = _NOBODY
+            if self._fd is not None:
+                fcntl.fcntl(self._fd, fcntl.F_OFD_SETLK, _ALONE_OFF)  # an unlock: never refused
         barging, self._barging = self._barging, False
         if m is not None and (barging or self._held is not None):
             # someone waits: a ticket was handed out after this writer's (a lingering writer's next turn: assumed)
@@ -424,7 +399,7 @@ class WriterQueue:
         slot, self._held = self._held, None
         if slot is not None and self._fd is not None:
             if m is not None and done:  # with the counter, tells the next writer whether anyone is queued
-                m[_COUNTER:_DIRECT] = ((self._ticket_no + 1) % 2**63).to_bytes(_COUNTER, "little")
+                m[_COUNTER:_DONE] = ((self._ticket_no + 1) % 2**63).to_bytes(_COUNTER, "little")
             _lock(self._fd, fcntl.F_UNLCK, slot)
 
     def close(self) -> None:

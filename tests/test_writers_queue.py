@@ -4,6 +4,7 @@ cannot be used only means writing unqueued, as before."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import sqlite3
@@ -30,6 +31,15 @@ def tickets(ledger: Path) -> int:
     side = writers.sidecar(ledger)
     raw = side.read_bytes()[:8] if side.exists() else b""
     return int.from_bytes(raw, "little") if len(raw) == 8 else 0
+
+
+def alone_held(ledger: Path) -> bool:
+    """Whether a writer that went without a ticket holds the sidecar's byte ALONE (asked from another open file)."""
+    fd = os.open(writers.sidecar(ledger), os.O_RDWR)
+    try:
+        return not writers._free(fd, writers.ALONE)
+    finally:
+        os.close(fd)
 
 
 def note(conn: sqlite3.Connection, name: str) -> None:
@@ -133,9 +143,9 @@ def test_a_killed_holder_lets_the_next_writer_go(ledger_path: Path, wait_for: Ca
             child.kill()
             child.wait(timeout=30)
     assert written(ledger_path) == ["after the kill"]
-    # The killed holder wrote alone, without a ticket, and left its mark; the queued writer cleared it,
+    # The killed holder wrote alone, without a ticket, holding ALONE; the OS let it go with the process,
     # so the next writer alone goes without a ticket again.
-    assert writers.sidecar(ledger_path).read_bytes()[16:24] == bytes(8)
+    assert not alone_held(ledger_path)
     settled = tickets(ledger_path)
     c = connect(ledger_path)
     with write_tx(c):
@@ -389,7 +399,7 @@ def test_the_next_writer_leaves_the_turn_to_a_live_writer_that_went_without_a_ti
     first = tickets(ledger_path)
     assert queue.take(float("inf"))  # the turn, without a ticket; BEGIN IMMEDIATE not yet run
     assert tickets(ledger_path) == first
-    assert writers.sidecar(ledger_path).read_bytes()[16:20] == os.getpid().to_bytes(4, "little")
+    assert alone_held(ledger_path)
     t, result = write_in_thread(ledger_path, "queued")
     wait_for(lambda: tickets(ledger_path) == first + 1, timeout=30, what="the next writer queued")
     alone.execute("BEGIN IMMEDIATE")
@@ -400,49 +410,78 @@ def test_the_next_writer_leaves_the_turn_to_a_live_writer_that_went_without_a_ti
     alone.close()
     assert result == [None]
     assert written(ledger_path) == ["without a ticket", "queued"]
-    assert writers.sidecar(ledger_path).read_bytes()[16:24] == bytes(8)
+    assert not alone_held(ledger_path)
 
 
-def test_only_a_gone_process_counts_as_gone() -> None:
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait(timeout=60)  # reaped: its pid names no process now
-    assert writers._alive(os.getpid().to_bytes(8, "little"))
-    assert not writers._alive(child.pid.to_bytes(8, "little"))
-    assert not writers._alive((1).to_bytes(8, "little"))  # an older reclaim's mark, with no pid in it
-    assert not writers._alive(bytes(8))
-
-
-def test_of_two_writers_marking_at_once_the_one_marked_over_gives_its_turn_up(ledger_path: Path) -> None:
+def test_a_killed_writer_that_went_without_a_ticket_holds_nobody_up(
+    ledger_path: Path, wait_for: Callable[..., Any]
+) -> None:
+    # Killed between taking its turn and BEGIN IMMEDIATE: the OS lets its byte go, so the next writer neither
+    # waits for it nor queues (it finds nobody writing).
+    code = (
+        "import sys, time; from ledger import writers; from ledger.db import connect\n"
+        f"c = connect({str(ledger_path)!r}); q = writers.queue_of(c); assert q.take(float('inf'))\n"
+        "print('took', flush=True); time.sleep(600)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "took\n"
+        assert alone_held(ledger_path)
+        first = tickets(ledger_path)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+    wait_for(lambda: not alone_held(ledger_path), timeout=30, what="the killed writer's byte let go")
     c = connect(ledger_path)
     with write_tx(c):
-        note(c, "sidecar made")
-    queue = writers.queue_of(c)
-    assert queue is not None
-    side = writers.sidecar(ledger_path)
-    assert queue._take(float("inf"))  # nobody writing: the turn without a ticket, marked
-    assert queue._still_marked()
-    other = os.getpid().to_bytes(4, "little") + b"\x09" * 4  # another connection that saw nobody writing too
-    with open(side, "r+b") as f:  # ... and set its mark over this one's
-        f.seek(16)
-        f.write(other)
-    assert not queue._still_marked()  # take() then queues behind the other (covered by the test above)
-    queue.release()
-    assert side.read_bytes()[16:24] == other  # left for its writer to clear
+        note(c, "after the kill")
     c.close()
+    assert tickets(ledger_path) == first  # nobody queued: the turn went without a ticket
+    assert written(ledger_path) == ["after the kill"]
 
 
-def test_a_writer_does_not_clear_a_mark_set_over_its_own(ledger_path: Path) -> None:
-    c = connect(ledger_path)
+def test_of_two_writers_finding_nobody_at_once_only_one_goes_without_a_ticket(ledger_path: Path) -> None:
+    c, d = connect(ledger_path), connect(ledger_path)
     with write_tx(c):
         note(c, "sidecar made")
-    queue = writers.queue_of(c)
-    assert queue is not None
-    assert queue.take(float("inf"))
-    side = writers.sidecar(ledger_path)
-    other = os.getpid().to_bytes(4, "little") + b"\x09" * 4  # another connection of a live process
-    with open(side, "r+b") as f:
-        f.seek(16)
-        f.write(other)
-    queue.release()
-    assert side.read_bytes()[16:24] == other
+    first, second = writers.queue_of(c), writers.queue_of(d)
+    assert first is not None and second is not None
+    assert first.take(float("inf"))  # nobody writing: the turn without a ticket, ALONE held
+    assert first._direct and alone_held(ledger_path)
+    assert second._open() is not None and second._map is not None
+    assert not second._alone(second._open() or -1, second._map)  # saw nobody too, but the lock says no
+    first.release()
+    assert not alone_held(ledger_path)
     c.close()
+    d.close()
+
+
+def test_a_writer_that_finds_a_ticket_taken_once_it_holds_alone_queues(
+    ledger_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The other order: another writer takes its ticket between this writer's reading the counters and its
+    # locking ALONE. Once the lock is held the counters are read again: this one gives ALONE back and queues.
+    c, d = connect(ledger_path), connect(ledger_path)
+    with write_tx(c):
+        note(c, "sidecar made")
+    late, other = writers.queue_of(c), writers.queue_of(d)
+    assert late is not None and other is not None
+    other_fd = other._open()
+    assert other_fd is not None
+    real_lock = writers._lock
+
+    def ticket_taken_meanwhile(fd: int, kind: int, start: int, wait: bool = False) -> bool:
+        if start == writers.ALONE and kind == fcntl.F_WRLCK and other._held is None:
+            other._held = other._ticket(other_fd, float("inf"))  # the other writer's ticket, just before
+        return real_lock(fd, kind, start, wait)
+
+    monkeypatch.setattr(writers, "_lock", ticket_taken_meanwhile)
+    before = tickets(ledger_path)
+    fd = late._open()
+    assert fd is not None and late._map is not None
+    assert not late._alone(fd, late._map)
+    assert not late._direct and not alone_held(ledger_path)
+    assert tickets(ledger_path) == before + 1
+    other.release()
+    c.close()
+    d.close()

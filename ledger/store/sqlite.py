@@ -594,7 +594,6 @@ class _WriteTx:
                 _begin_direct(conn)
             else:
                 _begin_immediate(conn, max(0.0, left))  # stepped: a writer without a ticket may be writing
-            queue.began()
         except BaseException:
             queue.release()
             raise
