@@ -101,7 +101,7 @@ within this long last time (a writer writing in a loop); one that does not is ne
 _BARGE_NS = 50_000_000
 """How long in all the next in line leaves the turn to a lingering writer before it goes anyway (50 ms): past
 that (killed mid-write, or stuck), SQLite's lock decides who writes, both trying in short steps. A writer that
-went without a ticket is left the turn as long as its process runs (within the waiting writer's deadline)."""
+went without a ticket is left the turn as long as it holds ALONE (within the waiting writer's deadline)."""
 _OFD = hasattr(fcntl, "F_OFD_SETLKW")
 ALONE = _COUNTER + SLOTS
 """The byte (lock range) held by the writer that went without a ticket, for its whole turn."""
