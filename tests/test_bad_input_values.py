@@ -767,3 +767,32 @@ def test_a_remote_status_holding_a_nul_holds_the_job_on_every_backend(
     job = read_job(ledger_path, "nul-status")
     assert job is not None and job.state == "held" and "\x00" not in (job.held_reason or "")
     assert sim.count("create") == 1
+
+
+@pytest.mark.parametrize(("reply_id", "shown"), [("v1_odd\x00id", "v1_odd\\x00id"), ("v1_\ud800", "v1_\\ud800")],
+                         ids=["nul", "lone-surrogate"])
+def test_an_accepted_send_whose_id_no_ledger_can_store_holds_the_job_alike_on_every_backend(
+    reply_id: str, shown: str, sim: Simulator, ledger_path: Path, conn: Any, cfg: Any, clock: ManualClock,
+    read_job: Callable[..., Any],
+) -> None:
+    """A reply naming an id no ledger can store (a NUL in it, or a lone surrogate: not Unicode) is not a handle:
+    the send is uncertain, the job held with the id escaped in the error for a person to look up, never sent
+    again; the worker does not fail."""
+    from ledger import evidence
+    from ledger.worker import RemoteCache, submit_now, tick
+
+    sim.add_fault("reply_id", text=reply_id)
+    res = submit_now(conn, cfg, OP, {"input": "x"}, clock=clock, job_id="nul-handle", remotes=RemoteCache(cfg))
+    assert res.state == "held"
+    job = read_job(ledger_path, "nul-handle")
+    assert job is not None and job.state == "held" and job.handle is None
+    assert f"'{shown}', an id no ledger can store" in (job.last_error or "")
+    assert "\x00" not in (job.last_error or "") and "\ud800" not in (job.last_error or "")
+    fresh = connect(ledger_path)
+    try:
+        assert evidence.for_job(fresh, job) == []  # no handle was recorded as evidence
+    finally:
+        fresh.close()
+    clock.advance(3600)
+    tick(conn, cfg, clock=clock, remotes=RemoteCache(cfg), owner="w")  # held: never sent again by a worker
+    assert sim.count("create") == 1

@@ -232,6 +232,19 @@ def test_drop_before_accept(sim: Simulator) -> None:
     ]
 
 
+def test_reply_id_names_another_id_in_the_reply_only(sim: Simulator) -> None:
+    sim.add_fault("reply_id", text="v1_not-its-own")
+    got = create(make_client(sim), "odd-id")
+    stored = sim.find_by_idem("odd-id")
+    assert got.id == "v1_not-its-own" and len(stored) == 1 and stored[0]["id"] != got.id
+    assert sim.count("create", idem="odd-id") == 1
+    for bad in ({}, {"method": "get"}):
+        with pytest.raises(ValueError, match="reply_id"):
+            sim.add_fault("reply_id", **({"text": "x"} if bad else {}), **bad)
+    with pytest.raises(ValueError, match="reply_id needs the id to name"):
+        sim.set_fault_rates({"reply_id": 0.5})
+
+
 def test_accept_then_hang_times_out_but_interaction_exists(sim: Simulator) -> None:
     sim.configure(complete_after=0.2)
     sim.add_fault("accept_then_hang")

@@ -48,7 +48,8 @@ def storable(text: str | None) -> str | None:
 @dataclass(frozen=True)
 class SendOutcome:
     """How one send ended: accepted (with handle), not delivered, rejected as invalid, or unknown. The error
-    and reason are the remote's words, kept storable (see `storable`)."""
+    and reason are the remote's words, kept storable (see `storable`); an accepted send whose handle no ledger
+    can store (a NUL, not Unicode) is unknown, the id in its error."""
 
     kind: SendKind
     handle: str | None = None
@@ -57,8 +58,28 @@ class SendOutcome:
     retry_after: float | None = None  # for not_delivered: the delay the remote asked for (seconds)
 
     def __post_init__(self) -> None:
+        if self.kind == "accepted" and self.handle is not None and not _storable_text(self.handle):
+            # The remote took the request but named it with an id no ledger can hold: not a handle to look it up
+            # by. The send may have run: uncertain (held), the id kept in words for a person to look it up.
+            shown = self.handle[:200].encode("utf-8", "backslashreplace").decode("utf-8")
+            object.__setattr__(self, "kind", "unknown")
+            object.__setattr__(self, "handle", None)
+            object.__setattr__(self, "error", f"accepted, but the reply names it '{shown}', an id no ledger can "
+                               "store (a NUL character or text that is not Unicode)")
+            object.__setattr__(self, "reason", "unusable handle")
         object.__setattr__(self, "error", storable(self.error))
         object.__setattr__(self, "reason", storable(self.reason))
+
+
+def _storable_text(text: str) -> bool:
+    """True for text every ledger can store as it is: valid Unicode without a NUL character."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ FaultKind = Literal[
     "echo_key",
     # a create that is accepted and whose interaction ends in `end_status` (with `text`):
     "end_status",
+    # a create that is accepted, whose reply names the interaction `text` instead of its own id:
+    "reply_id",
 ]
 FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
 
@@ -93,6 +95,11 @@ class FaultRule:
                 raise ValueError("an end_status fault applies to creates only")
             if not self.end_status:
                 raise ValueError("an end_status fault needs end_status (e.g. 'incomplete')")
+        if self.kind == "reply_id":
+            if self.method != "create":
+                raise ValueError("a reply_id fault applies to creates only")
+            if not self.text:
+                raise ValueError("a reply_id fault needs text: the id the reply names")
 
 
 @dataclass
@@ -161,7 +168,8 @@ class FaultsMixin(_SimBase):
         request carried, as a careless front end might). ``end_status`` (creates only): the
         create is accepted and the interaction ends in ``end_status`` (any documented status, or
         any other string to play an undocumented one), with ``text`` as its answer (partial text
-        for ``incomplete``; "" for none).
+        for ``incomplete``; "" for none). ``reply_id`` (creates only): the create is accepted, and its reply
+        names the interaction ``text`` instead of its own id (a front end that mangles ids).
         """
         if kind == "redirect" and status == 503:  # the default status: a redirect's default is 307
             status = 307
@@ -202,8 +210,9 @@ class FaultsMixin(_SimBase):
                     raise ValueError(f"fault {kind!r}: use status:NNN with NNN from 400 to 599")
             elif kind not in FAULT_KINDS:
                 raise ValueError(f"unknown fault kind {kind!r}")
-            elif kind == "end_status":
-                raise ValueError("end_status needs a status: queue it with add_fault, not as a rate")
+            elif kind in ("end_status", "reply_id"):
+                what = "a status" if kind == "end_status" else "the id to name"
+                raise ValueError(f"{kind} needs {what}: queue it with add_fault, not as a rate")
             if not 0.0 <= float(rate) <= 1.0:
                 raise ValueError(f"rate for {kind} must be within [0, 1]")
             clean[kind] = float(rate)

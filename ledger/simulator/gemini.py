@@ -374,6 +374,8 @@ class GeminiMixin(WebhooksMixin, FaultsMixin):
                     raise _Close
         with self._lock:
             reply = rec.to_json(time.monotonic())
+        if fault is not None and fault.kind == "reply_id":
+            reply["id"] = fault.text
         h.send_json(200, reply)
 
     def _on_interaction(self, h: _Handler, method: str, iid: str, query: Mapping[str, list[str]]) -> None:
