@@ -1,7 +1,8 @@
 """A handle is never only in memory: outcomes the ledger cannot take go to the journal, and back.
 
 The worker is stopped right after its claim, the ledger is made unwritable (locked past the busy
-timeout by another process, or its disk filled up: a small tmpfs), and the worker resumed: its send is
+timeout by another process, on PostgreSQL the job's row locked past lock_timeout, or its disk filled up:
+a small tmpfs), and the worker resumed: its send is
 accepted, the outcome cannot be committed, it is journaled and the worker exits non-zero. The next
 pass replays the journal: the handle is attached, 1 POST in all, read back from a fresh connection.
 """
@@ -102,6 +103,44 @@ def test_an_accepted_reply_while_the_ledger_is_locked_is_journaled_and_attached_
     assert len(accepted) == 1 and accepted[0].detail["journaled"]["owner"] == record.owner
     assert sim.count("create", idem) == 1
     assert journal.pending(ledger_path) == []
+    assert mismatches == []
+
+
+def test_on_postgresql_an_accepted_reply_while_its_row_is_locked_is_journaled_on_the_host_and_attached(
+    sim: Simulator, pg_url: str, journal_config: Path, run_cli: Callable[..., Any],
+    start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same on a PostgreSQL ledger: another transaction holds the job's row past lock_timeout, so the
+    worker's write gives up (exit 8, as SQLite's busy timeout); the handle goes to the journal on the worker's
+    host ($RECLAIM_JOURNAL_DIR), and the next pass there attaches it once the row is free."""
+    import psycopg
+
+    create_ledger(pg_url)
+    ledger: Any = pg_url  # the URL goes where a ledger's path goes
+    env = {"RECLAIM_JOURNAL_DIR": str(tmp_path / "journal")}
+    monkeypatch.setenv("RECLAIM_JOURNAL_DIR", env["RECLAIM_JOURNAL_DIR"])
+    idem = _reserve(ledger, journal_config, "pg-locked-1")
+    worker = start_cli("tick", ledger=ledger, env={"RECLAIM_PAUSE_AT": "after_send_claim", **env})
+    wait_for(lambda: _state(worker.pid) == "T", timeout=30, what="the worker to stop after its claim")
+    with psycopg.connect(pg_url) as holder:  # one transaction, rolled back on leaving
+        holder.execute("SELECT 1 FROM jobs WHERE job_id = 'pg-locked-1' FOR UPDATE")  # reads go on; its write waits
+        rc, out, err = _finish(worker)
+        holder.rollback()
+    assert rc == 8, (out, err)
+    assert "journaled" in err and "pg-locked-1" in err and "Traceback" not in err
+    assert sim.count("create", idem) == 1
+    [record] = journal.pending(ledger)
+    assert (record.job_id, record.kind) == ("pg-locked-1", "accepted") and record.handle
+    assert journal.journal_path(ledger).parent == tmp_path / "journal"
+
+    assert run_cli("tick", ledger=ledger, env=env).rc == 0
+    job, events, mismatches = _job(ledger, "pg-locked-1")
+    assert job.handle == record.handle and job.state in ("submitted", "done", "consumed")
+    accepted = [e for e in events if e.kind == "accepted"]
+    assert len(accepted) == 1 and accepted[0].detail["journaled"]["owner"] == record.owner
+    assert sim.count("create", idem) == 1
+    assert journal.pending(ledger) == []
     assert mismatches == []
 
 
