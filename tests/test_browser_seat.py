@@ -103,6 +103,16 @@ def children(pid: int) -> set[int]:
     return found
 
 
+def exec_environ(pid: int, timeout: float = 10) -> list[bytes]:
+    """The environment `pid` was exec'd with. A console is a child of the seat from its fork on; until
+    it has exec'd the console's command line, /proc still shows the seat's own environment."""
+    def execd() -> bool:
+        return b"\0console\0console\0" in Path(f"/proc/{pid}/cmdline").read_bytes()
+
+    _wait_for(execd, timeout=timeout, step=0.01, what=f"process {pid} to exec the console")
+    return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+
+
 def alive(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -466,7 +476,7 @@ def test_no_header_an_untrusted_peer_or_a_foreign_origin_is_refused_and_starts_n
     consoles = _wait_for(lambda: len(seat.consoles) == 2 and seat.consoles, timeout=10, step=0.02,
                          what="a console for each admitted websocket")
     for pid in consoles:
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        environ = exec_environ(pid)
         assert b"RECLAIM_SEAT_OPERATOR=bob" in environ and not any(v.startswith(b"RECLAIM_OPERATOR=") for v in environ)
         assert os.getpgid(pid) == pid  # its own process group, so reaping takes everything it started
     # One client goes away without a websocket close: its console ends within 5 s.

@@ -542,9 +542,9 @@ def test_the_console_opens_on_postgresql_and_follows_a_commit(pg: str, cfg: Any)
                     assert time.monotonic() < deadline, f"timed out waiting for {what}"
                     await pilot.pause(0.05)
 
-            await until(lambda: app.counts.get("reserving") == 1, "the first counts")
+            await until(lambda: (app.counts or {}).get("reserving") == 1, "the first counts")
             assert reserve(writer, cfg, OP, {"input": "2"}, clock=ManualClock(T0), job_id="c-2").outcome == "reserved"
-            await until(lambda: app.counts.get("reserving") == 2, "the counts after the commit")
+            await until(lambda: (app.counts or {}).get("reserving") == 2, "the counts after the commit")
             await until(lambda: any(e.job_id == "c-2" for e in app.feed), "the new event in the feed")
 
     asyncio.run(run())
