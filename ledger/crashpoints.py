@@ -10,6 +10,7 @@ from collections import Counter
 
 POINTS = (
     "after_reserve_commit",
+    "after_pick_read",
     "after_send_claim",
     "after_window_check",
     "after_remote_accept",

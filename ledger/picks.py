@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from ledger import store
 from ledger.clock import Clock
 from ledger.config import Config, Policy
+from ledger.crashpoints import crashpoint
 from ledger.db import write_tx
 from ledger.errors import LedgerError
 from ledger.model import Job, JobKey
@@ -66,7 +67,8 @@ def pick_due(
 
     Each gets a `picks` row (this worker, picked_until = now + the pick window); the job itself is not
     written. Jobs another worker holds a live pick of are passed by; on PostgreSQL rows another picker is
-    reading are skipped (`FOR UPDATE SKIP LOCKED`), not waited for. Reads first and opens no write
+    reading are skipped (`FOR UPDATE SKIP LOCKED`), not waited for. Returns [] only when every due job is picked
+    by another worker or being picked right now, never because another worker's pick won a race. Reads first and opens no write
     transaction when nothing is due. Each job must still be claimed (`claim_for_send`) before its send.
     """
     until = now + pick_window(config.policy)
@@ -77,12 +79,19 @@ def pick_due(
 
     def body() -> list[Job]:
         with write_tx(conn, rows_only=True):
-            rows = conn.execute(
-                f"SELECT j.* {_DUE}ORDER BY j.created_at, j.job_id, j.operation LIMIT ?{lock}", (*args, limit)
-            ).fetchall()
-            jobs = [Job.from_row(r) for r in rows]
-            got = _upsert(conn, jobs, owner, until, now)
-        return [j for j in jobs if j.key in got]
+            while True:
+                rows = conn.execute(
+                    f"SELECT j.* {_DUE}ORDER BY j.created_at, j.job_id, j.operation LIMIT ?{lock}", (*args, limit)
+                ).fetchall()
+                jobs = [Job.from_row(r) for r in rows]
+                crashpoint("after_pick_read")
+                got = _upsert(conn, jobs, owner, until, now)
+                if got or not jobs:
+                    return [j for j in jobs if j.key in got]
+                # Every job read was lost to other workers' picks, committed after this statement's
+                # snapshot was taken (on PostgreSQL a pick writes no job row, so the row lock did not
+                # stop it). Those picks are live and seen by the next statement, which passes them by:
+                # each round leaves fewer jobs to lose, and "nothing picked" means nothing was due.
 
     return store.retrying(conn, body)
 

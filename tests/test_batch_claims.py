@@ -22,7 +22,7 @@ import pytest
 from ledger import audit
 from ledger.clock import ManualClock, SystemClock
 from ledger.config import Config, parse_config
-from ledger.db import connect
+from ledger.db import connect, create_ledger
 from ledger.errors import LedgerLocked
 from ledger.leases import claim_for_send
 from ledger.model import JobKey, idem_key
@@ -362,3 +362,41 @@ def test_a_stale_epochs_write_after_a_pick_is_still_fenced(
     finally:
         conn_a.close()
         conn_b.close()
+
+
+def test_on_postgresql_a_pass_whose_whole_batch_is_lost_to_a_renewed_pick_goes_on_to_the_next_due_job(
+    sim: Simulator, pg_url: str, config_dict: dict[str, Any], write_config: Callable[..., Path], tmp_path: Path,
+    clock: ManualClock, start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any],
+) -> None:
+    """On PostgreSQL a pick writes no job row, so a pick committed after another picker read the rows can
+    win every job of that picker's batch. The loser reads again and takes the next due job; its pass does
+    not end as if nothing were due. (On SQLite the picker's write transaction keeps others out.)
+
+    Worker B reads a batch of 20 that are all A's lapsed picks and is stopped there; A renews them; B,
+    resumed, loses all 20 and sends the 21st job in the same pass."""
+    from ledger.picks import renew_picks
+
+    create_ledger(pg_url)
+    ledger: Any = pg_url  # the URL goes where a ledger's path goes
+    write_config(config_dict)
+    cfg = parse_config(config_dict, base_dir=tmp_path)
+    conn_a = connect(ledger)
+    try:
+        keys = _reserve_many(conn_a, cfg, clock, 21, prefix="lost")
+        window = pick_window(cfg.policy)
+        assert [j.key for j in pick_due(conn_a, cfg, owner="worker-A", now=clock.now(), limit=20)] == keys[:20]
+        later = clock.now() + window + 1  # A's picks have lapsed: B may pick them
+        b = start_cli("tick", "--json", ledger=ledger, now=later, env={"RECLAIM_PAUSE_AT": "after_pick_read"})
+        wait_for(lambda: _proc_state(b.pid) == "T", timeout=60, what="worker B to stop after reading its batch")
+        assert renew_picks(conn_a, cfg, "worker-A", now=later) == 20  # A, still alive, keeps its batch
+        os.kill(b.pid, signal.SIGCONT)
+        out, err = b.communicate(timeout=60)
+        assert b.returncode == 0, (out, err)
+    finally:
+        conn_a.close()
+    for key in keys[:20]:
+        assert sim.count("create", idem=idem_key(key.job_id, OP)) == 0, key
+    assert sim.count("create", idem=idem_key(keys[20].job_id, OP)) == 1
+    assert sim.count("create") == 1
+    assert [(k, w) for k, w, _ in _picks(ledger)] == [(k, "worker-A") for k in keys[:20]]
+    _verified(ledger)
