@@ -198,6 +198,9 @@ def fig_reserve(server: Server, n: int, rounds: int) -> list[Row]:
 # -- 8b ------------------------------------------------------------------------------------------------
 def _writer(url: str, op: str, first: int, n: int, barrier: Any, out: Any) -> None:
     config = bench_config()
+    # Import and build what the first reserve() would (the Gemini SDK's request validator, about a second of
+    # CPU) before the start: 16 processes on two cores would otherwise spend most of the timed run importing.
+    parse_payload(config, op, {"input": "warm up"})
     conn = connect(url)
     clock = SystemClock()
     barrier.wait(timeout=120)
