@@ -3,15 +3,16 @@
 "The remote's records decide." A query's reply, a signed webhook delivery, and an accepted outcome
 that was fenced (its handle is real even though the write came too late) are all evidence. It is
 never forgotten: a release is refused while any evidence for the current attempt says the remote
-completed or is running the job, until newer evidence positively says it is not there (a failed
-query adds nothing).
+completed, is running or waits on the job, until newer evidence positively says it is not there (a
+failed query adds nothing).
 
-Webhook deliveries are recorded by the receiver (no remote call there); every worker pass then acts
-on the evidence nobody handled yet (`act_on_evidence`): a submitted job is polled at once; a held job
-with no handle is reconciled once a GET of the interaction shows our idem key in its labels (or,
-with `[policy] reconcile_on_evidence = false`, a finding by `reclaim` says so); a second interaction
-for the same idem key is recorded as a duplicate and cancelled while it runs; an idem key the ledger
-does not know stays orphan evidence.
+A webhook delivery names only an interaction id. The receiver records it against the job whose handle
+it is, or against no job; every worker pass then attributes the rest from the interaction's own record
+(`owner_of_record`: its `labels`, else the echoed `webhook_config.user_metadata`) and acts on the
+evidence nobody handled yet (`ledger.worker`): a submitted job is polled at once; a held job with no
+handle is reconciled (or gets a finding by `reclaim`); a second interaction for the same idem key is
+recorded as a duplicate and cancelled while it runs; an interaction whose owner cannot be read, or
+whose idem key the ledger does not know, stays orphan evidence that an operator can reconcile from.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ledger.model import Job, JobKey, detail_json
 
 # What a piece of evidence says the remote did. "absent": positively not there (a 404 for our
 # handle, a search that found nothing); "gone": it was there once and the remote no longer keeps it.
-SAYS_RAN = frozenset({"completed", "running"})
+SAYS_RAN = frozenset({"completed", "running", "needs_person"})
 SAYS_NOT_RUNNING = frozenset({"absent", "failed"})
 
 
@@ -44,15 +45,17 @@ class Evidence:
     job: JobKey | None
     ref: str | None
     detail: dict[str, Any]
+    outcome: str | None = None
+    """What a worker pass did with it (orphan evidence only; None: not looked at yet)."""
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Evidence:
+    def from_row(cls, row: sqlite3.Row, outcome: str | None = None) -> Evidence:
         """Build from an `evidence` row."""
         return cls(
             id=row["id"], at=row["at"], source=row["source"], idem_key=row["idem_key"], attempt=row["attempt"],
             handle=row["handle"], remote_state=row["remote_state"],
             job=JobKey(row["job_id"], row["operation"]) if row["job_id"] is not None else None,
-            ref=row["ref"], detail=json.loads(row["detail"]),
+            ref=row["ref"], detail=json.loads(row["detail"]), outcome=outcome,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -133,12 +136,63 @@ def mark_handled(conn: sqlite3.Connection, evidence_id: int, outcome: str, now: 
     )
 
 
-def orphans(conn: sqlite3.Connection, limit: int = 200) -> list[Evidence]:
-    """Evidence for idem keys the ledger does not know, newest first."""
+def unattributed(conn: sqlite3.Connection, limit: int = 200) -> list[Evidence]:
+    """Webhook evidence that names no job and that no pass has looked at yet, oldest first."""
     rows = conn.execute(
-        "SELECT * FROM evidence WHERE job_id IS NULL ORDER BY id DESC LIMIT ?", (limit,)
+        "SELECT e.* FROM evidence e LEFT JOIN evidence_handled h ON h.evidence_id = e.id "
+        "WHERE h.evidence_id IS NULL AND e.source = 'webhook' AND e.job_id IS NULL ORDER BY e.id LIMIT ?",
+        (limit,),
     ).fetchall()
     return [Evidence.from_row(r) for r in rows]
+
+
+def orphans(conn: sqlite3.Connection, limit: int = 200) -> list[Evidence]:
+    """Evidence that names no job of this ledger, newest first: awaiting attribution (`outcome` None) or
+    left orphan by a pass (`outcome` says why). Evidence a pass attributed to a job is not listed."""
+    rows = conn.execute(
+        "SELECT e.*, h.outcome AS handled_outcome FROM evidence e "
+        "LEFT JOIN evidence_handled h ON h.evidence_id = e.id "
+        "WHERE e.job_id IS NULL AND (h.outcome IS NULL OR h.outcome NOT LIKE 'attributed%') "
+        "ORDER BY e.id DESC LIMIT ?", (limit,),
+    ).fetchall()
+    return [Evidence.from_row(r, r["handled_outcome"]) for r in rows]
+
+
+def latest_id(conn: sqlite3.Connection) -> int:
+    """The id of the newest evidence record (0: none)."""
+    return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM evidence").fetchone()[0])
+
+
+def get(conn: sqlite3.Connection, evidence_id: int) -> Evidence | None:
+    """One piece of evidence by id, or None."""
+    row = conn.execute("SELECT * FROM evidence WHERE id = ?", (evidence_id,)).fetchone()
+    return Evidence.from_row(row) if row is not None else None
+
+
+MAX_ATTEMPT = 1_000_000
+"""A label's attempt above this is not a number reclaim wrote: it is ignored."""
+
+
+def owner_of_record(snapshot: Any) -> tuple[str | None, int | None, str | None]:
+    """Whose interaction a remote record is: (idem key, attempt, where it was read) from its own fields.
+
+    Reads `labels` (`idem`, `attempt`), else the echoed `webhook_config.user_metadata`; a GET reply is
+    not promised to echo either. (None, None, None) when neither names an idem key. For a remote whose
+    records carry the key as `key` (the HTTP clean-up remote), that key.
+    """
+    if not isinstance(snapshot, dict):
+        return None, None, None
+    for where, holder in (("labels", snapshot.get("labels")),
+                          ("webhook_config", (snapshot.get("webhook_config") or {}).get("user_metadata")
+                           if isinstance(snapshot.get("webhook_config"), dict) else None)):
+        if isinstance(holder, dict) and isinstance(holder.get("idem"), str) and holder["idem"]:
+            raw = holder.get("attempt")
+            text = str(raw) if isinstance(raw, (str, int)) and not isinstance(raw, bool) else ""
+            attempt = int(text) if text.isdigit() and len(text) <= 7 and int(text) <= MAX_ATTEMPT else None
+            return holder["idem"], attempt, where
+    if isinstance(snapshot.get("key"), str) and snapshot["key"]:
+        return snapshot["key"], None, "key"
+    return None, None, None
 
 
 def duplicate_count(conn: sqlite3.Connection) -> int:
@@ -146,11 +200,13 @@ def duplicate_count(conn: sqlite3.Connection) -> int:
     return int(conn.execute("SELECT COUNT(*) FROM events WHERE kind = 'duplicate_send'").fetchone()[0])
 
 
-def count_refusal(conn: sqlite3.Connection, reason: str) -> None:
-    """Count one refused webhook delivery by reason (its own small transaction; nothing else changes)."""
+def count_refusal(conn: sqlite3.Connection, reason: str, n: int = 1) -> None:
+    """Add `n` refused (or redelivered) webhook deliveries to the counter for `reason` (inside the caller's
+    transaction; nothing else changes)."""
     conn.execute(
-        "INSERT INTO webhook_refusals (reason, n) VALUES (?, 1) ON CONFLICT (reason) DO UPDATE SET n = webhook_refusals.n + 1",
-        (reason,),
+        "INSERT INTO webhook_refusals (reason, n) VALUES (?, ?) "
+        "ON CONFLICT (reason) DO UPDATE SET n = webhook_refusals.n + excluded.n",
+        (reason, n),
     )
 
 

@@ -2,22 +2,42 @@
 
 Gemini's static project webhook signs each delivery the Standard Webhooks way (`webhook-id`,
 `webhook-timestamp`, `webhook-signature`, HMAC-SHA256 under a `whsec_` secret); the `standardwebhooks`
-package verifies it, including the 5-minute timestamp window. A delivery that is unsigned, wrongly
-signed, stale, malformed, or an exact replay of one already taken gets a 4xx and changes nothing but a
-refusal counter. A verified delivery is recorded once per webhook id (a redelivery with a fresh
-signature is answered 200 and changes nothing), as evidence and as an event on the job it names.
-The receiver makes no remote call: the next worker pass acts on the evidence.
+package verifies it, including the 5-minute timestamp window and a `webhook-signature` holding several
+space-separated signatures (secret rotation). Header names are matched case-insensitively.
 
-Delivery body: `{"type": "interaction.completed" | ...failed | ...cancelled | ...requires_action,
-"data": {"id": <interaction id>, "status": ..., "user_metadata": {"idem": <key>, "attempt": "<N>"}}}`.
+The documented delivery is a thin envelope::
+
+    {"type": "interaction.completed", "version": "v1", "timestamp": "2026-01-02T03:04:05Z",
+     "data": {"id": "<interaction id>"}}
+
+(`interaction.failed` adds `data.error_code` and `data.error_message`). Nothing in it names our job, so
+the receiver records the interaction id as evidence, attributed at once only when it is a job's own
+handle; the next worker pass attributes the rest from the interaction's own record
+(`ledger.worker.attribute_deliveries`). A `data.user_metadata` the documentation does not promise is
+kept as a hint and never trusted. The receiver makes no remote call.
+
+What the sender is told:
+- 202: a verified delivery of an interaction event, recorded.
+- 200: a verified delivery of a type reclaim does not act on (recorded as seen, nothing else), and a
+  redelivery or an exact replay of a `webhook-id` already recorded (nothing changes). Every verified
+  delivery gets a 2xx: Gemini retries a non-2xx for a day and may disable the project's webhook.
+- 4xx: unsigned, wrongly signed, stale, malformed, oversized or unreadable requests; counted by reason.
+- 503: the ledger could not be written; the sender retries later.
+
+Refusals and redeliveries are counted in memory (`Tally`) and written in one small transaction at most
+once a second, so a flood of unsigned requests does not become a flood of ledger writes.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
+import sys
 import threading
+import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,15 +53,31 @@ from ledger.db import connect, write_tx
 from ledger.errors import ConfigError
 from ledger.model import Job
 from ledger.redaction import Redactor
+from ledger.remotes.gemini import STATUS_TABLE
 from ledger.transitions import apply
 
 MAX_BODY = 256 * 1024
-_STATE_OF = {
+"""Bytes: a larger delivery is refused with 413."""
+
+MAX_ID = 512
+"""Characters: an interaction id or webhook id longer than this is malformed."""
+
+READ_TIMEOUT = 10.0
+"""Seconds a connection may take to send its request before it is closed."""
+
+MAX_CONNECTIONS = 64
+"""Connections served at once; more are closed at once and counted as `busy`."""
+
+FLUSH_SECONDS = 1.0
+"""The longest time a counted refusal waits in memory before it is written to the ledger."""
+
+EVENT_STATUS: dict[str, str] = {
     "interaction.completed": "completed",
     "interaction.failed": "failed",
-    "interaction.cancelled": "failed",
-    "interaction.requires_action": "running",
+    "interaction.cancelled": "cancelled",
+    "interaction.requires_action": "requires_action",
 }
+"""The delivery types reclaim acts on, and the interaction status each announces."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +86,45 @@ class Answer:
 
     status: int
     message: str
+
+
+class Tally:
+    """Refusals and redeliveries counted in memory; `flush` writes them in one transaction.
+
+    Thread-safe. `due()` says whether FLUSH_SECONDS passed since the last flush with something pending.
+    """
+
+    def __init__(self, every: float = FLUSH_SECONDS) -> None:
+        self.every = every
+        self._pending: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._last = time.monotonic()
+
+    def add(self, reason: str) -> None:
+        """Count one refusal (or redelivery) by reason."""
+        with self._lock:
+            self._pending[reason] += 1
+
+    def due(self) -> bool:
+        """True when something is pending and the last flush is at least `every` seconds old."""
+        with self._lock:
+            return bool(self._pending) and time.monotonic() - self._last >= self.every
+
+    def flush(self, conn: sqlite3.Connection) -> None:
+        """Write what is pending to the ledger's refusal counters; kept in memory when the write fails."""
+        with self._lock:
+            pending, self._pending = self._pending, Counter()
+            self._last = time.monotonic()
+        if not pending:
+            return
+        try:
+            with write_tx(conn):
+                for reason, n in sorted(pending.items()):
+                    evidence.count_refusal(conn, reason, n)
+        except Exception:
+            with self._lock:
+                self._pending.update(pending)
+            raise
 
 
 def secrets(config: Config) -> dict[str, str]:
@@ -69,104 +144,188 @@ def secrets(config: Config) -> dict[str, str]:
     return out
 
 
-def _verify(secret_by_remote: Mapping[str, str], body: bytes, headers: Mapping[str, str]) -> tuple[str, Any] | None:
+def _verify(secret_by_remote: Mapping[str, str], body: bytes, headers: Mapping[str, str]) -> str | None:
+    """The name of the remote whose secret verifies the delivery, or None."""
     for remote, secret in secret_by_remote.items():
         try:
-            return remote, Webhook(secret).verify(body, dict(headers))
+            Webhook(secret).verify(body, dict(headers), json_parse=False)
         except Exception:  # wrong signature, stale or missing headers, malformed values: not this secret
             continue
+        return remote
     return None
 
 
-def _refuse(conn: sqlite3.Connection, reason: str, status: int, message: str) -> Answer:
+def _count(conn: sqlite3.Connection, tally: Tally | None, reason: str) -> None:
+    if tally is not None:
+        tally.add(reason)
+        return
     with write_tx(conn):
         evidence.count_refusal(conn, reason)
+
+
+def _refuse(conn: sqlite3.Connection, tally: Tally | None, reason: str, status: int, message: str) -> Answer:
+    _count(conn, tally, reason)
     return Answer(status, message)
+
+
+def _text(value: Any, limit: int = MAX_ID) -> str | None:
+    """`value` when it is a storable string of at most `limit` characters, else None."""
+    if isinstance(value, str) and value and len(value) <= limit and "\x00" not in value:
+        return value
+    return None
 
 
 def receive(
     conn: sqlite3.Connection, config: Config, secret_by_remote: Mapping[str, str], body: bytes,
-    headers: Mapping[str, str], *, clock: Clock,
+    headers: Mapping[str, str], *, clock: Clock, tally: Tally | None = None,
 ) -> Answer:
-    """Verify one delivery and record it; the Answer says what the sender is told.
+    """Verify one delivery and record it; the Answer says what the sender is told (see the module doc).
 
-    What is recorded has every secret the config names replaced by `[redacted:NAME]`.
+    Refusals are counted in `tally` when given (the server flushes it), else written at once. What is
+    recorded has every secret the config names replaced by `[redacted:NAME]`. Raises only when the
+    ledger cannot be read or written (the server answers 503).
     """
     lower = {k.lower(): v for k, v in headers.items()}
     if not all(lower.get(h) for h in ("webhook-id", "webhook-timestamp", "webhook-signature")):
-        return _refuse(conn, "unsigned", 401, "missing webhook-id, webhook-timestamp or webhook-signature")
-    verified = _verify(secret_by_remote, body, lower)
-    if verified is None:
-        return _refuse(conn, "bad_signature_or_stale", 401, "signature does not verify (or timestamp outside 5 min)")
-    remote, doc = verified
-    # The delivery is verified; now take out any secret the config names before a byte of it is stored.
+        return _refuse(conn, tally, "unsigned", 401, "missing webhook-id, webhook-timestamp or webhook-signature")
+    remote = _verify(secret_by_remote, body, lower)
+    if remote is None:
+        return _refuse(conn, tally, "bad_signature_or_stale", 401, "signature does not verify (or timestamp outside 5 min)")
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return _refuse(conn, tally, "malformed", 400, "the body is not JSON")
+    webhook_id = _text(lower["webhook-id"])
+    kind = _text(doc.get("type"), 200) if isinstance(doc, dict) else None
+    if webhook_id is None or kind is None:
+        return _refuse(conn, tally, "malformed", 400, "not an event with a type and a usable webhook-id")
+    data = doc.get("data")
+    interaction = _text(data.get("id")) if isinstance(data, dict) else None
+    if kind in EVENT_STATUS and interaction is None:
+        return _refuse(conn, tally, "malformed", 400, f"{kind} without a usable data.id")
+    # Verified and well formed: take out any secret the config names before a byte of it is stored.
     redactor = Redactor.from_config(config)
-    doc, lower = redactor.redact_value(doc), redactor.redact_value(lower)
-    data = doc.get("data") if isinstance(doc, dict) else None
-    kind = doc.get("type") if isinstance(doc, dict) else None
-    meta = data.get("user_metadata") if isinstance(data, dict) else None
-    if not isinstance(data, dict) or kind not in _STATE_OF or not isinstance(data.get("id"), str):
-        return _refuse(conn, "malformed", 400, "not an interaction event with an id")
-    idem = meta.get("idem") if isinstance(meta, dict) else None
-    if "\x00" in data["id"] or (isinstance(idem, str) and "\x00" in idem):  # no ledger can store it (PostgreSQL)
-        return _refuse(conn, "malformed", 400, "an id holding a NUL character")
-    attempt_raw = meta.get("attempt") if isinstance(meta, dict) else None
-    attempt = int(attempt_raw) if isinstance(attempt_raw, str) and attempt_raw.isdigit() else None
-    webhook_id, signature = lower["webhook-id"], lower["webhook-signature"]
-    now = clock.now()
+    doc = redactor.redact_value(doc)
+    data = doc.get("data") if isinstance(doc.get("data"), dict) else {}
+    signature, now = lower["webhook-signature"], clock.now()
     with write_tx(conn):
-        seen = conn.execute(
-            "SELECT signature FROM webhook_deliveries WHERE webhook_id = ?", (webhook_id,)
-        ).fetchone()
-        if seen is not None:
-            if seen[0] == signature:
-                evidence.count_refusal(conn, "replayed")
-                return Answer(409, "replayed: this exact delivery was already taken")
-            evidence.count_refusal(conn, "redelivered")
-            return Answer(200, "already received")
-        row = conn.execute("SELECT * FROM jobs WHERE idem_key = ?", (idem,)).fetchone() if idem else None
-        job = Job.from_row(row) if row is not None else None
-        ev_id = evidence.record(
-            conn, at=now, source="webhook", idem_key=idem or "", attempt=attempt, handle=data["id"],
-            remote_state=_STATE_OF[kind], job=job.key if job else None, ref=webhook_id,
-            detail={"type": kind, "status": data.get("status"), "remote": remote,
-                    "timestamp": lower["webhook-timestamp"]},
-        )
-        conn.execute(
-            "INSERT INTO webhook_deliveries (webhook_id, received_at, signature, type, evidence_id) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (webhook_id, now, signature, kind, ev_id),
-        )
-        if job is not None:
-            apply(conn, job.key, "evidence", actor="reclaim-receiver", now=now, expected_state=job.state,
-                  detail={"source": "webhook", "webhook_id": webhook_id, "type": kind, "handle": data["id"],
-                          "attempt": attempt, "evidence_id": ev_id})
+        seen = conn.execute("SELECT signature FROM webhook_deliveries WHERE webhook_id = ?", (webhook_id,)).fetchone()
+        if seen is None and kind in EVENT_STATUS:
+            _record(conn, config, remote, kind, data, doc, webhook_id, signature, lower["webhook-timestamp"], now)
+        elif seen is None:
+            conn.execute(
+                "INSERT INTO webhook_deliveries (webhook_id, received_at, signature, type, evidence_id) "
+                "VALUES (?, ?, ?, ?, NULL)", (webhook_id, now, signature, kind),
+            )
+    if seen is not None:
+        _count(conn, tally, "replayed" if seen[0] == signature else "redelivered")
+        return Answer(200, "already received")
+    if kind not in EVENT_STATUS:
+        return Answer(200, f"ignored: reclaim does not act on {kind}")
     return Answer(202, "recorded")
+
+
+def _record(
+    conn: sqlite3.Connection, config: Config, remote: str, kind: str, data: dict[str, Any], doc: dict[str, Any],
+    webhook_id: str, signature: str, timestamp: str, now: float,
+) -> None:
+    """Record a verified interaction event as evidence (inside the caller's transaction)."""
+    interaction = str(data["id"])
+    status = EVENT_STATUS[kind]
+    row = conn.execute("SELECT * FROM jobs WHERE handle = ? LIMIT 1", (interaction,)).fetchone()
+    job = Job.from_row(row) if row is not None else None
+    detail: dict[str, Any] = {"type": kind, "status": status, "remote": remote, "timestamp": timestamp,
+                              "version": doc.get("version"), "sent_at": doc.get("timestamp")}
+    for field in ("error_code", "error_message"):
+        if isinstance(data.get(field), (str, int)):
+            detail[field] = str(data[field])[:2000]
+    hint = data.get("user_metadata")
+    if isinstance(hint, dict):  # not promised by the documentation: kept, never trusted
+        detail["hint"] = {k: str(v)[:200] for k, v in list(hint.items())[:8]}
+    ev_id = evidence.record(
+        conn, at=now, source="webhook", idem_key=job.idem_key if job else "", attempt=job.attempt if job else None,
+        handle=interaction, remote_state=STATUS_TABLE.get(status, "needs_person"), job=job.key if job else None,
+        ref=webhook_id, detail=detail,
+    )
+    conn.execute(
+        "INSERT INTO webhook_deliveries (webhook_id, received_at, signature, type, evidence_id) "
+        "VALUES (?, ?, ?, ?, ?)", (webhook_id, now, signature, kind, ev_id),
+    )
+    if job is not None:
+        apply(conn, job.key, "evidence", actor="reclaim-receiver", now=now, expected_state=job.state,
+              detail={"source": "webhook", "webhook_id": webhook_id, "type": kind, "handle": interaction,
+                      "attempt": job.attempt, "evidence_id": ev_id})
+
+
+def _body_length(value: str | None) -> int | None:
+    """The Content-Length as a number, or None when it is not a plain non-negative integer."""
+    if value is None:
+        return 0
+    value = value.strip()
+    return int(value) if value.isdigit() and len(value) <= 12 else None
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    timeout = READ_TIMEOUT
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the ledger records what matters."""
 
+    def _read_chunked(self) -> bytes | None:
+        """The body of a chunked request, or None when it is malformed or larger than MAX_BODY."""
+        out = bytearray()
+        while True:
+            line = self.rfile.readline(64).strip().split(b";", 1)[0]
+            try:
+                size = int(line, 16)
+            except ValueError:
+                return None
+            if size < 0 or len(out) + size > MAX_BODY:
+                return None
+            if size == 0:
+                while self.rfile.readline(1024).strip():  # trailers, up to the blank line
+                    pass
+                return bytes(out)
+            out += self.rfile.read(size)
+            self.rfile.readline(8)  # the CRLF after each chunk
+
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
-            self._answer(Answer(413, "body too large"))
-            return
-        body = self.rfile.read(length) if length > 0 else b""
         srv = self.server
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            body = self._read_chunked()
+            if body is None:
+                self._refused("malformed", Answer(400, "a malformed or oversized chunked body"))
+                return
+        else:
+            length = _body_length(self.headers.get("Content-Length"))
+            if length is None:
+                self._refused("malformed", Answer(400, "Content-Length is not a number"))
+                return
+            if length > MAX_BODY:
+                self._refused("too_large", Answer(413, "body too large"))
+                return
+            body = self.rfile.read(length) if length > 0 else b""
+            if len(body) < length:
+                self.close_connection = True
+                return
         with srv.lock:
             try:
-                answer = receive(srv.conn, srv.config, srv.secrets, body, dict(self.headers.items()), clock=srv.clock)
+                answer = receive(srv.conn, srv.config, srv.secrets, body, dict(self.headers.items()),
+                                 clock=srv.clock, tally=srv.tally)
             except Exception as e:  # the ledger is locked or gone: the sender retries later
                 answer = Answer(503, f"{type(e).__name__}: {e}"[:200])
+            srv.flush_if_due()
         self._answer(answer)
 
     def do_GET(self) -> None:
         self._answer(Answer(405, "POST webhook deliveries here"))
+
+    def _refused(self, reason: str, answer: Answer) -> None:
+        self.server.tally.add(reason)
+        self.close_connection = True
+        self._answer(answer)
 
     def _answer(self, answer: Answer) -> None:
         data = json.dumps({"status": answer.status, "message": answer.message}).encode()
@@ -184,6 +343,55 @@ class _Server(ThreadingHTTPServer):
     secrets: Mapping[str, str]
     clock: Clock
     lock: threading.Lock
+    tally: Tally
+    slots: threading.BoundedSemaphore
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve the connection on a thread when a slot is free; otherwise close it at once (counted)."""
+        if not self.slots.acquire(blocking=False):
+            self.tally.add("busy")
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away or was too slow is not an error worth a traceback; anything else gets one line."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, socket.timeout, TimeoutError)):
+            return
+        print(f"reclaim receiver: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+    def service_actions(self) -> None:
+        """Between requests (every poll interval of serve_forever): write counts that waited long enough."""
+        with self.lock:
+            self.flush_if_due()
+
+    def flush_if_due(self) -> None:
+        """Write the counted refusals when FLUSH_SECONDS passed (a failed write keeps them for later)."""
+        if self.tally.due():
+            try:
+                self.tally.flush(self.conn)
+            except Exception:  # the ledger is busy: the counts wait in memory
+                pass
+
+    def server_close(self) -> None:
+        """Stop listening; write what the tally still holds."""
+        super().server_close()
+        with self.lock:
+            try:
+                self.tally.flush(self.conn)
+            except Exception as e:
+                print(f"reclaim receiver: refusal counts not written: {e}", file=sys.stderr)
 
 
 def make_server(ledger: str | Path, config: Config, *, clock: Clock, host: str = "127.0.0.1",
@@ -201,4 +409,6 @@ def make_server(ledger: str | Path, config: Config, *, clock: Clock, host: str =
     server.secrets = found
     server.clock = clock
     server.lock = threading.Lock()
+    server.tally = Tally()
+    server.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
     return server

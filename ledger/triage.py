@@ -401,14 +401,13 @@ def verify_handle(config: Config, job: Job, handle: str, remote: Remote, attempt
         return f"the remote could not be asked about {handle} ({status.error}); try again, or --unverified with a reason"
     if status.state == "not_found":
         return f"the remote does not know {handle}; check the handle"
-    snap = status.snapshot if isinstance(status.snapshot, dict) else {}
-    labels = snap.get("labels") if isinstance(snap.get("labels"), dict) else {}
-    carried = labels.get("idem") if labels else snap.get("key")
+    carried, label_attempt, _ = evidence.owner_of_record(status.snapshot)
+    if carried is None:
+        return (f"the remote's record of {handle} names no idem key (neither labels nor webhook_config are "
+                "echoed): it cannot be verified; reconcile with --unverified and a reason")
     if carried != job.idem_key:
-        what = f"idem key {carried}" if carried else "no idem key"
-        return f"{handle} carries {what}, not this job's {job.idem_key}: it is another job's interaction"
-    label_attempt = labels.get("attempt") if labels else None
-    if attempt is not None and label_attempt is not None and str(label_attempt) != str(attempt):
+        return f"{handle} carries idem key {carried}, not this job's {job.idem_key}: it is another job's interaction"
+    if attempt is not None and label_attempt is not None and label_attempt != attempt:
         return f"{handle} is attempt {label_attempt}'s interaction, not attempt {attempt}'s"
     return None
 

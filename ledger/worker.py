@@ -65,6 +65,8 @@ class TickReport:
     remote_refused: int = 0
     journal_replayed: int = 0
     evidence_polled: int = 0
+    evidence_attributed: int = 0
+    duplicates_cancelled: int = 0
     reconciled_by_evidence: int = 0
     duplicates: int = 0
     notifications: dict[str, int] = field(default_factory=dict)
@@ -90,6 +92,11 @@ class RemoteCache:
             if name not in self._by_remote:
                 self._by_remote[name] = self.factory(self.config, operation)
             return self._by_remote[name]
+
+    def for_remote(self, name: str) -> Remote | None:
+        """The adapter for the remote called `name`, or None when no declared operation uses it."""
+        operation = next((op for op, oc in self.config.operations.items() if oc.remote == name), None)
+        return self.for_operation(operation) if operation is not None else None
 
 
 def _backoff(config: Config, tries: int) -> float:
@@ -256,30 +263,107 @@ def replay_journal(conn: sqlite3.Connection, config: Config, *, clock: Clock, re
             report.fenced += not applied.ok and applied.refusal == "fenced"
 
 
+def attribute_deliveries(
+    conn: sqlite3.Connection, config: Config, remotes: RemoteCache, *, clock: Clock, report: TickReport
+) -> None:
+    """Give each webhook delivery that names no job an owner, from the interaction's own record.
+
+    A delivery names only an interaction id. When the id has since become a job's handle, that job owns
+    it; otherwise the interaction is fetched by id (GET) and its `labels` (else the echoed
+    `webhook_config.user_metadata`) name the idem key and attempt. The owner gets a new evidence record
+    (append-only: the delivery's own record stays, marked "attributed"), which `act_on_evidence` then acts
+    on. An interaction the remote no longer knows, whose record names no idem key, or whose idem key is not
+    in this ledger stays orphan evidence, with the reason. A GET that fails is tried again next pass.
+    """
+    for ev in evidence.unattributed(conn):
+        assert ev.handle is not None
+        owner = evidence.handle_owner(conn, ev.handle)
+        job: Job | None = None
+        attempt: int | None = None
+        how = "handle"
+        if owner is not None:
+            job = _read_job(conn, owner)
+            attempt = job.attempt if job is not None else None
+        else:
+            remote = remotes.for_remote(str(ev.detail.get("remote", "")))
+            if remote is None:
+                _handled(conn, ev.id, "orphan: no declared operation uses the remote that signed it", clock)
+                continue
+            status = remote.lookup(ev.handle)
+            if status.state == "error":
+                continue  # the remote could not be asked: try again next pass
+            if status.state == "not_found":
+                _handled(conn, ev.id, f"orphan: the remote no longer knows {ev.handle}", clock)
+                continue
+            idem, attempt, where = evidence.owner_of_record(status.snapshot)
+            if idem is None:
+                _handled(conn, ev.id, "orphan: the interaction's record names no idem key "
+                         "(neither labels nor webhook_config echoed)", clock)
+                continue
+            job = _job_by_idem(conn, idem)
+            if job is None:
+                _handled(conn, ev.id, f"orphan: idem key {idem} is not in this ledger", clock)
+                continue
+            how = str(where)
+        if job is None:
+            _handled(conn, ev.id, "orphan: its job is gone", clock)
+            continue
+        now = clock.now()
+        with write_tx(conn):
+            new_id = evidence.record(
+                conn, at=now, source="webhook", idem_key=job.idem_key, attempt=attempt, handle=ev.handle,
+                remote_state=ev.remote_state, job=job.key, ref=ev.ref,
+                detail={**ev.detail, "attributed_from": ev.id, "attributed_by": how},
+            )
+            current = _read_job(conn, job.key)
+            assert current is not None
+            apply(conn, job.key, "evidence", actor="reclaim", now=now, expected_state=current.state,
+                  detail={"source": "webhook", "webhook_id": ev.ref, "type": ev.detail.get("type"),
+                          "handle": ev.handle, "attempt": attempt, "evidence_id": new_id, "attributed_by": how})
+            evidence.mark_handled(conn, ev.id, f"attributed to {job.job_id} / {job.operation} "
+                                  f"(evidence {new_id}, by {how})", now)
+        report.evidence_attributed += 1
+
+
+def _read_job(conn: sqlite3.Connection, key: JobKey) -> Job | None:
+    row = conn.execute("SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)).fetchone()
+    return Job.from_row(row) if row is not None else None
+
+
+def _job_by_idem(conn: sqlite3.Connection, idem: str) -> Job | None:
+    row = conn.execute("SELECT * FROM jobs WHERE idem_key = ? LIMIT 1", (idem,)).fetchone()
+    return Job.from_row(row) if row is not None else None
+
+
+CLOSED_BY_A_PERSON = frozenset({"rejected", "remediated"})
+"""States a person closed without a re-send: an interaction for them that reaches the remote is a duplicate."""
+
+
 def act_on_evidence(
     conn: sqlite3.Connection, config: Config, remotes: RemoteCache, *, clock: Clock, owner: str, report: TickReport
 ) -> None:
-    """Act on webhook evidence no pass has handled yet (see ledger.evidence).
+    """Act on webhook evidence for a known job that no pass has handled yet (see ledger.evidence).
 
     A submitted job named by it is polled at once. A held job with no handle is reconciled once a GET of
-    the interaction shows the job's idem key and attempt in its labels (actor `reclaim`, the webhook id
+    the interaction shows the job's idem key and attempt in its own record (actor `reclaim`, the webhook id
     in the reason), or gets a finding by `reclaim` when `reconcile_on_evidence` is off. An interaction
-    other than the job's own for the same idem key is a duplicate send: recorded on the job, cancelled
-    while it runs, never delivered. Evidence for a send still under way waits for the next pass.
+    other than the job's own for the same idem key, one for a superseded attempt, or one that reached the
+    remote after a person rejected or remediated the job is a duplicate send: recorded on the job,
+    cancelled while it runs (when the remote's record is this job's), never delivered. Evidence for a send
+    still under way waits for the next pass.
     """
     for ev in list(evidence.unhandled(conn)):
         assert ev.job is not None
-        row = conn.execute(
-            "SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (ev.job.job_id, ev.job.operation)
-        ).fetchone()
-        if row is None or ev.job.operation not in config.operations or not ev.handle:
+        job = _read_job(conn, ev.job)
+        if job is None or ev.job.operation not in config.operations or not ev.handle:
             _handled(conn, ev.id, "nothing to do", clock)
             continue
-        job = Job.from_row(row)
         if job.state == "reserving" and job.send_started_at is not None:
             continue  # a send is under way or awaits recovery: decide once it has an outcome
         remote = remotes.for_operation(job.operation)
-        if (job.handle and ev.handle != job.handle) or (ev.attempt is not None and ev.attempt < job.attempt):
+        superseded = ev.attempt is not None and ev.attempt < job.attempt
+        after_a_person = job.state in CLOSED_BY_A_PERSON and ev.handle != job.handle
+        if (job.handle and ev.handle != job.handle) or superseded or after_a_person:
             _duplicate(conn, config, job, ev, remote, clock=clock, owner=owner, report=report)
         elif job.state == "submitted" and ev.handle == job.handle:
             status = remote.lookup(job.handle)
@@ -342,20 +426,35 @@ def _duplicate(
     conn: sqlite3.Connection, config: Config, job: Job, ev: evidence.Evidence, remote: Remote, *, clock: Clock,
     owner: str, report: TickReport,
 ) -> None:
+    """Record a second interaction for the job's idem key; cancel it while it runs, but only when the
+    remote's own record names this job's idem key and the handle is no other job's."""
     assert ev.handle is not None
     status = remote.lookup(ev.handle)
+    if status.state == "error":
+        return  # the remote could not be asked: decide next pass
+    carried, _, _ = evidence.owner_of_record(status.snapshot)
+    other = evidence.handle_owner(conn, ev.handle)
+    if other not in (None, job.key):
+        _handled(conn, ev.id, f"not a duplicate: {ev.handle} is job {other.job_id} / {other.operation}'s", clock)
+        return
+    if carried is not None and carried != job.idem_key:
+        _handled(conn, ev.id, f"not a duplicate: the remote's record carries idem key {carried}", clock)
+        return
     cancelled: str | None = None
     cancel = getattr(remote, "cancel", None)
-    if status.state in ("running", "needs_person") and callable(cancel):  # still live at the remote: stop it
+    live = status.state in ("running", "needs_person")
+    if live and carried == job.idem_key and callable(cancel):  # still live at the remote and ours: stop it
         cancelled = cancel(ev.handle).state
+        report.duplicates_cancelled += 1
     with write_tx(conn):
-        current = conn.execute(
-            "SELECT state FROM jobs WHERE job_id = ? AND operation = ?", (job.job_id, job.operation)
-        ).fetchone()
+        current = _read_job(conn, job.key)
+        assert current is not None
         apply(
-            conn, job.key, "duplicate_send", actor=owner, now=clock.now(), expected_state=current[0],
+            conn, job.key, "duplicate_send", actor=owner, now=clock.now(), expected_state=current.state,
             detail={"handle": ev.handle, "attempt": ev.attempt, "job_handle": job.handle, "job_attempt": job.attempt,
-                    "remote_state": status.state, "cancel": cancelled, "webhook_id": ev.ref, "evidence_id": ev.id},
+                    "job_state": job.state, "remote_state": status.state, "cancel": cancelled,
+                    "ownership": "verified" if carried == job.idem_key else "unverified: the record names no idem key",
+                    "webhook_id": ev.ref, "evidence_id": ev.id},
         )
         evidence.mark_handled(conn, ev.id, "duplicate" + (f", cancel: {cancelled}" if cancelled else ""), clock.now())
     report.duplicates += 1
@@ -757,6 +856,7 @@ def _one_pass(
 
     report = TickReport()
     replay_journal(conn, config, clock=clock, report=report)
+    attribute_deliveries(conn, config, remotes, clock=clock, report=report)
     act_on_evidence(conn, config, remotes, clock=clock, owner=owner, report=report)
     recover_stale(conn, config, remotes, clock=clock, owner=owner, report=report)
     send_due(conn, config, remotes, clock=clock, owner=owner, report=report, stop=stop, progress=progress)
@@ -791,12 +891,35 @@ def run_worker(
             passes += 1
             if on_pass:
                 on_pass(report)
-            stop.wait(interval)
+            wait_for_evidence(conn, interval, stop)
     except BaseException as e:
         beat.stopped(e)
         raise
     beat.stopped()
     return passes
+
+
+WAKE_POLL_SECONDS = 0.05
+"""How often a waiting worker looks for new webhook evidence (one cheap pragma on SQLite)."""
+
+
+def wait_for_evidence(conn: sqlite3.Connection, seconds: float, stop: threading.Event) -> bool:
+    """Wait up to `seconds` between passes; return early (True) when another process recorded new webhook
+    evidence, so a delivery for a held job is acted on at once rather than after the poll interval.
+    Returns False when the time ran out or `stop` was set."""
+    from ledger.queries import data_version
+
+    deadline = time.monotonic() + seconds
+    seen, version = evidence.latest_id(conn), data_version(conn)
+    while not stop.wait(max(0.0, min(WAKE_POLL_SECONDS, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline:
+            return False
+        now_version = data_version(conn)
+        if now_version != version:
+            version = now_version
+            if evidence.latest_id(conn) > seen:
+                return True
+    return False
 
 
 @dataclass(frozen=True)

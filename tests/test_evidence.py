@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from standardwebhooks.webhooks import Webhook
+from gemini_deliveries import delivery
 
 from ledger import evidence, queries, triage
 from ledger.clock import ManualClock
@@ -45,16 +44,10 @@ def wh_cfg(make_config: Callable[..., dict[str, Any]], tmp_path: Path, monkeypat
     return parse_config(doc, base_dir=tmp_path)
 
 
-def _delivery(handle: str, idem: str, attempt: int, *, kind: str = "interaction.completed", secret: str = SECRET,
+def _delivery(handle: str, *, kind: str = "interaction.completed", secret: str = SECRET,
               msg_id: str | None = None, at: datetime | None = None) -> tuple[bytes, dict[str, str]]:
-    body = json.dumps({"type": kind, "timestamp": datetime.now(UTC).isoformat(),
-                       "data": {"id": handle, "status": kind.split(".")[1],
-                                "user_metadata": {"idem": idem, "attempt": str(attempt)}}})
-    msg = msg_id or f"msg_{uuid.uuid4().hex}"
-    when = at or datetime.now(UTC)
-    headers = {"webhook-id": msg, "webhook-timestamp": str(int(when.timestamp())),
-               "webhook-signature": Webhook(secret).sign(msg, when, body)}
-    return body.encode(), headers
+    """A signed delivery in the documented envelope: it names the interaction only."""
+    return delivery(handle, secret, kind, msg_id=msg_id, at=at)
 
 
 def _receive(ledger: Path, cfg: Config, body: bytes, headers: dict[str, str], clock: ManualClock) -> Any:
@@ -81,7 +74,7 @@ def test_complete_then_lose_the_reply_ends_consumed_through_a_webhook_with_one_p
     sim: Simulator, ledger_path: Path, wh_cfg: Config, clock: ManualClock, conn: sqlite3.Connection,
 ) -> None:
     job, handle = _held_lost_reply(sim, conn, wh_cfg, clock, "lost-1")
-    answer = _receive(ledger_path, wh_cfg, *_delivery(handle, job.idem_key, 1), clock)
+    answer = _receive(ledger_path, wh_cfg, *_delivery(handle), clock)
     assert answer.status == 202
     report = tick(conn, wh_cfg, clock=clock, remotes=RemoteCache(wh_cfg), owner="w2")
     assert report.reconciled_by_evidence == 1
@@ -116,7 +109,7 @@ def test_with_reconcile_on_evidence_off_a_finding_by_reclaim_names_the_handle(
     doc["remotes"]["gemini"]["webhook_secret_env"] = "RECLAIM_TEST_WHSEC"
     cfg = parse_config(doc, base_dir=tmp_path)
     job, handle = _held_lost_reply(sim, conn, cfg, clock, "lost-3")
-    _receive(ledger_path, cfg, *_delivery(handle, job.idem_key, 1), clock)
+    _receive(ledger_path, cfg, *_delivery(handle), clock)
     tick(conn, cfg, clock=clock, remotes=RemoteCache(cfg), owner="w2")
     after = queries.find_job(conn, job.key)
     assert after is not None and after.state == "held"
@@ -134,11 +127,11 @@ def test_forged_unsigned_and_stale_deliveries_get_a_4xx_and_change_nothing(
 ) -> None:
     job, handle = _held_lost_reply(sim, conn, wh_cfg, clock, "lost-4")
     if forgery == "wrong_secret":
-        body, headers = _delivery(handle, job.idem_key, 1, secret=OTHER)
+        body, headers = _delivery(handle, secret=OTHER)
     elif forgery == "stale":
-        body, headers = _delivery(handle, job.idem_key, 1, at=datetime.fromtimestamp(time.time() - 600, UTC))
+        body, headers = _delivery(handle, at=datetime.fromtimestamp(time.time() - 600, UTC))
     else:
-        body, headers = _delivery(handle, job.idem_key, 1)
+        body, headers = _delivery(handle)
         if forgery == "unsigned":
             del headers["webhook-signature"]
         else:
@@ -150,31 +143,41 @@ def test_forged_unsigned_and_stale_deliveries_get_a_4xx_and_change_nothing(
     assert sum(evidence.refusal_counts(conn).values()) == 1
 
 
-def test_a_replayed_delivery_is_refused_and_a_redelivery_keeps_one_evidence_record(
+def test_a_replay_and_a_redelivery_are_acknowledged_and_keep_one_evidence_record(
     sim: Simulator, ledger_path: Path, wh_cfg: Config, clock: ManualClock, conn: sqlite3.Connection,
     fingerprint: Callable[[Path], str],
 ) -> None:
     job, handle = _held_lost_reply(sim, conn, wh_cfg, clock, "lost-5")
-    body, headers = _delivery(handle, job.idem_key, 1, msg_id="msg_fixed")
+    body, headers = _delivery(handle, msg_id="msg_fixed")
     assert _receive(ledger_path, wh_cfg, body, headers, clock).status == 202
     before = fingerprint(ledger_path)
-    assert _receive(ledger_path, wh_cfg, body, headers, clock).status == 409  # the exact same bytes again
+    assert _receive(ledger_path, wh_cfg, body, headers, clock).status == 200  # the exact same bytes again
     later = datetime.fromtimestamp(time.time() + 2, UTC)
-    body2, headers2 = _delivery(handle, job.idem_key, 1, msg_id="msg_fixed", at=later)  # the sender's retry
+    body2, headers2 = _delivery(handle, msg_id="msg_fixed", at=later)  # the sender's retry
     assert _receive(ledger_path, wh_cfg, body2, headers2, clock).status == 200
     assert fingerprint(ledger_path) == before
+    assert evidence.refusal_counts(conn) == {"redelivered": 1, "replayed": 1}
+    tick(conn, wh_cfg, clock=clock, remotes=RemoteCache(wh_cfg), owner="w2")
     assert len([e for e in evidence.for_job(conn, job) if e.source == "webhook"]) == 1
 
 
-def test_an_unknown_idem_key_is_kept_as_orphan_evidence(
+def test_an_interaction_the_remote_does_not_know_stays_orphan_evidence_with_its_id_and_reason(
     sim: Simulator, ledger_path: Path, wh_cfg: Config, clock: ManualClock, conn: sqlite3.Connection,
-    run_cli: Callable[..., Any], write_config: Callable[..., Path],
+    run_cli: Callable[..., Any], write_config: Callable[..., Path], config_dict: dict[str, Any],
 ) -> None:
-    assert _receive(ledger_path, wh_cfg, *_delivery("v1_zzz", "f" * 32, 1), clock).status == 202
+    assert _receive(ledger_path, wh_cfg, *_delivery("v1_zzz"), clock).status == 202
+    [pending] = evidence.orphans(conn)
+    assert pending.handle == "v1_zzz" and pending.job is None and pending.outcome is None
+    report = tick(conn, wh_cfg, clock=clock, remotes=RemoteCache(wh_cfg), owner="w1")
+    assert report.evidence_attributed == 0
     [orphan] = evidence.orphans(conn)
-    assert orphan.idem_key == "f" * 32 and orphan.job is None
-    out = run_cli("evidence", "--orphans", "--json")
-    assert out.rc == 0 and json.loads(out.stdout)["evidence"][0]["handle"] == "v1_zzz"
+    assert orphan.outcome is not None and "no longer knows v1_zzz" in orphan.outcome
+    write_config({**config_dict, "remotes": {"gemini": {**config_dict["remotes"]["gemini"],
+                                                         "webhook_secret_env": "RECLAIM_TEST_WHSEC"}}})
+    out = run_cli("evidence", "--orphans", "--json", env={"RECLAIM_TEST_WHSEC": SECRET})
+    assert out.rc == 0, out.stderr
+    [shown] = json.loads(out.stdout)["evidence"]
+    assert shown["handle"] == "v1_zzz" and "no longer knows" in shown["outcome"]
 
 
 def test_reconcile_with_another_jobs_handle_or_another_idem_key_is_refused_and_changes_nothing(
@@ -207,7 +210,8 @@ def test_evidence_that_it_completed_survives_a_later_failed_query(
     doc["remotes"]["gemini"]["webhook_secret_env"] = "RECLAIM_TEST_WHSEC"
     cfg = parse_config(doc, base_dir=tmp_path)
     job, handle = _held_lost_reply(sim, conn, cfg, clock, "cleanup-1")
-    _receive(ledger_path, cfg, *_delivery(handle, job.idem_key, 1), clock)
+    _receive(ledger_path, cfg, *_delivery(handle), clock)
+    tick(conn, cfg, clock=clock, remotes=RemoteCache(cfg), owner="w2")  # attributes the delivery by its record
     remote = remote_for(cfg, OP)
     st = triage.query_job(conn, cfg, job.key, remote, actor="alice", clock=clock)
     assert (st.state, st.handle) == ("completed", handle)  # the query used the webhook's handle
@@ -257,7 +261,7 @@ def test_a_second_interaction_for_one_idem_key_is_recorded_cancelled_and_never_d
         # A stale sender slipped through the window: a second create for the same idem key and attempt.
         stray = remote_for(cfg, OP).send({"input": "dup"}, job.idem_key, 1)
         assert stray.kind == "accepted" and stray.handle != job.handle
-        body, headers = _delivery(stray.handle or "", job.idem_key, 1, kind="interaction.requires_action")
+        body, headers = _delivery(stray.handle or "", kind="interaction.requires_action")
         conn2 = connect(ledger_path)
         try:
             assert receive(conn2, cfg, {"gemini": SECRET}, body, headers, clock=clock).status == 202
