@@ -567,7 +567,7 @@ def receiver(
 @app.command(name="evidence")
 def evidence_cmd(
     job_id: Annotated[str | None, typer.Argument(help="A job id (or --orphans).")] = None,
-    orphans: Annotated[bool, typer.Option("--orphans", help="Evidence for idem keys the ledger does not know.")] = False,
+    orphans: Annotated[bool, typer.Option("--orphans", help="Evidence that names no job of this ledger, and why.")] = False,
     operation: OperationOpt = None,
     ledger: LedgerOpt = DEFAULT_LEDGER,
     config: ConfigOpt = DEFAULT_CONFIG,
@@ -585,8 +585,14 @@ def evidence_cmd(
     if as_json:
         output.emit_json({"evidence": [e.to_dict() for e in items]})
         return
-    output.table("orphan evidence (idem keys the ledger does not know)" if orphans or job_id is None else
-                 f"evidence for {job_id}", ["id", "at", "source", "idem key", "attempt", "handle", "says", "ref"],
+    if orphans or job_id is None:
+        output.table("orphan evidence (no job of this ledger; reconcile a held job with --handle evidence:ID)",
+                     ["id", "at", "source", "handle", "says", "ref", "why"],
+                     [[e.id, iso(e.at), e.source, e.handle or "", e.remote_state, e.ref or "",
+                       e.outcome or "awaiting attribution by the next worker pass"] for e in items],
+                     ids=("id", "handle"))
+        return
+    output.table(f"evidence for {job_id}", ["id", "at", "source", "idem key", "attempt", "handle", "says", "ref"],
                  [[e.id, iso(e.at), e.source, e.idem_key, e.attempt, e.handle or "", e.remote_state, e.ref or ""]
                   for e in items], ids=("id", "idem key", "handle"))
 

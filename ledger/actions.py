@@ -162,7 +162,8 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
         "reconcile", "approver", "reconcile", ("held",),
         (_reason("say where you saw that the remote ran it"),
          Field("handle", "--handle", "type the remote's handle for this job first",
-               "the remote's id for this job (from 'reclaim query' or the remote's console)",
+               "the remote's id for this job (from 'reclaim query' or the remote's console), or evidence:ID "
+               "to take it from an evidence record ('reclaim evidence --orphans')",
                "The remote's id for this job (required).")),
         "asks the remote whether the handle carries this job's idem key, then attaches it and marks the job "
         "submitted; nothing is sent (unverified: attaches it without asking)",

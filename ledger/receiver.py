@@ -241,7 +241,8 @@ def _record(
             detail[field] = str(data[field])[:2000]
     hint = data.get("user_metadata")
     if isinstance(hint, dict):  # not promised by the documentation: kept, never trusted
-        detail["hint"] = {k: str(v)[:200] for k, v in list(hint.items())[:8]}
+        detail["hint"] = {str(k)[:40]: v for k, v in list(hint.items())[:8]
+                          if isinstance(v, str) and _text(v, 200) and _text(str(k), 40)}
     ev_id = evidence.record(
         conn, at=now, source="webhook", idem_key=job.idem_key if job else "", attempt=job.attempt if job else None,
         handle=interaction, remote_state=STATUS_TABLE.get(status, "needs_person"), job=job.key if job else None,

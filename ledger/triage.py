@@ -186,7 +186,8 @@ def dry_run(
     check_input(action, given)
     p = preview(conn, config, key, action, actor, clock)
     if p.allowed and action == "reconcile":
-        why = _reconcile_refusal(conn, config, get_job(conn, key), str(given.get("handle", "")), remote, unverified)
+        handle, _ = resolve_handle(conn, str(given.get("handle", "")))
+        why = _reconcile_refusal(conn, config, get_job(conn, key), handle, remote, unverified)
         if why is not None:
             p = Preview(action, False, why, p.summary)
     return p
@@ -412,6 +413,26 @@ def verify_handle(config: Config, job: Job, handle: str, remote: Remote, attempt
     return None
 
 
+EVIDENCE_PREFIX = "evidence:"
+"""A handle given as `evidence:ID` is the handle that evidence record names (e.g. an orphan delivery's)."""
+
+
+def resolve_handle(conn: sqlite3.Connection, handle: str) -> tuple[str, int | None]:
+    """The handle to reconcile with, and the evidence id it was read from (None when typed as is).
+
+    Raises BadInput when `evidence:ID` names no evidence record, or one without a handle.
+    """
+    text = handle.strip()
+    if not text.startswith(EVIDENCE_PREFIX):
+        return handle, None
+    number = text[len(EVIDENCE_PREFIX):]
+    ev = evidence.get(conn, int(number)) if number.isdigit() and len(number) <= 18 else None
+    if ev is None or not ev.handle:
+        raise BadInput(f"--handle {text}: no evidence record {number or '?'} with a handle; "
+                       "list them with 'reclaim evidence --orphans' or 'reclaim evidence JOB_ID'")
+    return ev.handle, ev.id
+
+
 def reconcile(
     conn: sqlite3.Connection, config: Config, key: JobKey, handle: str, *, actor: str, clock: Clock, reason: str,
     remote: Remote | None = None, unverified: bool = False,
@@ -423,6 +444,7 @@ def reconcile(
     another job is always refused.
     """
     check_input("reconcile", {"reason": reason, "handle": handle})
+    handle, evidence_id = resolve_handle(conn, handle)
     job = get_job(conn, key)
     why = refusal(conn, config, job, "reconcile", actor, clock.now())
     if why is None:
@@ -431,7 +453,8 @@ def reconcile(
         raise Refused(f"reconcile refused for {key.job_id} / {key.operation}: {why}")
     return _act(
         conn, config, key, "reconcile", "reconcile", actor=actor, clock=clock,
-        detail={"handle": handle, "reason": reason, "verified": not unverified},
+        detail={"handle": handle, "reason": reason, "verified": not unverified,
+                **({"evidence_id": evidence_id} if evidence_id is not None else {})},
         fields={"handle": handle, "held_reason": None},
         check=lambda c: _handle_taken(c, key, handle),
     )

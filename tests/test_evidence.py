@@ -125,7 +125,7 @@ def test_forged_unsigned_and_stale_deliveries_get_a_4xx_and_change_nothing(
     forgery: str, sim: Simulator, ledger_path: Path, wh_cfg: Config, clock: ManualClock, conn: sqlite3.Connection,
     fingerprint: Callable[[Path], str],
 ) -> None:
-    job, handle = _held_lost_reply(sim, conn, wh_cfg, clock, "lost-4")
+    _, handle = _held_lost_reply(sim, conn, wh_cfg, clock, "lost-4")
     if forgery == "wrong_secret":
         body, headers = _delivery(handle, secret=OTHER)
     elif forgery == "stale":

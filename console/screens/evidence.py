@@ -1,8 +1,9 @@
-"""Orphan evidence: signed webhook deliveries (and other evidence) for idem keys the ledger does not know.
+"""Orphan evidence: signed webhook deliveries (and other evidence) that name no job of this ledger.
 
-A delivery the remote signed, naming an interaction created with an idem key no job here carries, is
-kept rather than dropped: it may be a job whose reservation was lost, another ledger's job sharing the
-remote project, or a test. This screen lists them, newest first, with what the remote said.
+A delivery names only an interaction id; a worker pass reads the interaction's own record to find its job.
+One it cannot attribute is kept rather than dropped, with the reason: the remote no longer keeps the
+record, the record echoes no idem key, or the idem key is another ledger's. This screen lists them, newest
+first; a held job is reconciled with one in one step by giving `evidence:ID` as the handle.
 """
 
 from __future__ import annotations
@@ -40,15 +41,15 @@ class EvidenceScreen(ReclaimScreen):
     def compose(self) -> ComposeResult:
         yield LedgerHeader()
         with Vertical(id="evidence-body"):
-            yield Label("Orphan evidence — the remote named idem keys no job in this ledger carries",
-                        classes="panel-title")
+            yield Label("Orphan evidence — deliveries that name no job here; reconcile a held job with "
+                        "handle evidence:ID", classes="panel-title")
             yield DataTable(id="evidence-table", cursor_type="row", zebra_stripes=True)
             yield Label("", id="evidence-empty")
         yield KeyFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#evidence-table", DataTable)
-        table.add_columns("received", "source", "idem key", "attempt", "handle", "says", "ref")
+        table.add_columns("id", "received", "handle", "says", "why")
 
     def reload(self) -> None:
         self.load()
@@ -68,9 +69,8 @@ class EvidenceScreen(ReclaimScreen):
         table.clear()
         for ev in message.rows:
             table.add_row(
-                Text(clock_time(ev.at, tz, with_date=True)), Text(ev.source), safe_text(ev.idem_key, 64),
-                Text(str(ev.attempt) if ev.attempt is not None else "?"), safe_text(ev.handle or "", 80),
-                Text(ev.remote_state), safe_text(ev.ref or "", 60),
+                Text(f"evidence:{ev.id}"), Text(clock_time(ev.at, tz, with_date=True)), safe_text(ev.handle or "", 80),
+                Text(ev.remote_state), safe_text(ev.outcome or "awaiting attribution by the next worker pass", 120),
             )
         self.query_one("#evidence-empty", Label).update(
             "" if message.rows else Text("None: every piece of evidence names a job in this ledger.", style="dim")

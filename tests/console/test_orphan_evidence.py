@@ -1,4 +1,4 @@
-"""Orphan evidence: a signed delivery naming an idem key no job carries is listed, not lost (key `v`)."""
+"""Orphan evidence: a signed delivery that names no job here is listed with its id, not lost (key `v`)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ async def test_orphan_evidence_is_listed_with_what_the_remote_said(demo: Demo) -
         await wait_loaded(pilot, OverviewScreen)
         await pilot.press("v")
         await wait_loaded(pilot, EvidenceScreen)
-        await wait_until(pilot, lambda: "msg_orphan" in widget_text(app), what="the orphan row")
+        await wait_until(pilot, lambda: "v1_orphan" in widget_text(app), what="the orphan row")
         text = widget_text(app)
-        assert "e" * 32 in text and "completed" in text
+        assert "evidence:" in text and "completed" in text and "awaiting attribution" in text
         assert "v1_orphan[red]x[/red]" in text  # shown literally, never as markup
