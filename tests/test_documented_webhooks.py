@@ -334,3 +334,32 @@ def test_neither_echoed_leaves_orphan_evidence_that_reconciles_a_held_job_in_one
     [rec] = [e for e in events if e.kind == "reconcile"]
     assert rec.detail["evidence_id"] == orphan["id"] and rec.detail["verified"] is False
     assert sim.count("create", job.idem_key) == 1
+
+
+def test_a_delivery_wakes_a_waiting_worker_long_before_its_poll_interval(
+    sim: Simulator, rx: Receiver, start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any],
+) -> None:
+    from ledger.heartbeat import read_board
+
+    job, interaction = _held_lost_reply(sim, rx, "woken")
+    conn = connect(rx.ledger)
+    try:  # a job for the first pass to send, so that pass is recorded in the heartbeat when it ends
+        reserve(conn, rx.cfg, OP, {"input": "first"}, clock=SystemClock(), job_id="first")
+    finally:
+        conn.close()
+    worker = start_cli("worker", "--interval", "600", env=ENV)  # without the wake-up: ten minutes
+
+    def passes() -> int:
+        conn = connect(rx.ledger, readonly=True)
+        try:
+            return sum(h.passes for h in read_board(conn).running if h.kind == "worker")
+        finally:
+            conn.close()
+
+    wait_for(lambda: passes() >= 1, timeout=60, what="the worker's first pass")
+    assert rx.post(*delivery(interaction, SECRET)) == 202
+    wait_for(lambda: rx.job("woken")[0].state in ("submitted", "done", "consumed"), timeout=60,
+             what="the worker, woken by the delivery, to reconcile the held job")
+    wait_for(lambda: passes() >= 2, timeout=60, what="the woken pass to be recorded")
+    assert worker.poll() is None
+    assert sim.count("create", job.idem_key) == 1
