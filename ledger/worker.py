@@ -887,11 +887,12 @@ def run_worker(
     passes = 0
     try:
         while not stop.is_set():
+            seen = evidence.latest_id(conn)  # evidence recorded while the pass runs wakes the next one at once
             report = tick(conn, config, clock=clock, remotes=remotes, owner=owner, stop=stop, beat=beat)
             passes += 1
             if on_pass:
                 on_pass(report)
-            wait_for_evidence(conn, interval, stop)
+            wait_for_evidence(conn, interval, stop, since=seen)
     except BaseException as e:
         beat.stopped(e)
         raise
@@ -903,21 +904,23 @@ WAKE_POLL_SECONDS = 0.05
 """How often a waiting worker looks for new webhook evidence (one cheap pragma on SQLite)."""
 
 
-def wait_for_evidence(conn: sqlite3.Connection, seconds: float, stop: threading.Event) -> bool:
-    """Wait up to `seconds` between passes; return early (True) when another process recorded new webhook
-    evidence, so a delivery for a held job is acted on at once rather than after the poll interval.
-    Returns False when the time ran out or `stop` was set."""
+def wait_for_evidence(conn: sqlite3.Connection, seconds: float, stop: threading.Event, *, since: int) -> bool:
+    """Wait up to `seconds` between passes; return early (True) when webhook evidence newer than id `since`
+    is recorded (by the receiver, another process), so a delivery for a held job is acted on at once rather
+    than after the poll interval. Returns False when the time ran out or `stop` was set."""
     from ledger.queries import data_version
 
     deadline = time.monotonic() + seconds
-    seen, version = evidence.latest_id(conn), data_version(conn)
+    version = data_version(conn)
+    if evidence.latest_id(conn) > since:
+        return True
     while not stop.wait(max(0.0, min(WAKE_POLL_SECONDS, deadline - time.monotonic()))):
         if time.monotonic() >= deadline:
             return False
         now_version = data_version(conn)
         if now_version != version:
             version = now_version
-            if evidence.latest_id(conn) > seen:
+            if evidence.latest_id(conn) > since:
                 return True
     return False
 

@@ -17,6 +17,8 @@
   8. PostgreSQL: reserve() vs a raw psycopg loop; 16 processes on 16 operations vs one; claims per
      second with 4 workers vs 1; live lag by NOTIFY vs polling (p95)  scripts/bench_pg.py     ~1.5 min
      (a throwaway server from tests/pg_server.py, or $RECLAIM_BENCH_PG; --no-pg skips it)
+  9. evidence lag: a webhook delivery's 2xx to the held job reconciled, vs the worker's poll interval
+                                                                   scripts/bench_evidence_lag.py ~5 s
 
 Figures 1-3, 6 and 7 always run. Figures 4-5 together take about 3 minutes on the 2-core machine they were
 written on (under the 5-minute bar), so they run by default too (--console asks for them explicitly,
@@ -112,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     import bench_console
+    import bench_evidence_lag
     import bench_pg
     import bench_reserve
     import bench_send_window
@@ -138,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     add("3", "tick poll rate", lambda: bench_tick.run(args.tick_jobs, 200, args.dir))
     add("6", "send window gap", lambda: bench_send_window.run(300))
     add("7", "CLI cold start", lambda: bench_startup.run(15))
+    add("9", "evidence lag", lambda: bench_evidence_lag.run(30, 2.0, args.dir))
     if not args.no_pg:
         add("8", "PostgreSQL", lambda: bench_pg.run(1000, 3))
     if not args.quick:
