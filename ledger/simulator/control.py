@@ -54,7 +54,7 @@ class ControlMixin(GeminiMixin, CleanupMixin, RemoteConsoleMixin):
         webhook_drop_rate: float | None = None,
         echo_labels: bool | None = None,
         echo_webhook_config: bool | None = None,
-        retention_seconds: float | None | Unset = UNSET,
+        retention_seconds: float | Unset | None = UNSET,
         cancel_delay: float | None = None,
         webhook_time_compression: float | None = None,
         webhook_first_attempt_fail_rate: float | None = None,

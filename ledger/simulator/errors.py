@@ -169,7 +169,7 @@ def send_error_fault(h: _Handler, fault: FaultRule, base_url: str, model: str | 
         h.send_redirect(fault.status, fault.location or f"{base_url}/v1beta/moved/interactions")
     elif kind == "api_key_invalid":
         err(400, "API key not valid. Please pass a valid API key.",
-                          status="INVALID_ARGUMENT", reason=fault.reason or "API_KEY_INVALID")
+            status="INVALID_ARGUMENT", reason=fault.reason or "API_KEY_INVALID")
     elif kind == "billing":
         err(
             400, "Billing is not enabled for this project; enable billing to use this model.",
@@ -177,10 +177,10 @@ def send_error_fault(h: _Handler, fault: FaultRule, base_url: str, model: str | 
         )
     elif kind == "location":
         err(400, "User location is not supported for the API use.",
-                          status="FAILED_PRECONDITION", reason=fault.reason)
+            status="FAILED_PRECONDITION", reason=fault.reason)
     elif kind == "permission_denied":
         err(403, "The caller does not have permission", status="PERMISSION_DENIED",
-                          reason=fault.reason)
+            reason=fault.reason)
     elif kind == "service_disabled":
         err(
             403, f"Generative Language API has not been used in this project before or it is disabled "
@@ -188,10 +188,10 @@ def send_error_fault(h: _Handler, fault: FaultRule, base_url: str, model: str | 
         )
     elif kind == "payment_required":
         err(402, "Payment required: the prepaid credit of this project is used up.",
-                          reason=fault.reason)
+            reason=fault.reason)
     elif kind == "model_not_found":
         err(404, _model_not_found_message(model or "unknown"), status="NOT_FOUND",
-                          reason=fault.reason)
+            reason=fault.reason)
     elif kind == "echo_key":
         send_echo_key(h, fault)
     elif kind == "rate_limited":
