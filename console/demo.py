@@ -82,8 +82,11 @@ DEMO_RATE = 0.3
 """New jobs per second by default (`reclaim demo --rate`)."""
 
 SECRET_ENV = "RECLAIM_DEMO_WEBHOOK_SECRET"
-WEBHOOK_DROP_RATE = 0.35
-"""Share of webhook deliveries the demo's simulator drops: those held jobs need a person."""
+WEBHOOK_FIRST_ATTEMPT_FAIL_RATE = 0.35
+"""Share of webhook deliveries whose first attempt fails at the demo's simulator; each is retried with backoff,
+as Gemini retries (so it arrives late, not never)."""
+WEBHOOK_TIME_COMPRESSION = 1440.0
+"""The demo's simulator runs Gemini's delivery retry schedule this much faster: its 24 h window in 60 s."""
 
 
 @dataclass
@@ -149,12 +152,18 @@ def start_receiver(ledger: Path | str, config: Path, log: Path) -> tuple[subproc
     return proc, line.strip().rsplit(" ", 1)[-1]
 
 
-def point_webhooks(sim_url: str, receiver_url: str, secret: str, drop_rate: float) -> None:
-    """Register the receiver as the simulator's project webhook (as one does once in AI Studio)."""
+def point_webhooks(
+    sim_url: str, receiver_url: str, secret: str, first_attempt_fail_rate: float = WEBHOOK_FIRST_ATTEMPT_FAIL_RATE,
+    time_compression: float = WEBHOOK_TIME_COMPRESSION,
+) -> None:
+    """Register the receiver as the simulator's project webhook (as one does once with the Webhooks API), with
+    that share of first delivery attempts failing and the retry schedule compressed by `time_compression`."""
     import json
     import urllib.request
 
-    body = json.dumps({"webhook_url": receiver_url, "webhook_secret": secret, "webhook_drop_rate": drop_rate})
+    body = json.dumps({"webhook_url": receiver_url, "webhook_secret": secret,
+                       "webhook_first_attempt_fail_rate": first_attempt_fail_rate,
+                       "webhook_time_compression": time_compression})
     req = urllib.request.Request(f"{sim_url}/_sim/config", data=body.encode(), method="POST",
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=5) as reply:
@@ -191,7 +200,7 @@ def run_demo(folder: Path, *, ui: bool, seconds: float, operator: str, rate: flo
         ledger, config = prepare(folder, url, ledger_url)
         os.environ.setdefault(SECRET_ENV, "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode())
         procs.receiver, receiver_url = start_receiver(ledger, config, log)
-        point_webhooks(url, receiver_url, os.environ[SECRET_ENV], WEBHOOK_DROP_RATE)
+        point_webhooks(url, receiver_url, os.environ[SECRET_ENV])
         procs.feeder = start_feeder(ledger, config, log, rate)
         procs.workers = [start_worker(ledger, config, log) for _ in range(max(workers - 1, 0))]
         output.line(f"demo: simulator at {url} (its remote console: {url}/console/interactions?format=html); "

@@ -10,7 +10,8 @@ Each half reserves N article jobs on a fresh ledger, runs worker passes against 
   (no person releases anything here, so this must be 0).
 
 With webhooks on, the simulator delivers signed deliveries to an in-process `reclaim receiver` and
-drops the demo's share of them (`console.demo.WEBHOOK_DROP_RATE`); with webhooks off it sends none.
+fails the demo's share of first attempts (`console.demo.WEBHOOK_FIRST_ATTEMPT_FAIL_RATE`), retried with Gemini's
+backoff compressed by `console.demo.WEBHOOK_TIME_COMPRESSION`; with webhooks off it sends none.
 
     .venv/bin/python scripts/evidence_figures.py [N]
 """
@@ -27,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from console.demo import WEBHOOK_DROP_RATE
+from console.demo import WEBHOOK_FIRST_ATTEMPT_FAIL_RATE, WEBHOOK_TIME_COMPRESSION
 from ledger import evidence
 from ledger.clock import SystemClock
 from ledger.config import parse_config
@@ -66,7 +67,8 @@ def run_half(n: int, webhooks: bool, folder: Path, seed: int = 7) -> dict[str, A
             server = make_server(ledger, cfg, clock=clock)
             threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
             sim.configure(webhook_url=f"http://127.0.0.1:{server.server_address[1]}/",
-                          webhook_secret=os.environ[SECRET_ENV], webhook_drop_rate=WEBHOOK_DROP_RATE)
+                          webhook_secret=os.environ[SECRET_ENV], webhook_first_attempt_fail_rate=WEBHOOK_FIRST_ATTEMPT_FAIL_RATE,
+                          webhook_time_compression=WEBHOOK_TIME_COMPRESSION)
         conn = connect(ledger, check_same_thread=False)
         for i in range(n):
             reserve(conn, cfg, "article.generate", {"input": f"figure job {i}"}, clock=clock, job_id=f"fig-{i}")

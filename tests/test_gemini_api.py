@@ -179,7 +179,9 @@ def test_every_simulator_reply_parses_with_the_sdk_interaction_model(sim: Simula
     for reply in replies:
         parsed = Interaction.model_validate(reply)
         assert parsed.status == status
-        assert parsed.model_extra == {}  # no field the SDK does not model (no legacy `outputs`, `object`)
+        # no field the SDK does not model (no legacy `outputs`), but the documented `object: "interaction"`
+        # (the API reference gives it; google-genai 3.6.1 keeps it as an extra)
+        assert parsed.model_extra == {"object": "interaction"}
         assert "outputs" not in reply and "output_text" not in reply
         snap = parsed.model_dump(mode="json", exclude_none=True)
         text, source = output_text(snap)

@@ -167,8 +167,9 @@ def test_ids_unique_and_any_version_prefix(sim: Simulator) -> None:
     some = min(ids)
     status, got = call(sim, "GET", f"/v1beta/interactions/{some}?stream=false")
     assert status == 200 and got["status"] == "completed"
-    assert got["steps"] == [
-        {"type": "model_output", "content": [{"type": "text", "text": "simulated reply to: x"}]}
+    assert got["steps"] == [  # a GET starts with the caller's input, as the API answers
+        {"type": "user_input", "content": [{"type": "text", "text": "x"}]},
+        {"type": "model_output", "content": [{"type": "text", "text": "simulated reply to: x"}]},
     ]
     assert call(sim, "GET", "/v1/nothing-here")[0] == 404
     assert sim.count(None) == 4  # unrouted paths are not counted

@@ -26,7 +26,12 @@ from google import genai
 from google.genai import types
 from standardwebhooks.webhooks import Webhook
 
-from ledger.simulator import WEBHOOK_FAULT_KINDS, Simulator
+from ledger.simulator import (
+    STORE_FALSE_WITH_BACKGROUND,
+    WEBHOOK_CONFIG_NEEDS_BACKGROUND,
+    WEBHOOK_FAULT_KINDS,
+    Simulator,
+)
 
 MODEL = "gemini-sim"
 KEY = "simulator"
@@ -207,7 +212,7 @@ def ids_of(sim: Simulator, idem: str) -> list[str]:
 
 
 # -- deliveries ------------------------------------------------------------------
-def test_sdk_create_with_user_metadata_gets_one_verified_completed_delivery_when_it_completes(
+def test_sdk_create_gets_one_verified_completed_delivery_in_the_documented_envelope_when_it_completes(
     receiver: Receiver, sim: Simulator, secret: str
 ) -> None:
     sim.configure(complete_after=0.3)  # a background interaction the delivery thread must notice completing
@@ -226,9 +231,10 @@ def test_sdk_create_with_user_metadata_gets_one_verified_completed_delivery_when
     assert d.headers["webhook-signature"].startswith("v1,")
     assert d.headers["content-type"] == "application/json"
     doc = Webhook(secret).verify(d.body, d.headers)
-    assert doc["type"] == "interaction.completed"
+    assert doc["type"] == "interaction.completed" and doc["version"] == "v1"
     assert doc["timestamp"].endswith("Z") and doc["timestamp"][:4].isdigit()
-    assert doc["data"] == {"id": created.id, "status": "completed", "user_metadata": {"idem": "job-1", "attempt": "1"}}
+    assert set(doc) == {"type", "version", "timestamp", "data"}
+    assert doc["data"] == {"id": created.id}  # the thin payload: no status, no user_metadata
     assert client.interactions.get(id=created.id).status == "completed"
     [logged] = settled_log(sim)
     assert logged["msg_id"] == d.msg_id and logged["interaction_id"] == created.id
@@ -242,11 +248,28 @@ def test_sdk_create_with_user_metadata_gets_one_verified_completed_delivery_when
     assert len(receiver.deliveries()) == 1
 
 
-def test_a_create_without_webhook_config_carries_empty_user_metadata(receiver: Receiver, sim: Simulator) -> None:
+def test_a_create_without_webhook_config_is_delivered_all_the_same(receiver: Receiver, sim: Simulator) -> None:
     code, body = post_json(f"{sim.url}/v1beta/interactions", {"model": MODEL, "input": "x", "labels": {"idem": "n"}})
     assert code == 200
     [d] = wait_for(lambda: receiver.for_interaction(body["id"]))
-    assert d.verified and d.doc["data"]["user_metadata"] == {}
+    assert d.verified and d.doc["data"] == {"id": body["id"]}
+
+
+def test_webhook_config_without_background_is_refused_as_the_api_does(sim: Simulator) -> None:
+    for extra in ({"background": False}, {}):
+        body = create_body("fg", **extra)
+        if not extra:
+            del body["background"]
+        code, reply = post_json(f"{sim.url}/v1beta/interactions", body)
+        assert code == 400 and reply == {"error": {"code": "invalid_request", "message": WEBHOOK_CONFIG_NEEDS_BACKGROUND}}
+    code, reply = post_json(f"{sim.url}/v1beta/interactions", create_body("ns", store=False))
+    assert code == 400 and reply == {"error": {"code": "invalid_request", "message": STORE_FALSE_WITH_BACKGROUND}}
+    assert sim.interactions() == [] and receiver_free(sim)
+
+
+def receiver_free(sim: Simulator) -> bool:
+    """Nothing queued or logged for delivery."""
+    return sim.pending_webhooks() == 0 and sim.webhook_deliveries() == []
 
 
 def test_a_malformed_webhook_config_is_refused_and_creates_nothing(sim: Simulator) -> None:
@@ -269,7 +292,7 @@ def test_complete_lose_reply_is_still_delivered(receiver: Receiver, sim: Simulat
     [d] = wait_for(lambda: receiver.for_interaction(iid))
     assert d.verified
     assert d.doc["type"] == "interaction.completed"
-    assert d.doc["data"]["user_metadata"] == {"idem": "lost", "attempt": "1"}
+    assert d.doc["data"] == {"id": iid}
 
 
 def test_a_hung_create_is_delivered_while_the_caller_still_waits(receiver: Receiver, sim: Simulator) -> None:
@@ -287,7 +310,7 @@ def test_a_hung_create_is_delivered_while_the_caller_still_waits(receiver: Recei
     caller.start()
     [iid] = wait_for(lambda: ids_of(sim, "hung"))
     [d] = wait_for(lambda: receiver.for_interaction(iid))
-    assert d.verified and d.doc["data"]["status"] == "completed"
+    assert d.verified and d.doc["type"] == "interaction.completed"
     assert caller.is_alive() and not outcome  # the create has not been answered
     sim.stop()  # releases the hung request
     caller.join(timeout=5)
@@ -309,13 +332,15 @@ def test_cancel_force_status_and_end_status_send_their_events(receiver: Receiver
     wait_for(lambda: len(receiver.deliveries()) >= 3)
     sim.force_status(waiting, "completed")  # a later webhook status: a second event for the same interaction
     wait_for(lambda: len(receiver.deliveries()) >= 4)
-    seen = [(d.doc["data"]["id"], d.doc["type"], d.doc["data"]["status"]) for d in receiver.deliveries()]
+    seen = [(d.doc["data"]["id"], d.doc["type"], tuple(sorted(d.doc["data"]))) for d in receiver.deliveries()]
     assert sorted(seen) == sorted([
-        (running, "interaction.cancelled", "cancelled"),
-        (waiting, "interaction.requires_action", "requires_action"),
-        (failed, "interaction.failed", "failed"),
-        (waiting, "interaction.completed", "completed"),
+        (running, "interaction.cancelled", ("id",)),
+        (waiting, "interaction.requires_action", ("id",)),
+        (failed, "interaction.failed", ("error_code", "error_message", "id")),
+        (waiting, "interaction.completed", ("id",)),
     ])
+    [fail] = [d.doc["data"] for d in receiver.deliveries() if d.doc["type"] == "interaction.failed"]
+    assert isinstance(fail["error_code"], str) and fail["error_code"] and isinstance(fail["error_message"], str)
     assert all(d.verified for d in receiver.deliveries())
     assert not receiver.for_interaction(incomplete)
 

@@ -86,7 +86,9 @@ _CHECK_MODEL: Final = "gemini-flash-latest"  # a stand-in: the model name comes 
 #   "in_progress", "requires_action", "completed", "failed", "cancelled", "incomplete",
 #   "budget_exceeded", "queued", "idle", "requires_continuation"   (| UnrecognizedStr)
 # Anything else (e.g. "pending", "running", "expired", which the API does not have) is `needs_person`.
-STATUS_TABLE: Final[dict[str, RemoteState]] = {
+# The one mapping from a Gemini status to reclaim's remote state: the poller here and the webhook receiver
+# both read it, so `requires_action` means the same everywhere (a person must look).
+REMOTE_STATE_OF_STATUS: Final[dict[str, RemoteState]] = {
     "completed": "completed",
     "failed": "failed",
     "cancelled": "failed",
@@ -100,6 +102,7 @@ STATUS_TABLE: Final[dict[str, RemoteState]] = {
     "in_progress": "running",
     "queued": "running",
 }
+STATUS_TABLE: Final = REMOTE_STATE_OF_STATUS  # the name this table had first; same object
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,7 @@ class ErrorReply:
     status: str = ""  # google.rpc status name (or the Interactions error's code), "" if none
     reason: str = ""  # google.rpc.ErrorInfo.reason, "" if none
     message: str = ""
-    retry_after: float | None = None  # RetryInfo.retryDelay, else the Retry-After header (seconds)
+    retry_after: float | None = None  # RetryInfo.retryDelay, else retry-after-ms, else Retry-After (seconds)
     location: str | None = None  # for a 3xx
 
     def summary(self) -> str:
@@ -390,9 +393,9 @@ class GeminiRemote:
 
 
 def status_from_snapshot(snap: dict[str, Any], handle: str | None = None) -> RemoteStatus:
-    """Map an interaction (as JSON) to a RemoteStatus by STATUS_TABLE."""
+    """Map an interaction (as JSON) to a RemoteStatus by REMOTE_STATE_OF_STATUS."""
     raw = snap.get("status")
-    state = STATUS_TABLE.get(raw) if isinstance(raw, str) else None
+    state = REMOTE_STATE_OF_STATUS.get(raw) if isinstance(raw, str) else None
     if state is None:
         return RemoteStatus("needs_person", snapshot=snap, handle=handle,
                             error=f"the remote answered an unrecognised status '{raw}'")
@@ -557,7 +560,12 @@ def error_reply(exc: BaseException) -> ErrorReply | None:
 
 
 def parse_error_reply(http_status: int, body: Any, headers: Any = None) -> ErrorReply:
-    """Read Google's error body (`{"error": {code, message, status, details}}`) and the headers."""
+    """Read an error body in either documented shape and the headers.
+
+    Google's front end: `{"error": {"code": <int>, "message", "status", "details": [ErrorInfo, RetryInfo]}}`;
+    the Interactions API: `{"error": {"code": "<string>", "message"}}` (its code, upper-cased, stands in for
+    the status). The wait before a retry: RetryInfo, else `retry-after-ms` (milliseconds), else `Retry-After`
+    (seconds or an HTTP date)."""
     if isinstance(body, str):
         try:
             body = json.loads(body)
@@ -582,6 +590,8 @@ def parse_error_reply(http_status: int, body: Any, headers: Any = None) -> Error
             retry = _duration(detail.get("retryDelay"))
     get = getattr(headers, "get", None)
     if retry is None and callable(get):
+        retry = _retry_after_ms_header(get("retry-after-ms"))
+    if retry is None and callable(get):
         retry = _retry_after_header(get("retry-after"))
     location = get("location") if callable(get) and 300 <= http_status < 400 else None
     return ErrorReply(http_status=http_status, status=status, reason=reason, message=message.strip()[:300],
@@ -602,6 +612,19 @@ def _duration(value: Any) -> float | None:
         except (TypeError, ValueError):
             return None
     return None
+
+
+def _retry_after_ms_header(value: Any) -> float | None:
+    """`retry-after-ms` (a number of milliseconds) in seconds; None when absent or not a finite number >= 0."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        ms = float(value)
+    except ValueError:
+        return None
+    if ms != ms or ms in (float("inf"), float("-inf")) or ms < 0:
+        return None
+    return ms / 1000.0
 
 
 def _retry_after_header(value: Any) -> float | None:

@@ -10,11 +10,14 @@ lost, hung connection, HTTP errors, slowness).
 It speaks the current Interactions API as google-genai 3.6.1 models it: replies
 carry ``steps`` (no legacy ``outputs``), every documented status is reachable
 (``force_status``, or an ``end_status`` fault on a create), ids are long opaque
-strings, the API key is checked (``x-goog-api-key`` or ``?key=``), and errors
-are Google-shaped: ``{"error": {"code", "message", "status", "details": [ErrorInfo,
-RetryInfo]}}``, with fault kinds for each answer that makes a remote unusable
-(invalid key, billing, region, permission, unknown model), rate limits and
-redirects.
+strings, the API key is checked (``x-goog-api-key`` or ``?key=``), replies copy the
+documented resource (``object``, ``usage``, the ``labels`` and ``webhook_config`` echoes, each
+switchable, the ``user_input`` step on GET), interactions expire after ``retention_seconds``, a
+cancel may take ``cancel_delay``, and errors come in both documented shapes, chosen per fault
+(``error_shape``): Google's front end ``{"error": {"code": <int>, "message", "status", "details"}}``
+and the Interactions API's ``{"error": {"code": "<string>", "message"}}``, with fault kinds for each
+answer that makes a remote unusable (invalid key, billing, region, permission, unknown model), rate
+limits and redirects. ``tests/documented/`` holds the documented examples they are checked against.
 
 What the remote did can be found out the ways Gemini offers: a GET by handle, signed Standard
 Webhooks deliveries from the project webhook (``webhook_url`` / ``webhook_secret``, with faults of
@@ -34,7 +37,7 @@ from ledger.simulator.base import MAX_HANG_SECONDS, METHODS, Method, is_loopback
 from ledger.simulator.cleanup import DEFAULT_CLEANUP_SELECTED
 from ledger.simulator.cli import main, serve
 from ledger.simulator.console import CONSOLE_PATH
-from ledger.simulator.errors import DEFAULT_RETRY_DELAY, google_error
+from ledger.simulator.errors import DEFAULT_RETRY_DELAY, ERROR_SHAPES, google_error, interactions_error
 from ledger.simulator.faults import (
     ERROR_KINDS,
     FAULT_KINDS,
@@ -45,10 +48,23 @@ from ledger.simulator.faults import (
     WebhookFaultKind,
     WebhookFaultRule,
 )
-from ledger.simulator.gemini import DEFAULT_API_KEY, INTERACTION_STATUSES
+from ledger.simulator.gemini import (
+    DEFAULT_API_KEY,
+    INTERACTION_STATUSES,
+    STORE_FALSE_WITH_BACKGROUND,
+    WEBHOOK_CONFIG_NEEDS_BACKGROUND,
+)
 from ledger.simulator.server import Simulator
 from ledger.simulator.server import _Handler as _Handler  # scripts/bench_tick.py tunes its socket option
-from ledger.simulator.webhooks import WEBHOOK_EVENTS, WEBHOOK_RETRY_DELAYS, WEBHOOK_TIMEOUT
+from ledger.simulator.webhooks import (
+    GEMINI_RETRY_SCHEDULE,
+    WEBHOOK_EVENT_VERSION,
+    WEBHOOK_EVENTS,
+    WEBHOOK_RETRY_DELAYS,
+    WEBHOOK_RETRY_WINDOW,
+    WEBHOOK_TIMEOUT,
+    webhook_event,
+)
 
 __all__ = [
     "CONSOLE_PATH",
@@ -56,14 +72,20 @@ __all__ = [
     "DEFAULT_CLEANUP_SELECTED",
     "DEFAULT_RETRY_DELAY",
     "ERROR_KINDS",
+    "ERROR_SHAPES",
     "FAULT_KINDS",
+    "GEMINI_RETRY_SCHEDULE",
     "INTERACTION_STATUSES",
     "MAX_HANG_SECONDS",
     "METHODS",
     "RANDOM_SLOW_SECONDS",
+    "STORE_FALSE_WITH_BACKGROUND",
+    "WEBHOOK_CONFIG_NEEDS_BACKGROUND",
     "WEBHOOK_EVENTS",
+    "WEBHOOK_EVENT_VERSION",
     "WEBHOOK_FAULT_KINDS",
     "WEBHOOK_RETRY_DELAYS",
+    "WEBHOOK_RETRY_WINDOW",
     "WEBHOOK_TIMEOUT",
     "FaultKind",
     "FaultRule",
@@ -72,7 +94,9 @@ __all__ = [
     "WebhookFaultKind",
     "WebhookFaultRule",
     "google_error",
+    "interactions_error",
     "is_loopback_host",
     "main",
     "serve",
+    "webhook_event",
 ]

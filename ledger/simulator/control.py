@@ -12,20 +12,27 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.simulator.cleanup import CleanupMixin
 from ledger.simulator.console import RemoteConsoleMixin
-from ledger.simulator.gemini import GeminiMixin
+from ledger.simulator.gemini import GeminiMixin, check_cancel_delay, check_retention
 from ledger.simulator.webhooks import _check_webhook_secret, _check_webhook_url
 
 if TYPE_CHECKING:
     from ledger.simulator.server import _Handler
 
+class Unset:
+    """The type of ``UNSET``: a setting not given (for settings where None is a value)."""
+
+
+UNSET = Unset()
+
 _FAULT_FIELDS = frozenset(
     {"kind", "count", "match_idem", "method", "status", "seconds", "retry_after", "reason", "retry_delay",
-     "location", "end_status", "text"}
+     "location", "end_status", "text", "error_shape", "retry_after_ms"}
 )
 _WEBHOOK_FAULT_FIELDS = frozenset({"kind", "count", "match_idem", "seconds"})
 _CONFIG_FIELDS = frozenset(
     {"dedupes_by_key", "cleanup_seconds", "complete_after", "cleanup_selected", "api_key", "unknown_models",
-     "webhook_url", "webhook_secret", "webhook_drop_rate"}
+     "webhook_url", "webhook_secret", "webhook_drop_rate", "echo_labels", "echo_webhook_config", "retention_seconds",
+     "cancel_delay", "webhook_time_compression", "webhook_first_attempt_fail_rate", "receiver_down_seconds"}
 )
 
 
@@ -45,22 +52,64 @@ class ControlMixin(GeminiMixin, CleanupMixin, RemoteConsoleMixin):
         webhook_url: str | None = None,
         webhook_secret: str | None = None,
         webhook_drop_rate: float | None = None,
+        echo_labels: bool | None = None,
+        echo_webhook_config: bool | None = None,
+        retention_seconds: float | Unset | None = UNSET,
+        cancel_delay: float | None = None,
+        webhook_time_compression: float | None = None,
+        webhook_first_attempt_fail_rate: float | None = None,
+        receiver_down_seconds: float | None = None,
     ) -> dict[str, Any]:
         """Change runtime settings (only the ones given); returns the resulting config.
 
         ``api_key=""`` turns the key check off (None leaves it as it is). ``webhook_url`` (``http://``
         on loopback) and ``webhook_secret`` (``whsec_...``): deliveries are made while both are set;
         ``""`` unsets one. The secret is never echoed (``webhook_secret_set`` says whether there is one).
+        ``echo_labels`` / ``echo_webhook_config``: whether replies carry the create's labels / webhook_config.
+        ``retention_seconds``: a GET (or cancel) answers 404 once an interaction is that old (None: kept for
+        good). ``cancel_delay``: seconds from an accepted cancel to ``cancelled``. ``webhook_time_compression``:
+        divides the Gemini retry schedule's waits (> 0). ``webhook_first_attempt_fail_rate``: share of first
+        delivery attempts that fail (then retried). ``receiver_down_seconds``: every delivery attempt fails to
+        connect for that long from now (0 ends it). Bad values raise ValueError and change nothing.
         """
+        if retention_seconds is not UNSET:
+            retention_seconds = check_retention(retention_seconds)
+        if cancel_delay is not None:
+            cancel_delay = check_cancel_delay(cancel_delay)
+        if webhook_time_compression is not None and (
+            isinstance(webhook_time_compression, bool) or not isinstance(webhook_time_compression, (int, float))
+            or webhook_time_compression <= 0
+        ):
+            raise ValueError("webhook_time_compression must be a number > 0 (1: real time)")
+        for name, rate in (("webhook_first_attempt_fail_rate", webhook_first_attempt_fail_rate),
+                           ("webhook_drop_rate", webhook_drop_rate)):
+            if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))
+                                     or not 0.0 <= float(rate) <= 1.0):
+                raise ValueError(f"{name} must be a number within [0, 1]")
+        for name, flag in (("echo_labels", echo_labels), ("echo_webhook_config", echo_webhook_config)):
+            if flag is not None and not isinstance(flag, bool):
+                raise ValueError(f"{name} must be true or false")
+        if receiver_down_seconds is not None:
+            self.receiver_down(receiver_down_seconds)  # validates; takes the lock itself
         if webhook_url:
             _check_webhook_url(webhook_url)
         if webhook_secret:
             _check_webhook_secret(webhook_secret)
-        if webhook_drop_rate is not None and not 0.0 <= float(webhook_drop_rate) <= 1.0:
-            raise ValueError("webhook_drop_rate must be within [0, 1]")
         with self._lock:
             if webhook_drop_rate is not None:
                 self.webhook_drop_rate = float(webhook_drop_rate)
+            if echo_labels is not None:
+                self.echo_labels = echo_labels
+            if echo_webhook_config is not None:
+                self.echo_webhook_config = echo_webhook_config
+            if not isinstance(retention_seconds, Unset):
+                self.retention_seconds = retention_seconds
+            if cancel_delay is not None:
+                self.cancel_delay = cancel_delay
+            if webhook_time_compression is not None:
+                self.webhook_time_compression = float(webhook_time_compression)
+            if webhook_first_attempt_fail_rate is not None:
+                self.webhook_first_attempt_fail_rate = float(webhook_first_attempt_fail_rate)
             if api_key is not None:
                 self.api_key = api_key or None
             if unknown_models is not None:
@@ -84,6 +133,10 @@ class ControlMixin(GeminiMixin, CleanupMixin, RemoteConsoleMixin):
             "complete_after": self.complete_after,
             "cleanup_selected": self.cleanup_selected,
             "webhook_drop_rate": self.webhook_drop_rate,
+            "echo_labels": self.echo_labels,
+            "echo_webhook_config": self.echo_webhook_config,
+            "retention_seconds": self.retention_seconds,
+            "cancel_delay": self.cancel_delay,
             "api_key_checked": self.api_key is not None,
             "unknown_models": sorted(self.unknown_models),
             **self._webhook_config_locked(),

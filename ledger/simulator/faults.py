@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from ledger.simulator.base import METHODS, _Close, _SimBase
-from ledger.simulator.errors import send_error_fault, send_status_fault
+from ledger.simulator.errors import ERROR_SHAPES, send_error_fault, send_status_fault
 
 if TYPE_CHECKING:
     from ledger.simulator.server import _Handler
@@ -67,9 +67,18 @@ class FaultRule:
     location: str | None = None
     end_status: str | None = None
     text: str | None = None
+    error_shape: str = "google"
+    retry_after_ms: float | None = None
 
     def validate(self) -> None:
         """Raise ValueError if the rule is malformed."""
+        if self.error_shape not in ERROR_SHAPES:
+            raise ValueError(f"unknown error_shape {self.error_shape!r}; expected one of {ERROR_SHAPES}")
+        if self.retry_after_ms is not None and (
+            isinstance(self.retry_after_ms, bool) or not isinstance(self.retry_after_ms, (int, float))
+            or self.retry_after_ms < 0
+        ):
+            raise ValueError("retry_after_ms must be a number of milliseconds >= 0")
         if self.kind not in FAULT_KINDS:
             raise ValueError(
                 f"unknown fault kind {self.kind!r}; expected one of {FAULT_KINDS}"
@@ -154,6 +163,8 @@ class FaultsMixin(_SimBase):
         location: str | None = None,
         end_status: str | None = None,
         text: str | None = None,
+        error_shape: str = "google",
+        retry_after_ms: float | None = None,
     ) -> FaultRule:
         """Queue a fault for the next ``count`` matching requests (FIFO); returns the rule.
 
@@ -170,6 +181,9 @@ class FaultsMixin(_SimBase):
         any other string to play an undocumented one), with ``text`` as its answer (partial text
         for ``incomplete``; "" for none). ``reply_id`` (creates only): the create is accepted, and its reply
         names the interaction ``text`` instead of its own id (a front end that mangles ids).
+        ``error_shape``: the body of an error answer, "google" (integer code, status, details) or
+        "interactions" (``{"error": {"code": "<string>", "message"}}``). ``retry_after_ms`` adds a
+        ``retry-after-ms`` header (milliseconds).
         """
         if kind == "redirect" and status == 503:  # the default status: a redirect's default is 307
             status = 307
@@ -186,6 +200,8 @@ class FaultsMixin(_SimBase):
             location=location,
             end_status=end_status,
             text=text,
+            error_shape=error_shape,
+            retry_after_ms=retry_after_ms,
         )
         rule.validate()
         with self._lock:
@@ -293,6 +309,8 @@ class FaultsMixin(_SimBase):
                 location=rule.location,
                 end_status=rule.end_status,
                 text=rule.text,
+                error_shape=rule.error_shape,
+                retry_after_ms=rule.retry_after_ms,
             )
         if method == "create" and self._rates:
             draw = self._rng.random()

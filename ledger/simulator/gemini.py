@@ -47,6 +47,16 @@ DEFAULT_API_KEY = "simulator"
 """The key the simulator accepts by default: what reclaim's Gemini adapter sends when a
 ``base_url`` is configured and no key variable is set."""
 
+_ANSWERED = frozenset({"completed", "incomplete", "requires_continuation"})
+_FAILED_ERROR: dict[str, str] = {"code": "internal", "message": "the simulated model run failed"}
+
+WEBHOOK_CONFIG_NEEDS_BACKGROUND = "webhook_config is only supported for background interactions; set background to true."
+"""The 400 a create with ``webhook_config`` and without ``background: true`` gets. The documentation states the rule
+(webhook_config needs background=true), not the exact sentence: this wording is the simulator's."""
+
+STORE_FALSE_WITH_BACKGROUND = "background=true requires store=true; an interaction that is not stored cannot run in the background."
+"""The 400 a create with ``background: true`` and ``store: false`` gets (rule documented, sentence the simulator's)."""
+
 _INTERACTION_PATH = re.compile(
     r"^/(?:v\d+(?:alpha|beta)?\d*)/interactions(?:/(?P<id>[^/:]+)(?P<cancel>/cancel|:cancel)?)?/?$"
 )
@@ -72,12 +82,26 @@ class _Interaction:
     end_text: str | None = None  # None: the default reply (or, for incomplete, its first half)
     user_metadata: dict[str, Any] = field(default_factory=dict)  # webhook_config.user_metadata
     webhook_uris: list[str] = field(default_factory=list)  # webhook_config.uris (stored, unused)
+    webhook_config: dict[str, Any] | None = None  # the create's webhook_config, echoed by replies
     webhook_status: str | None = None  # the last status a webhook event was generated for
+    cancel_at: float | None = None  # a cancel was accepted: the interaction is cancelled at this monotonic time
 
     def status(self, now: float) -> str:
         if self.forced_status is not None:
             return self.forced_status
+        if self.cancel_at is not None:
+            return "cancelled" if now >= self.cancel_at else "in_progress"
         return self.end_status if now >= self.complete_at else "in_progress"
+
+    def error_code_message(self) -> tuple[str, str]:
+        """(error_code, error_message) of a failed interaction, as its delivery carries them."""
+        return _FAILED_ERROR["code"], _FAILED_ERROR["message"]
+
+    def usage(self, status: str) -> dict[str, int]:
+        """Token counts, deterministic from the input and the answer (whitespace-separated words)."""
+        given = len(_input_text(self.input).split())
+        produced = len(self._text_for(status).split()) if status in _ANSWERED else 0
+        return {"total_input_tokens": given, "total_output_tokens": produced, "total_tokens": given + produced}
 
     def reply_text(self) -> str:
         return f"simulated reply to: {_input_text(self.input)}"
@@ -88,35 +112,49 @@ class _Interaction:
         full = self.reply_text()
         return full[: max(1, len(full) // 2)] if status in ("incomplete", "requires_continuation") else full
 
-    def to_json(self, now: float) -> dict[str, Any]:
-        """The interaction as the Interactions API answers it: the answer is in ``steps``."""
+    def to_json(
+        self, now: float, *, labels: bool = True, webhook_config: bool = True, user_input: bool = False
+    ) -> dict[str, Any]:
+        """The interaction as the Interactions API answers it (``object: "interaction"``, ``usage``, the answer
+        in ``steps``). ``labels`` / ``webhook_config``: echo them (when the create gave them); ``user_input``:
+        the steps start with the caller's input, as a GET answers."""
         status = self.status(now)
         body: dict[str, Any] = {
             "id": self.id,
+            "object": "interaction",
             "status": status,
             "created": self.created,
             "updated": self.updated or self.created,
-            "labels": dict(self.labels),
         }
+        if labels:
+            body["labels"] = dict(self.labels)
         if self.model is not None:
             body["model"] = self.model
         if self.agent is not None:
             body["agent"] = self.agent
-        if status in ("completed", "incomplete", "requires_continuation"):
+        if webhook_config and self.webhook_config is not None:
+            body["webhook_config"] = json.loads(json.dumps(self.webhook_config))
+        steps: list[dict[str, Any]] = []
+        if user_input:
+            steps.append({"type": "user_input", "content": [{"type": "text", "text": _input_text(self.input)}]})
+        if status in _ANSWERED:
             text = self._text_for(status)
             content = [{"type": "text", "text": text}] if text else []
-            body["steps"] = [{"type": "model_output", "content": content}]
+            steps.append({"type": "model_output", "content": content})
         elif status == "requires_action":
-            body["steps"] = [
+            steps.append(
                 {
                     "type": "function_call",
                     "id": f"call_{self.id[-12:]}",
                     "name": "lookup",
                     "arguments": {"query": _input_text(self.input)},
                 }
-            ]
+            )
         elif status == "failed":
-            body["errors"] = [{"code": "internal", "message": "the simulated model run failed"}]
+            body["errors"] = [dict(_FAILED_ERROR)]
+        if steps:
+            body["steps"] = steps
+        body["usage"] = self.usage(status)
         if status == "requires_continuation":
             body["continuation_token"] = f"ct_{self.id[-16:]}"
         return body
@@ -178,6 +216,22 @@ def _model_name(value: Any) -> str | None:
     return value.removeprefix("models/")
 
 
+def check_retention(value: Any) -> float | None:
+    """``retention_seconds`` if valid (None: kept for good; else a number > 0); ValueError otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError("retention_seconds must be a number of seconds > 0 (or null: kept for good)")
+    return float(value)
+
+
+def check_cancel_delay(value: Any) -> float:
+    """``cancel_delay`` if valid (a number >= 0); ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError("cancel_delay must be a number of seconds >= 0")
+    return float(value)
+
+
 def _webhook_config_error(value: Any) -> str | None:
     """Why a create's ``webhook_config`` is malformed, or None."""
     if value is None:
@@ -197,14 +251,34 @@ class GeminiMixin(WebhooksMixin, FaultsMixin):
 
     api_key: str | None
     unknown_models: set[str]
+    echo_labels: bool
+    echo_webhook_config: bool
+    retention_seconds: float | None
+    cancel_delay: float
     _interaction_seq: int
     _id_rng: random.Random | None
 
-    def _init_gemini(self, api_key: str | None, unknown_models: Sequence[str]) -> None:
+    def _init_gemini(
+        self, api_key: str | None, unknown_models: Sequence[str], *, echo_labels: bool = True,
+        echo_webhook_config: bool = True, retention_seconds: float | None = None, cancel_delay: float = 0.0,
+    ) -> None:
         self.api_key = api_key
         self.unknown_models = {m.removeprefix("models/") for m in unknown_models}
+        self.echo_labels = bool(echo_labels)
+        self.echo_webhook_config = bool(echo_webhook_config)
+        self.retention_seconds = check_retention(retention_seconds)
+        self.cancel_delay = check_cancel_delay(cancel_delay)
         self._interaction_seq = 0
         self._id_rng = None
+
+    def _reply_locked(self, rec: _Interaction, now: float, *, user_input: bool) -> dict[str, Any]:
+        """``rec`` as a reply, with the echo switches applied."""
+        return rec.to_json(now, labels=self.echo_labels, webhook_config=self.echo_webhook_config,
+                           user_input=user_input)
+
+    def _expired_locked(self, rec: _Interaction, now: float) -> bool:
+        """True once ``rec`` is older than ``retention_seconds``: the API answers 404 for it."""
+        return self.retention_seconds is not None and now - rec.created_mono >= self.retention_seconds
 
     def seed_interaction_ids(self, seed: int) -> None:
         """Draw the following interaction ids from `seed` (same shape, same sequence on every run), for pictures
@@ -231,6 +305,16 @@ class GeminiMixin(WebhooksMixin, FaultsMixin):
             rec.forced_status = status
             rec.updated = _now_iso()
             self._emit_locked(rec, time.monotonic())
+
+    def _cancel_locked(self, rec: _Interaction, now: float) -> None:
+        """Accept a cancel: ``cancelled`` now, or after ``cancel_delay`` (reads in between say ``in_progress``)."""
+        rec.updated = _now_iso()
+        if self.cancel_delay <= 0:
+            rec.forced_status = "cancelled"
+            self._emit_locked(rec, now)
+            return
+        rec.cancel_at = now + self.cancel_delay
+        self._watch_locked(rec, rec.cancel_at)
 
     # -- request handling ------------------------------------------------------
     def _check_key(self, h: _Handler, query: Mapping[str, list[str]]) -> bool:
@@ -305,6 +389,7 @@ class GeminiMixin(WebhooksMixin, FaultsMixin):
             updated=created,
             user_metadata=dict(cast(dict[str, Any], meta)),
             webhook_uris=[str(u) for u in cast(list[Any], uris)],
+            webhook_config=json.loads(json.dumps(hook_value)) if isinstance(hook_value, dict) else None,
         )
         self._interactions[rec.id] = rec
         self._watch_locked(rec)
@@ -352,6 +437,13 @@ class GeminiMixin(WebhooksMixin, FaultsMixin):
         if problem is not None:
             h.send_error_json(400, problem)
             return
+        background = body.get("background") is True
+        if body.get("webhook_config") is not None and not background:
+            h.send_error_json(400, WEBHOOK_CONFIG_NEEDS_BACKGROUND, shape="interactions")
+            return
+        if background and body.get("store") is False:
+            h.send_error_json(400, STORE_FALSE_WITH_BACKGROUND, shape="interactions")
+            return
         completed = fault is not None and fault.kind == "complete_lose_reply"
         with self._lock:
             rec = self._new_interaction_locked(body, idem, max(attempt, 1), completed)
@@ -373,7 +465,7 @@ class GeminiMixin(WebhooksMixin, FaultsMixin):
                 if self._wait(min(remaining, 0.05)):
                     raise _Close
         with self._lock:
-            reply = rec.to_json(time.monotonic())
+            reply = self._reply_locked(rec, time.monotonic(), user_input=False)
         if fault is not None and fault.kind == "reply_id":
             reply["id"] = fault.text
         h.send_json(200, reply)
@@ -391,20 +483,19 @@ class GeminiMixin(WebhooksMixin, FaultsMixin):
         if answered:
             return
         with self._lock:
+            now = time.monotonic()
             rec = self._interactions.get(iid)
-            if rec is None:
+            if rec is None or self._expired_locked(rec, now):
                 reply: tuple[int, Any] | None = None
             else:
-                now = time.monotonic()
-                if method == "cancel" and rec.status(now) in ("in_progress", "queued", "idle", "requires_action"):
-                    rec.forced_status = "cancelled"
-                    rec.updated = _now_iso()
-                    self._emit_locked(rec, now)
+                if (method == "cancel" and rec.cancel_at is None
+                        and rec.status(now) in ("in_progress", "queued", "idle", "requires_action")):
+                    self._cancel_locked(rec, now)
                 if method == "delete":
                     del self._interactions[iid]
                     reply = (200, {})
                 else:
-                    reply = (200, rec.to_json(now))
+                    reply = (200, self._reply_locked(rec, now, user_input=method == "get"))
         if fault is not None and fault.kind == "accept_then_hang":
             self._hang(h)
         if fault is not None and fault.kind == "complete_lose_reply":

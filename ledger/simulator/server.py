@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 from ledger.simulator.base import _Close, is_loopback_host
 from ledger.simulator.cleanup import DEFAULT_CLEANUP_SELECTED
 from ledger.simulator.control import ControlMixin
-from ledger.simulator.errors import google_error
+from ledger.simulator.errors import error_body
 from ledger.simulator.gemini import DEFAULT_API_KEY
 
 
@@ -111,10 +111,14 @@ class _Handler(BaseHTTPRequestHandler):
         status: str | None = None,
         reason: str | None = None,
         retry_delay: float | None = None,
+        shape: str = "google",
     ) -> None:
-        """Answer with Google's error shape; ``reason`` adds an ErrorInfo, ``retry_delay`` a RetryInfo."""
-        self.send_json(code, google_error(code, message, status=status, reason=reason, retry_delay=retry_delay),
-                       headers)
+        """Answer with an error body in ``shape`` ("google": ``reason`` adds an ErrorInfo, ``retry_delay`` a
+        RetryInfo; "interactions": a string code and the message only)."""
+        self.send_json(
+            code, error_body(code, message, shape=shape, status=status, reason=reason, retry_delay=retry_delay),
+            headers,
+        )
 
     def send_redirect(self, code: int, location: str) -> None:
         """Answer a 3xx with ``Location`` and an empty body."""
@@ -144,13 +148,20 @@ class Simulator(ControlMixin):
         unknown_models: Sequence[str] = (),
         webhook_url: str | None = None,
         webhook_secret: str | None = None,
+        echo_labels: bool = True,
+        echo_webhook_config: bool = True,
+        retention_seconds: float | None = None,
+        cancel_delay: float = 0.0,
+        webhook_time_compression: float = 1.0,
+        webhook_first_attempt_fail_rate: float = 0.0,
     ) -> None:
-        """Configure (not start) a simulator; raises ValueError for a non-loopback host.
+        """Configure (not start) a simulator; raises ValueError for a non-loopback host or a bad setting.
 
         ``api_key``: the key every Interactions request must carry (``x-goog-api-key`` or ``?key=``);
         None accepts any. ``unknown_models``: model names a create answers with 404 NOT_FOUND.
         ``webhook_url`` (``http://`` on loopback) and ``webhook_secret`` (``whsec_...``): with both,
         signed webhook events are POSTed there (see ``ledger.simulator.webhooks``); by default none.
+        The other settings are those of ``configure`` (echo switches, retention, cancel delay, delivery retries).
         """
         if not is_loopback_host(host):
             raise ValueError(
@@ -162,6 +173,11 @@ class Simulator(ControlMixin):
         self._init_webhooks(webhook_url, webhook_secret)
         self._init_gemini(api_key, unknown_models)
         self._init_cleanup(dedupes_by_key, cleanup_seconds, cleanup_selected)
+        self.configure(
+            echo_labels=echo_labels, echo_webhook_config=echo_webhook_config, retention_seconds=retention_seconds,
+            cancel_delay=cancel_delay, webhook_time_compression=webhook_time_compression,
+            webhook_first_attempt_fail_rate=webhook_first_attempt_fail_rate,
+        )
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()

@@ -1,22 +1,30 @@
 """Signed webhook deliveries, as Gemini's static project webhook sends them (Standard Webhooks).
 
 When a webhook URL and a ``whsec_`` secret are set, every interaction that reaches ``completed``,
-``failed``, ``cancelled`` or ``requires_action`` gets one event, POSTed as JSON::
+``failed``, ``cancelled`` or ``requires_action`` gets one event, POSTed in the envelope Gemini documents
+(a thin payload: the receiver fetches the interaction by id for anything else)::
 
-    {"type": "interaction.completed", "timestamp": "2026-01-02T03:04:05.678Z",
-     "data": {"id": "<interaction id>", "status": "completed", "user_metadata": {...}}}
+    {"type": "interaction.completed", "version": "v1", "timestamp": "2026-01-02T03:04:05.678Z",
+     "data": {"id": "<interaction id>"}}
 
-with the headers ``webhook-id`` (``msg_<uuid hex>``, the same on every attempt of one event),
-``webhook-timestamp`` (unix seconds of the attempt) and ``webhook-signature`` (``v1,<base64 HMAC>``
-from ``standardwebhooks.Webhook(secret).sign``). ``user_metadata`` is the create's
-``webhook_config.user_metadata`` (``{}`` without one). An interaction whose create reply was lost,
-or whose create hung, is delivered all the same: the remote ran it.
+``interaction.failed`` adds ``data.error_code`` and ``data.error_message``. Nothing else: no status,
+no ``user_metadata`` (the documentation promises neither in a delivery). Headers: ``webhook-id``
+(``msg_<uuid hex>``, the same on every attempt of one event), ``webhook-timestamp`` (unix seconds of
+the attempt) and ``webhook-signature`` (``v1,<base64 HMAC>`` from ``standardwebhooks``), timestamp
+and signature fresh on each attempt. An interaction whose create reply was lost, or whose create
+hung, is delivered all the same: the remote ran it.
 
-Deliveries are at least once: a POST answered with a non-2xx status, or failing to connect, is tried
-again after ``webhook_retry_delays`` (so up to ``1 + len(webhook_retry_delays)`` attempts). One
-daemon thread does it all, outside the lock: it notices ``complete_after`` passing (a heap of due
-times, so it sleeps until the next one), sends what is due, and schedules retries; API handlers only
-queue. ``stop()`` ends it.
+Deliveries are at least once, as Gemini's are: a POST answered with a non-2xx status, or failing to
+connect, is retried with exponential backoff (``GEMINI_RETRY_SCHEDULE``) until ``WEBHOOK_RETRY_WINDOW``
+(24 h) has passed since the first attempt; then it is given up (logged). ``webhook_time_compression``
+divides every wait (1440: the 24 h window passes in 60 s), for the demo and tests; an explicit
+``webhook_retry_delays`` tuple (real seconds, one per retry) replaces the schedule. Order is not
+promised. ``webhook_first_attempt_fail_rate`` makes that share of first attempts fail (never sent, as
+if the POST had timed out) so they arrive on a retry; ``receiver_down(seconds)`` makes every attempt
+in that period fail to connect, so a delivery is lost only when the receiver stays unreachable for
+longer than the retry window. One daemon thread does it all, outside the lock: it notices completions
+and cancels falling due (a heap of due times, so it sleeps until the next one), sends what is due, and
+schedules retries; API handlers only queue. ``stop()`` ends it.
 
 Webhook fault rules (``add_webhook_fault``) act on one event each: see ``WEBHOOK_FAULT_KINDS``.
 """
@@ -51,8 +59,18 @@ WEBHOOK_EVENTS: dict[str, str] = {
 }
 """Interaction status -> the webhook event type sent when an interaction reaches it."""
 
-WEBHOOK_RETRY_DELAYS: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0)
-"""Seconds before each retry of a failed delivery (so at most 5 attempts)."""
+WEBHOOK_RETRY_WINDOW = 86_400.0
+"""Seconds (remote time) after the first attempt during which a failed delivery is retried: Gemini's 24 h."""
+
+GEMINI_RETRY_SCHEDULE: tuple[float, ...] = (5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 640.0, 1280.0, 2560.0, 3600.0)
+"""Seconds (remote time) before each retry, exponential backoff capped at an hour; the last value repeats
+until ``WEBHOOK_RETRY_WINDOW`` is used up. Gemini documents the 24 h and the backoff, not the steps."""
+
+WEBHOOK_RETRY_DELAYS: tuple[float, ...] | None = None
+"""The default ``webhook_retry_delays``: None, the Gemini schedule (compressed by ``webhook_time_compression``)."""
+
+WEBHOOK_EVENT_VERSION = "v1"
+"""The ``version`` of every delivery's envelope."""
 
 WEBHOOK_TIMEOUT = 5.0
 """Seconds one delivery POST may take (connect, send, answer)."""
@@ -62,6 +80,15 @@ _IDLE_WAIT = 30.0  # the thread's longest sleep when nothing is due (it is woken
 
 def _iso_now_ms() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def webhook_event(event: str, interaction_id: str, error: tuple[str, str] | None = None) -> dict[str, Any]:
+    """The documented delivery envelope for ``event`` about ``interaction_id``; ``error`` (code, message)
+    adds ``data.error_code`` / ``data.error_message`` (``interaction.failed``)."""
+    data: dict[str, Any] = {"id": interaction_id}
+    if error is not None:
+        data["error_code"], data["error_message"] = error
+    return {"type": event, "version": WEBHOOK_EVENT_VERSION, "timestamp": _iso_now_ms(), "data": data}
 
 
 def _check_webhook_url(url: str) -> str:
@@ -115,6 +142,8 @@ class _Delivery:
     attempts: int = 0
     copy: bool = False  # the second send of a `duplicate` fault
     released: bool = False  # an `out_of_order` delivery let go
+    first_at: float | None = None  # time.monotonic() of the first attempt (the retry window starts there)
+    fail_first: bool = False  # the first attempt fails without being sent (webhook_first_attempt_fail_rate)
 
 
 class WebhooksMixin(FaultsMixin):
@@ -122,7 +151,10 @@ class WebhooksMixin(FaultsMixin):
 
     webhook_url: str | None
     webhook_secret: str | None
-    webhook_retry_delays: tuple[float, ...]
+    webhook_retry_delays: tuple[float, ...] | None
+    webhook_time_compression: float
+    webhook_first_attempt_fail_rate: float
+    _receiver_down_until: float
     _watch: list[tuple[float, int, str]]
     _watch_seq: int
     _outbox: list[_Delivery]
@@ -137,6 +169,9 @@ class WebhooksMixin(FaultsMixin):
         self.webhook_url = _check_webhook_url(webhook_url) if webhook_url else None
         self.webhook_secret = _check_webhook_secret(webhook_secret) if webhook_secret else None
         self.webhook_retry_delays = WEBHOOK_RETRY_DELAYS
+        self.webhook_time_compression = 1.0
+        self.webhook_first_attempt_fail_rate = 0.0
+        self._receiver_down_until = 0.0
         self._watch = []
         self._watch_seq = 0
         self._outbox = []
@@ -164,6 +199,15 @@ class WebhooksMixin(FaultsMixin):
         with self._lock:
             return [dict(d) for d in self._delivery_log]
 
+    def receiver_down(self, seconds: float) -> None:
+        """From now on, for ``seconds`` (real seconds), every delivery attempt fails as if the receiver refused
+        the connection (nothing is sent); failed deliveries are retried as usual. 0 ends the outage."""
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
+            raise ValueError("receiver_down seconds must be a number >= 0")
+        with self._lock:
+            self._receiver_down_until = time.monotonic() + float(seconds)
+            self._webhook_wake.set()
+
     def pending_webhooks(self) -> int:
         """Events not settled yet: queued, being sent, waiting for a retry or a delay, or held back.
 
@@ -181,7 +225,13 @@ class WebhooksMixin(FaultsMixin):
         self._webhook_wake.set()
 
     def _webhook_config_locked(self) -> dict[str, Any]:
-        return {"webhook_url": self.webhook_url, "webhook_secret_set": self.webhook_secret is not None}
+        return {
+            "webhook_url": self.webhook_url,
+            "webhook_secret_set": self.webhook_secret is not None,
+            "webhook_time_compression": self.webhook_time_compression,
+            "webhook_first_attempt_fail_rate": self.webhook_first_attempt_fail_rate,
+            "receiver_down_seconds_left": round(max(0.0, self._receiver_down_until - time.monotonic()), 3),
+        }
 
     def _reset_webhooks_locked(self) -> None:
         self._watch.clear()
@@ -189,12 +239,14 @@ class WebhooksMixin(FaultsMixin):
         self._held.clear()
         self._delivery_log.clear()
         self._webhook_rules.clear()
+        self._receiver_down_until = 0.0
 
     # -- events (the lock is held by the caller) ------------------------------------
-    def _watch_locked(self, rec: _Interaction) -> None:
-        """Remember when a stored interaction completes, so its event goes out then."""
+    def _watch_locked(self, rec: _Interaction, at: float | None = None) -> None:
+        """Remember when a stored interaction completes (or ``at``, e.g. a cancel falling due), so its event
+        goes out then."""
         self._watch_seq += 1
-        heapq.heappush(self._watch, (rec.complete_at, self._watch_seq, rec.id))
+        heapq.heappush(self._watch, (rec.complete_at if at is None else at, self._watch_seq, rec.id))
         if self._watch[0][2] == rec.id:
             self._webhook_wake.set()
 
@@ -207,16 +259,12 @@ class WebhooksMixin(FaultsMixin):
         rec.webhook_status = status
         if not self.webhooks_enabled:
             return
-        body = json.dumps(
-            {
-                "type": event,
-                "timestamp": _iso_now_ms(),
-                "data": {"id": rec.id, "status": status, "user_metadata": rec.user_metadata},
-            }
-        )
+        body = json.dumps(webhook_event(event, rec.id, rec.error_code_message() if status == "failed" else None))
         delivery = _Delivery(
             msg_id=f"msg_{uuid.uuid4().hex}", type=event, interaction_id=rec.id, idem=rec.idem, body=body, due=now
         )
+        if self.webhook_first_attempt_fail_rate > 0 and self._rng.random() < self.webhook_first_attempt_fail_rate:
+            delivery.fail_first = True
         rule = self._pick_webhook_fault_locked(rec.idem)
         if rule is not None:
             delivery.fault = rule.kind
@@ -331,15 +379,68 @@ class WebhooksMixin(FaultsMixin):
                                  attempt=0, fault=None)
             return
         d.attempts += 1
+        if d.first_at is None:
+            d.first_at = time.monotonic()
         bad = d.fault == "bad_signature" and d.attempts == 1
         timestamp = int(time.time())
         sent = _iso_now_ms()
         status: int | None
         error: str | None
+        with self._lock:
+            down = time.monotonic() < self._receiver_down_until
+        if down:
+            status, error = None, "ConnectionRefusedError: the receiver is down (receiver_down fault); not sent"
+        elif d.fail_first and d.attempts == 1:
+            status, error = None, "TimeoutError: first attempt failed (webhook_first_attempt_fail_rate); not sent"
+        else:
+            status, error = self._sign_and_post(d, url, secret, bad, timestamp)
+        ok = status is not None and 200 <= status < 300
+        if status is not None and not ok:
+            error = f"HTTP {status}"
+        acting = d.copy or (d.attempts == 1 and d.fault in ("delay", "bad_signature", "out_of_order"))
+        fault = d.fault if acting else None
+        if down:
+            fault = "receiver_down"
+        elif d.fail_first and d.attempts == 1:
+            fault = "first_attempt_fails"
+        now = time.monotonic()
+        with self._lock:
+            self._inflight -= 1
+            retry_in = None if ok else self._retry_delay_locked(d, now)
+            if not ok and retry_in is None:
+                error = f"{error}; given up after attempt {d.attempts} (retry window used up)"
+            self._log_locked(d, status=status, error=error, sent=sent, attempt=d.attempts, fault=fault)
+            if ok and d.fault == "duplicate" and not d.copy:
+                self._outbox.append(replace(d, copy=True, due=now))
+            elif retry_in is not None:
+                d.due = now + retry_in
+                self._outbox.append(d)
+            if self._held:
+                for held, _ in self._held:  # the next delivery was sent: let the held ones go
+                    held.released = True
+                    held.due = now
+                    self._outbox.append(held)
+                self._held = []
+
+    def _retry_delay_locked(self, d: _Delivery, now: float) -> float | None:
+        """Real seconds until the next attempt of failed ``d``, or None when it is given up."""
+        if self.webhook_retry_delays is not None:
+            delays = self.webhook_retry_delays
+            return delays[d.attempts - 1] if d.attempts <= len(delays) else None
+        scale = self.webhook_time_compression
+        step = GEMINI_RETRY_SCHEDULE[min(d.attempts, len(GEMINI_RETRY_SCHEDULE)) - 1]
+        first = d.first_at if d.first_at is not None else now
+        if (now - first) * scale + step > WEBHOOK_RETRY_WINDOW:
+            return None
+        return step / scale
+
+    def _sign_and_post(
+        self, d: _Delivery, url: str, secret: str, bad: bool, timestamp: int
+    ) -> tuple[int | None, str | None]:
         try:
             signature = _sign(_other_secret() if bad else secret, d.msg_id, timestamp, d.body)
         except Exception as exc:  # e.g. standardwebhooks is not installed: logged, retried like a failed POST
-            status, error = None, f"cannot sign: {type(exc).__name__}: {exc}"
+            return None, f"cannot sign: {type(exc).__name__}: {exc}"
         else:
             headers = {
                 "Content-Type": "application/json",
@@ -348,27 +449,7 @@ class WebhooksMixin(FaultsMixin):
                 "webhook-timestamp": str(timestamp),
                 "webhook-signature": signature,
             }
-            status, error = self._post(url, d.body.encode(), headers)
-        ok = status is not None and 200 <= status < 300
-        if status is not None and not ok:
-            error = f"HTTP {status}"
-        acting = d.copy or (d.attempts == 1 and d.fault in ("delay", "bad_signature", "out_of_order"))
-        fault = d.fault if acting else None
-        now = time.monotonic()
-        with self._lock:
-            self._inflight -= 1
-            self._log_locked(d, status=status, error=error, sent=sent, attempt=d.attempts, fault=fault)
-            if ok and d.fault == "duplicate" and not d.copy:
-                self._outbox.append(replace(d, copy=True, due=now))
-            elif not ok and d.attempts <= len(self.webhook_retry_delays):
-                d.due = now + self.webhook_retry_delays[d.attempts - 1]
-                self._outbox.append(d)
-            if self._held:
-                for held, _ in self._held:  # the next delivery was sent: let the held ones go
-                    held.released = True
-                    held.due = now
-                    self._outbox.append(held)
-                self._held = []
+            return self._post(url, d.body.encode(), headers)
 
     def _post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int | None, str | None]:
         parts = urlsplit(url)
