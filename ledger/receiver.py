@@ -53,7 +53,7 @@ from ledger.db import connect, write_tx
 from ledger.errors import ConfigError
 from ledger.model import Job
 from ledger.redaction import Redactor
-from ledger.remotes.gemini import STATUS_TABLE
+from ledger.remotes.gemini import REMOTE_STATE_OF_STATUS
 from ledger.transitions import apply
 
 MAX_BODY = 256 * 1024
@@ -245,8 +245,8 @@ def _record(
                           if isinstance(v, str) and _text(v, 200) and _text(str(k), 40)}
     ev_id = evidence.record(
         conn, at=now, source="webhook", idem_key=job.idem_key if job else "", attempt=job.attempt if job else None,
-        handle=interaction, remote_state=STATUS_TABLE.get(status, "needs_person"), job=job.key if job else None,
-        ref=webhook_id, detail=detail,
+        handle=interaction, remote_state=REMOTE_STATE_OF_STATUS.get(status, "needs_person"),
+        job=job.key if job else None, ref=webhook_id, detail=detail,
     )
     conn.execute(
         "INSERT INTO webhook_deliveries (webhook_id, received_at, signature, type, evidence_id) "

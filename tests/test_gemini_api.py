@@ -25,7 +25,7 @@ from ledger.remotes.gemini import (
     API_VERSION,
     GEMINI_API_BASE_URL,
     MAX_PAYLOAD_DEPTH,
-    STATUS_TABLE,
+    REMOTE_STATE_OF_STATUS,
     GeminiRemote,
     classify_reply,
     output_text,
@@ -95,7 +95,7 @@ def _documented_statuses() -> set[str]:
 
 def test_the_status_table_maps_every_status_the_sdk_documents() -> None:
     documented = _documented_statuses()
-    assert set(STATUS_TABLE) == documented
+    assert set(REMOTE_STATE_OF_STATUS) == documented
     assert set(INTERACTION_STATUSES) == documented  # the simulator can play each one
 
 

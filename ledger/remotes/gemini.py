@@ -102,7 +102,6 @@ REMOTE_STATE_OF_STATUS: Final[dict[str, RemoteState]] = {
     "in_progress": "running",
     "queued": "running",
 }
-STATUS_TABLE: Final = REMOTE_STATE_OF_STATUS  # the name this table had first; same object
 
 
 @dataclass(frozen=True)
@@ -365,7 +364,7 @@ class GeminiRemote:
         return SendOutcome("accepted", handle=str(handle))
 
     def lookup(self, handle: str) -> RemoteStatus:
-        """GET the interaction; its status mapped by STATUS_TABLE; 404 -> not_found; other failures -> error."""
+        """GET the interaction; its status mapped by REMOTE_STATE_OF_STATUS; 404 -> not_found; other failures -> error."""
         try:
             interaction = self._read_client.interactions.get(id=handle)
         except Exception as exc:
