@@ -5,15 +5,18 @@ Each half reserves N article jobs on a fresh ledger, runs worker passes against 
 
 - held: jobs that were held at some point;
 - resolved by evidence with no person: held jobs reclaim reconciled itself from a signed webhook;
-- left for a person: jobs still held at the end;
+- left for a person: jobs still held at the end, each with why (no interaction at the remote: nothing
+  ran, a person decides; an interaction whose delivery never arrived; or a delivery that arrived and was
+  not enough, which would be a defect);
 - double sends: idem keys with more than one create at the simulator, plus duplicates reclaim detected
   (no person releases anything here, so this must be 0).
 
-With webhooks on, the simulator delivers signed deliveries to an in-process `reclaim receiver` and
-fails the demo's share of first attempts (`console.demo.WEBHOOK_FIRST_ATTEMPT_FAIL_RATE`), retried with Gemini's
-backoff compressed by `console.demo.WEBHOOK_TIME_COMPRESSION`; with webhooks off it sends none.
+With webhooks on, the simulator delivers deliveries in the documented envelope (no `user_metadata`) to an
+in-process `reclaim receiver`, fails the demo's share of first attempts, and retries with Gemini's backoff
+over its 24 h window compressed by COMPRESSION; once half the jobs were sent, the receiver is unreachable
+for OUTAGE real seconds (OUTAGE x COMPRESSION of the remote's time). With webhooks off it sends none.
 
-    .venv/bin/python scripts/evidence_figures.py [N]
+    .venv/bin/python scripts/evidence_figures.py [N] [OUTAGE_SECONDS]
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from console.demo import WEBHOOK_FIRST_ATTEMPT_FAIL_RATE, WEBHOOK_TIME_COMPRESSION
+from console.demo import WEBHOOK_FIRST_ATTEMPT_FAIL_RATE
 from ledger import evidence
 from ledger.clock import SystemClock
 from ledger.config import parse_config
@@ -41,6 +44,8 @@ from ledger.worker import RemoteCache, tick
 FAULTS = {"accept_then_hang": 0.04, "complete_lose_reply": 0.03, "status": 0.02, "drop_before_accept": 0.01,
           "status:400": 0.02}
 SECRET_ENV = "RECLAIM_FIGURES_WEBHOOK_SECRET"
+COMPRESSION = 144.0
+"""Gemini's 24 h retry window passes in 10 minutes here."""
 
 
 def _config(url: str, webhooks: bool, sink: Path) -> Any:
@@ -54,7 +59,7 @@ def _config(url: str, webhooks: bool, sink: Path) -> Any:
     }, base_dir=sink.parent)
 
 
-def run_half(n: int, webhooks: bool, folder: Path, seed: int = 7) -> dict[str, Any]:
+def run_half(n: int, webhooks: bool, folder: Path, outage: float = 0.0, seed: int = 7) -> dict[str, Any]:
     """One half: N jobs, passes until settled; the figures."""
     ledger = folder / ("on.db" if webhooks else "off.db")
     create_ledger(ledger)
@@ -67,19 +72,24 @@ def run_half(n: int, webhooks: bool, folder: Path, seed: int = 7) -> dict[str, A
             server = make_server(ledger, cfg, clock=clock)
             threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
             sim.configure(webhook_url=f"http://127.0.0.1:{server.server_address[1]}/",
-                          webhook_secret=os.environ[SECRET_ENV], webhook_first_attempt_fail_rate=WEBHOOK_FIRST_ATTEMPT_FAIL_RATE,
-                          webhook_time_compression=WEBHOOK_TIME_COMPRESSION)
+                          webhook_secret=os.environ[SECRET_ENV],
+                          webhook_first_attempt_fail_rate=WEBHOOK_FIRST_ATTEMPT_FAIL_RATE,
+                          webhook_time_compression=COMPRESSION)
         conn = connect(ledger, check_same_thread=False)
         for i in range(n):
             reserve(conn, cfg, "article.generate", {"input": f"figure job {i}"}, clock=clock, job_id=f"fig-{i}")
         remotes = RemoteCache(cfg)
-        deadline = time.monotonic() + 900
+        deadline = time.monotonic() + 900 + outage
+        outage_started = False
         while time.monotonic() < deadline:
             tick(conn, cfg, clock=clock, remotes=remotes, owner="figures")
+            if webhooks and outage and not outage_started and len(sim.interactions()) >= n // 2:
+                sim.receiver_down(outage)
+                outage_started = True
             busy = conn.execute(
                 "SELECT COUNT(*) FROM jobs WHERE state IN ('reserving', 'submitted', 'done')").fetchone()[0]
             pending = sim.pending_webhooks() if webhooks else 0
-            unhandled = sum(1 for _ in evidence.unhandled(conn))
+            unhandled = sum(1 for _ in evidence.unhandled(conn)) + len(evidence.unattributed(conn))
             if busy == 0 and pending == 0 and unhandled == 0:
                 break
             time.sleep(0.1)
@@ -94,22 +104,43 @@ def run_half(n: int, webhooks: bool, folder: Path, seed: int = 7) -> dict[str, A
         left = conn.execute("SELECT COUNT(*) FROM jobs WHERE state = 'held'").fetchone()[0]
         states = dict(conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
         doubles = sum(1 for c in creates.values() if c > 1) + evidence.duplicate_count(conn)
-        deliveries = len(sim.webhook_deliveries()) if webhooks else 0
+        log = sim.webhook_deliveries() if webhooks else []
+        delivered = {d["interaction_id"] for d in log if d["ok"]}
+        why: dict[str, int] = {}
+        for (idem,) in conn.execute("SELECT idem_key FROM jobs WHERE state = 'held'").fetchall():
+            ran = sim.find_by_idem(idem)
+            if not ran:
+                reason = "no interaction at the remote (nothing ran)"
+            elif not webhooks:
+                reason = "an interaction ran; no webhooks"
+            elif not any(i["id"] in delivered for i in ran):
+                reason = "an interaction ran; its delivery never arrived (given up or not due)"
+            else:
+                reason = "an interaction ran and its delivery arrived (a defect)"
+            why[reason] = why.get(reason, 0) + 1
+        retried = sum(1 for d in log if d["ok"] and d["attempt"] > 1)
+        deliveries = len(log)
         conn.close()
     return {"webhooks": "on" if webhooks else "off", "jobs": n, "held": held_ever, "resolved_by_evidence": by_evidence,
-            "left_for_a_person": left, "double_sends": doubles, "webhook_deliveries_logged": deliveries,
-            "states": states}
+            "left_for_a_person": left, "left_why": why, "double_sends": doubles,
+            "webhook_deliveries_logged": deliveries, "delivered_on_a_retry": retried, "states": states,
+            "outage_seconds": outage if webhooks else 0.0}
 
 
 def main(argv: list[str]) -> int:
     n = int(argv[1]) if len(argv) > 1 else 500
+    outage = float(argv[2]) if len(argv) > 2 else 120.0
     os.environ.setdefault(SECRET_ENV, "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode())
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="reclaim-evidence-") as d:
-        rows = [run_half(n, True, Path(d)), run_half(n, False, Path(d))]
+        rows = [run_half(n, True, Path(d), outage), run_half(n, False, Path(d))]
     for r in rows:
         print(f"webhooks {r['webhooks']}: {r['jobs']} jobs, held {r['held']}, resolved by evidence with no person "
-              f"{r['resolved_by_evidence']}, left for a person {r['left_for_a_person']}, double sends "
-              f"{r['double_sends']}; end states {r['states']}; deliveries logged {r['webhook_deliveries_logged']}")
+              f"{r['resolved_by_evidence']}, left for a person {r['left_for_a_person']} {r['left_why']}, "
+              f"double sends {r['double_sends']}; end states {r['states']}; delivery attempts logged "
+              f"{r['webhook_deliveries_logged']}, delivered on a retry {r['delivered_on_a_retry']}; receiver "
+              f"outage {r['outage_seconds']:.0f} s (x{COMPRESSION:.0f} of the remote's time)")
+    print(f"run took {time.monotonic() - started:.0f} s")
     return 0
 
 
