@@ -1212,6 +1212,55 @@ def serve(
             raise BadInput(f"serve: cannot listen on {listen or sock}: {e.strerror}") from None
 
 
+@app.command(name="metrics")
+def metrics_cmd(
+    listen: Annotated[str | None, typer.Option(
+        "--listen", help="Serve /metrics on this loopback HOST:PORT (port 0: a free one) instead of printing once.")] = None,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+) -> None:
+    """The ledger's figures in the Prometheus text format: printed once, or served at /metrics (read-only)."""
+    import errno
+
+    from ledger import metrics
+
+    with _guard(False):
+        address = metrics.loopback_listen(listen) if listen is not None else None
+        cfg = _load(config)
+        connect(ledger, readonly=True).close()  # a missing or unusable ledger is refused before anything else
+        collector = metrics.LedgerCollector(lambda: connect(ledger, readonly=True, check_same_thread=False), cfg,
+                                            process_clock(), journal_of=str(ledger), strict=address is None)
+        registry = metrics.registry_for(collector)
+        if address is None:
+            try:
+                text = metrics.exposition(registry)
+            finally:
+                collector.close()
+            sys.stdout.buffer.write(text)
+            sys.stdout.flush()
+            return
+        host, port = address
+        try:
+            server = metrics.make_server(registry, host, port)
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise BadInput(f"metrics: port {port} on {host} is in use; pick another with --listen") from None
+            raise BadInput(f"metrics: cannot listen on {listen} ({e.strerror})") from None
+
+    def on_signal(signum: int, frame: object) -> None:
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    shown = f"[{host}]" if ":" in host else host
+    output.line(f"metrics listening on http://{shown}:{server.server_address[1]}/metrics")
+    sys.stdout.flush()
+    server.serve_forever(poll_interval=0.2)
+    server.server_close()
+    collector.close()
+
+
 def main() -> None:
     """Entry point of the `reclaim` script."""
     app()
