@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from ledger import journal
 from ledger.clock import Clock, day_of
@@ -177,14 +178,12 @@ def _counter(name: str, doc: str, labels: list[str], samples: Iterable[tuple[tup
 def _histogram(name: str, doc: str, labels: list[str], rows: Iterable[q.Histogram]) -> Metric:
     family = HistogramMetricFamily(name, doc, labels=labels)
     for h in rows:
-        buckets: list[tuple[str, float]] = [(_le(b), float(n)) for b, n in zip(h.bounds, h.buckets, strict=True)]
+        buckets: list[tuple[str, float]] = [(floatToGoString(b), float(n)) for b, n in zip(h.bounds, h.buckets, strict=True)]
         buckets.append(("+Inf", float(h.count)))
         family.add_metric(list(h.labels), buckets, h.total)
     return family
 
 
-def _le(bound: float) -> str:
-    return f"{bound:g}" if bound < 1e6 else repr(bound)
 
 
 def _jobs(conn: sqlite3.Connection, now: float, tallies: Iterable[q.EventTally]) -> Iterator[Metric]:
