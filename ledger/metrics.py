@@ -178,12 +178,17 @@ def _counter(name: str, doc: str, labels: list[str], samples: Iterable[tuple[tup
 def _histogram(name: str, doc: str, labels: list[str], rows: Iterable[q.Histogram]) -> Metric:
     family = HistogramMetricFamily(name, doc, labels=labels)
     for h in rows:
-        buckets: list[tuple[str, float]] = [(floatToGoString(b), float(n)) for b, n in zip(h.bounds, h.buckets, strict=True)]
+        buckets: list[tuple[str, float]] = [(_le(b), float(n)) for b, n in zip(h.bounds, h.buckets, strict=True)]
         buckets.append(("+Inf", float(h.count)))
         family.add_metric(list(h.labels), buckets, h.total)
     return family
 
 
+
+
+def _le(bound: float) -> str:
+    """A bucket bound as Prometheus's clients write it (60.0, 1e+06, +Inf)."""
+    return str(floatToGoString(bound))  # type: ignore[no-untyped-call]  # the library leaves it unannotated
 
 
 def _jobs(conn: sqlite3.Connection, now: float, tallies: Iterable[q.EventTally]) -> Iterator[Metric]:
