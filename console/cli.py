@@ -1219,13 +1219,16 @@ def metrics_cmd(
     ledger: LedgerOpt = DEFAULT_LEDGER,
     config: ConfigOpt = DEFAULT_CONFIG,
     operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """The ledger's figures in the Prometheus text format: printed once, or served at /metrics (read-only)."""
+    """The ledger's figures in the Prometheus text format: printed once, or served at /metrics (read-only).
+
+    --json prints the samples once as {"samples": [{"name", "labels", "value"}]}, or {"listening": URL}."""
     import errno
 
     from ledger import metrics
 
-    with _guard(False):
+    with _guard(as_json):
         address = metrics.loopback_listen(listen) if listen is not None else None
         cfg = _load(config)
         connect(ledger, readonly=True).close()  # a missing or unusable ledger is refused before anything else
@@ -1234,11 +1237,13 @@ def metrics_cmd(
         registry = metrics.registry_for(collector)
         if address is None:
             try:
-                text = metrics.exposition(registry)
+                if as_json:
+                    output.emit_json({"samples": metrics.samples(registry)})
+                else:
+                    sys.stdout.buffer.write(metrics.exposition(registry))
+                    sys.stdout.flush()
             finally:
                 collector.close()
-            sys.stdout.buffer.write(text)
-            sys.stdout.flush()
             return
         host, port = address
         try:
@@ -1254,7 +1259,11 @@ def metrics_cmd(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     shown = f"[{host}]" if ":" in host else host
-    output.line(f"metrics listening on http://{shown}:{server.server_address[1]}/metrics")
+    url = f"http://{shown}:{server.server_address[1]}/metrics"
+    if as_json:
+        output.emit_json({"listening": url})
+    else:
+        output.line(f"metrics listening on {url}")
     sys.stdout.flush()
     server.serve_forever(poll_interval=0.2)
     server.server_close()

@@ -326,6 +326,18 @@ def exposition(registry: CollectorRegistry) -> bytes:
     return generate_latest(registry)
 
 
+def samples(registry: CollectorRegistry) -> list[dict[str, Any]]:
+    """The registry's samples, read now, as JSON-ready dicts: name, labels, and the value (a number, or the
+    string "+Inf", "-Inf" or "NaN" as Prometheus's own API writes a value JSON cannot hold)."""
+    out: list[dict[str, Any]] = []
+    for family in registry.collect():
+        for s in family.samples:
+            v = s.value
+            out.append({"name": s.name, "labels": dict(s.labels),
+                        "value": v if math.isfinite(v) else ("NaN" if math.isnan(v) else ("+Inf" if v > 0 else "-Inf"))})
+    return out
+
+
 class _Quiet(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: a scrape every few seconds is not news."""

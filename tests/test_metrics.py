@@ -10,6 +10,7 @@ by a separate `reclaim metrics` process, which only reads the ledger. Runs on SQ
 from __future__ import annotations
 
 import base64
+import json
 import os
 import secrets
 import signal
@@ -299,6 +300,14 @@ def test_served_only_at_metrics_and_only_on_loopback(
         urllib.request.urlopen(url.replace("/metrics", "/"), timeout=30)
     assert other.value.code == 404
     assert value(scrape(url), "reclaim_ledger_up") == 1
+
+    done = run_cli("metrics", "--json", ledger=ledger_path, config=config_path)
+    assert done.rc == 0, done.stderr
+    doc = json.loads(done.stdout)
+    by_name = {(x["name"], tuple(sorted(x["labels"].items()))): x["value"] for x in doc["samples"]}
+    assert by_name[("reclaim_ledger_up", ())] == 1
+    assert by_name[("reclaim_worker_last_pass_age_seconds", ())] == "+Inf"  # no worker pass yet
+    assert by_name[("reclaim_quota_used", (("operation", OP),))] == 0
 
     before = fingerprint(ledger_path)
     for spec, words in [("0.0.0.0:9464", "not a loopback address"), ("10.1.2.3:0", "not a loopback address"),
