@@ -1233,7 +1233,7 @@ def metrics_cmd(
         cfg = _load(config)
         connect(ledger, readonly=True).close()  # a missing or unusable ledger is refused before anything else
         collector = metrics.LedgerCollector(lambda: connect(ledger, readonly=True, check_same_thread=False), cfg,
-                                            process_clock(), journal_of=str(ledger), strict=address is None)
+                                            process_clock(), journal_of=str(ledger), strict=True)
         registry = metrics.registry_for(collector)
         if address is None:
             try:
@@ -1249,9 +1249,17 @@ def metrics_cmd(
         try:
             server = metrics.make_server(registry, host, port)
         except OSError as e:
+            collector.close()
             if e.errno == errno.EADDRINUSE:
                 raise BadInput(f"metrics: port {port} on {host} is in use; pick another with --listen") from None
             raise BadInput(f"metrics: cannot listen on {listen} ({e.strerror})") from None
+        try:
+            metrics.exposition(registry)  # the first read counts every event once, before Prometheus's first scrape
+        except BaseException:
+            server.server_close()
+            collector.close()
+            raise
+        collector.strict = False  # from now on a failed read is reclaim_ledger_up 0, not the end of the server
 
     def on_signal(signum: int, frame: object) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()

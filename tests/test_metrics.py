@@ -319,3 +319,24 @@ def test_served_only_at_metrics_and_only_on_loopback(
     missing = run_cli("metrics", ledger=tmp_path / "nope.db", config=config_path)
     assert missing.rc == 7 and "not found" in missing.stderr and "Traceback" not in missing.stderr
     assert fingerprint(ledger_path) == before
+
+
+def test_a_port_in_use_is_refused_and_an_unreadable_ledger_is_up_0_not_a_failed_scrape(
+    sim: Simulator, cfg: Config, config_path: Path, ledger_path: Path, tmp_path: Path, run_cli: Callable[..., Any],
+) -> None:
+    import socket
+
+    from ledger import metrics
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_cli("metrics", "--listen", f"127.0.0.1:{port}", ledger=ledger_path, config=config_path)
+    assert done.rc == 2 and f"port {port} on 127.0.0.1 is in use" in done.stderr
+
+    # A served exporter whose ledger cannot be read (here: gone) answers every scrape with reclaim_ledger_up 0.
+    collector = metrics.LedgerCollector(lambda: connect(tmp_path / "gone.db", readonly=True), cfg, SystemClock())
+    text = metrics.exposition(metrics.registry_for(collector)).decode()
+    assert value(parse(text), "reclaim_ledger_up") == 0
+    assert "reclaim_jobs" not in text
