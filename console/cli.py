@@ -1212,6 +1212,43 @@ def serve(
             raise BadInput(f"serve: cannot listen on {listen or sock}: {e.strerror}") from None
 
 
+@app.command(name="remotes")
+def remotes_cmd(
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What each remote can answer: lookup by key or by handle, idem key honoured, webhooks, record retention,
+    paused or not, last probe, last answer (read-only; no remote is called)."""
+    from ledger.remote_answers import answers
+
+    with _guard(as_json):
+        conn, cfg, clock = _open(ledger, config, readonly=True)
+        try:
+            found = answers(conn, cfg, clock.now())
+        finally:
+            conn.close()
+    if as_json:
+        output.emit_json({"remotes": [a.to_dict() for a in found]})
+        return
+
+    def when(ts: float | None) -> str:
+        return iso(ts) if ts is not None else "-"
+
+    for a in found:
+        output.table(f"remote {a.name} ({a.kind}): what it can answer", ["question", "answer"], [
+            ["operations", ", ".join(a.operations) or "-"],
+            ["look a job up", a.lookup],
+            ["idem key honoured", "yes" if a.dedupes_by_key else "no (a repeat may run twice)"],
+            ["webhooks", a.webhooks + (f", last {iso(a.last_webhook_at)}" if a.last_webhook_at else "")],
+            ["keeps records", f"{a.keeps_records_days} days" if a.keeps_records_days else "not declared"],
+            ["paused", f"since {iso(a.paused_at)}: {a.pause_reason}" if a.paused and a.paused_at else "no"],
+            ["last probe / next", f"{when(a.last_probe_at)} / {when(a.next_probe_at)}"],
+            ["last answer", f"{when(a.last_answer_at)} ({a.last_answer_source})" if a.last_answer_at else "-"],
+        ])
+
+
 @app.command(name="metrics")
 def metrics_cmd(
     listen: Annotated[str | None, typer.Option(
