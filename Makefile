@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: test fuzz demo demo-pg bench lint screenshots venv clean system-deps pg-server
+.PHONY: test fuzz demo demo-pg bench lint screenshots venv clean system-deps pg-server prometheus
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,7 +31,7 @@ system-deps:
 	  fi; \
 	fi
 
-test: $(STAMP) system-deps pg-server
+test: $(STAMP) system-deps pg-server prometheus
 	$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider
 
 # The PostgreSQL half of the contract suite needs the server binaries: tests/pg_server.py starts a throwaway
@@ -45,6 +45,21 @@ pg-server:
 	else \
 	  echo "make: PostgreSQL server binaries not found and not root: run 'sudo apt-get install -y postgresql'" \
 	       "(the PostgreSQL tests skip without them; RECLAIM_REQUIRE_PG=1 makes them fail)" >&2; \
+	fi
+
+# `reclaim metrics` is scraped by a real Prometheus in tests/test_prometheus.py, and promtool checks the exposition
+# and docs/prometheus/ (rules and their unit tests): Debian's prometheus package brings both. As root (CI) it is
+# installed here, RUNLEVEL=1 so the package's own daemon is not started (the test runs its own prometheus on a free
+# loopback port with a temporary storage folder); otherwise those tests skip (fail as root or with
+# RECLAIM_REQUIRE_PROMETHEUS=1).
+prometheus:
+	@if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "make: installing Prometheus for the tests (apt-get install prometheus)"; \
+	  apt-get update -qq && RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; \
+	else \
+	  echo "make: prometheus/promtool not found and not root: run 'sudo apt-get install -y prometheus'" \
+	       "(the Prometheus tests skip without them; RECLAIM_REQUIRE_PROMETHEUS=1 makes them fail)" >&2; \
 	fi
 
 # More hostile input through every CLI command than `make test` runs (500 examples there).

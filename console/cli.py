@@ -1218,6 +1218,109 @@ def serve(
             raise BadInput(f"serve: cannot listen on {listen or sock}: {e.strerror}") from None
 
 
+@app.command(name="remotes")
+def remotes_cmd(
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What each remote can answer: lookup by key or by handle, idem key honoured, webhooks, record retention,
+    paused or not, last probe, last answer (read-only; no remote is called)."""
+    from ledger.remote_answers import answers
+
+    with _guard(as_json):
+        conn, cfg, clock = _open(ledger, config, readonly=True)
+        try:
+            found = answers(conn, cfg, clock.now())
+        finally:
+            conn.close()
+    if as_json:
+        output.emit_json({"remotes": [a.to_dict() for a in found]})
+        return
+
+    def when(ts: float | None) -> str:
+        return iso(ts) if ts is not None else "-"
+
+    for a in found:
+        output.table(f"remote {a.name} ({a.kind}): what it can answer", ["question", "answer"], [
+            ["operations", ", ".join(a.operations) or "-"],
+            ["look a job up", a.lookup],
+            ["idem key honoured", "yes" if a.dedupes_by_key else "no (a repeat may run twice)"],
+            ["webhooks", a.webhooks + (f", last {iso(a.last_webhook_at)}" if a.last_webhook_at else "")],
+            ["keeps records", f"{a.keeps_records_days} days" if a.keeps_records_days else "not declared"],
+            ["paused", f"since {iso(a.paused_at)}: {a.pause_reason}" if a.paused and a.paused_at else "no"],
+            ["last probe / next", f"{when(a.last_probe_at)} / {when(a.next_probe_at)}"],
+            ["last answer", f"{when(a.last_answer_at)} ({a.last_answer_source})" if a.last_answer_at else "-"],
+        ])
+
+
+@app.command(name="metrics")
+def metrics_cmd(
+    listen: Annotated[str | None, typer.Option(
+        "--listen", help="Serve /metrics on this loopback HOST:PORT (port 0: a free one) instead of printing once.")] = None,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The ledger's figures in the Prometheus text format: printed once, or served at /metrics (read-only).
+
+    --json prints the samples once as {"samples": [{"name", "labels", "value"}]}, or {"listening": URL}."""
+    import errno
+
+    from ledger import metrics
+
+    with _guard(as_json):
+        address = metrics.loopback_listen(listen) if listen is not None else None
+        cfg = _load(config)
+        connect(ledger, readonly=True).close()  # a missing or unusable ledger is refused before anything else
+        collector = metrics.LedgerCollector(lambda: connect(ledger, readonly=True, check_same_thread=False), cfg,
+                                            process_clock(), journal_of=str(ledger), strict=True)
+        registry = metrics.registry_for(collector)
+        if address is None:
+            try:
+                if as_json:
+                    output.emit_json({"samples": metrics.samples(registry)})
+                else:
+                    sys.stdout.buffer.write(metrics.exposition(registry))
+                    sys.stdout.flush()
+            finally:
+                collector.close()
+            return
+        host, port = address
+        try:
+            server = metrics.make_server(registry, host, port)
+        except OSError as e:
+            collector.close()
+            if e.errno == errno.EADDRINUSE:
+                raise BadInput(f"metrics: port {port} on {host} is in use; pick another with --listen") from None
+            raise BadInput(f"metrics: cannot listen on {listen} ({e.strerror})") from None
+        try:
+            metrics.exposition(registry)  # the first read counts every event once, before Prometheus's first scrape
+        except BaseException:
+            server.server_close()
+            collector.close()
+            raise
+        collector.strict = False  # from now on a failed read is reclaim_ledger_up 0, not the end of the server
+
+    def on_signal(signum: int, frame: object) -> None:
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{server.server_address[1]}/metrics"
+    if as_json:
+        output.emit_json({"listening": url})
+    else:
+        output.line(f"metrics listening on {url}")
+    sys.stdout.flush()
+    server.serve_forever(poll_interval=0.2)
+    server.server_close()
+    collector.close()
+
+
 def main() -> None:
     """Entry point of the `reclaim` script."""
     app()

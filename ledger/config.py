@@ -74,6 +74,9 @@ class RemoteConfig:
     # gemini: the variable holding the static project webhook's `whsec_` signing secret; when set,
     # creates carry webhook_config.user_metadata {idem, attempt} and `reclaim receiver` verifies deliveries.
     webhook_secret_env: str | None = None
+    # How many days the remote keeps its records of a job, as its operator declares it (None: not declared);
+    # shown by `reclaim remotes`: past it, a lookup cannot tell "never ran" from "forgotten".
+    keeps_records_days: int | None = None
 
 
 @dataclass(frozen=True)
@@ -312,6 +315,8 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
             dedupes_by_key=_typed(r, "dedupes_by_key", (bool,), path, False),
             header_env=dict(headers),
             webhook_secret_env=_typed(r, "webhook_secret_env", (str,), path, None) or None,
+            keeps_records_days=_count(r, "keeps_records_days", path, None, 1, 36_500) if "keeps_records_days" in r
+            else None,
         )
 
     operations: dict[str, OperationConfig] = {}

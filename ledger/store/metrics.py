@@ -1,0 +1,245 @@
+"""The named read queries behind `reclaim metrics` (ledger.metrics): one function per figure family.
+
+Every figure is computed from the ledger's own tables and events, so any process on any host that reads the
+same ledger reports the same numbers. The SQL is the same on both backends except where an event's JSON
+detail is read (`_json_text`). Each function only reads; none opens or ends a transaction (the caller reads
+them all inside one, for one consistent snapshot).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ledger import store
+from ledger.model import STATES, TERMINAL
+
+RESOLUTION_KINDS = ("reconcile", "release", "reject", "remediate")
+"""The events that end a hold (from state `held`)."""
+OUTCOME_KINDS = ("accepted", "not_delivered", "send_abandoned", "remote_refused", "remote_paused", "invalid",
+                 "send_unknown")
+"""The events a send's outcome is recorded as: the ones a journal replay writes."""
+TALLIED_KINDS = ("orphan_found", "orphan_held", "duplicate_send", *RESOLUTION_KINDS, *OUTCOME_KINDS)
+"""Every event kind `event_tallies` counts."""
+
+SYSTEM_ACTOR = "reclaim"
+"""The actor of a decision the worker took on the remote's own evidence (never a person's account)."""
+
+
+def _has_key(conn: sqlite3.Connection, column: str, key: str) -> str:
+    """The SQL test that the JSON object text in `column` (written by `detail_json`: json's default spacing) has
+    `key` with a value; a text search, not a JSON parse, so a scan of every outcome event stays cheap. Inside a
+    JSON string a quote is escaped, so `"key": ` can only be a key."""
+    needle = f"'\"{key}\": '"
+    if store.is_pg(conn):
+        return f"strpos({column}, {needle}) > 0"
+    return f"instr({column}, {needle}) > 0"
+
+
+def _json_text(conn: sqlite3.Connection, column: str, key: str) -> str:
+    """The SQL expression for the text of `key` at the top level of the JSON text in `column` (NULL when absent)."""
+    if store.is_pg(conn):
+        return f"(({column})::jsonb ->> '{key}')"
+    return f"json_extract({column}, '$.{key}')"
+
+
+def last_event_id(conn: sqlite3.Connection) -> int:
+    """The newest event's id (0 on an empty ledger). Ids become visible in order on both backends (see
+    ledger.follow), so the events up to it are all there is to read below it, now and later."""
+    row = conn.execute("SELECT MAX(id) FROM events").fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+OPEN_STATES = tuple(s for s in STATES if s not in TERMINAL)
+TERMINAL_STATES = tuple(sorted(TERMINAL))
+
+
+def open_jobs(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
+    """(operation, state, jobs) for every pair that has jobs in a state that is not terminal (by the state
+    indexes: few rows however large the ledger). Jobs in a terminal state never leave it, so their numbers are
+    counted from the events that entered it (`event_tallies`), not from the table."""
+    marks = ", ".join("?" for _ in OPEN_STATES)
+    rows = conn.execute(
+        f"SELECT operation, state, COUNT(*) FROM jobs WHERE state IN ({marks}) GROUP BY operation, state", OPEN_STATES
+    ).fetchall()
+    return [(r[0], r[1], int(r[2])) for r in rows]
+
+
+def jobs_by_operation_state(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
+    """(operation, state, jobs) for every pair that has jobs, from the jobs table (a scan of every job)."""
+    rows = conn.execute("SELECT operation, state, COUNT(*) FROM jobs GROUP BY operation, state").fetchall()
+    return [(r[0], r[1], int(r[2])) for r in rows]
+
+
+@dataclass(frozen=True)
+class HeldFigures:
+    """One operation's held jobs at `now`: how many, the oldest's hold time, how many are past their due time."""
+
+    operation: str
+    held: int
+    oldest_held_at: float | None
+    past_due: int
+
+
+def held_figures(conn: sqlite3.Connection, now: float) -> list[HeldFigures]:
+    """Per operation with held jobs: the count, the earliest `held_at`, and those whose `due_at` is before `now`."""
+    rows = conn.execute(
+        "SELECT operation, COUNT(*), MIN(held_at), SUM(CASE WHEN due_at IS NOT NULL AND due_at < ? THEN 1 ELSE 0 END) "
+        "FROM jobs WHERE state = 'held' GROUP BY operation",
+        (now,),
+    ).fetchall()
+    return [HeldFigures(r[0], int(r[1]), float(r[2]) if r[2] is not None else None, int(r[3] or 0)) for r in rows]
+
+
+@dataclass(frozen=True)
+class EventTally:
+    """Events of one kind on one operation, from one kind of actor, state and to one state.
+
+    `system` is True when the reclaim worker wrote it on the remote's evidence (actor `reclaim`); `journaled`
+    counts those recorded from the outcome journal; `cancelled` the duplicate sends whose cancel was asked.
+    """
+
+    operation: str
+    kind: str
+    from_state: str | None
+    to_state: str | None
+    system: bool
+    count: int
+    journaled: int
+    cancelled: int
+
+
+def event_tallies(conn: sqlite3.Connection, after_id: int, upto_id: int) -> list[EventTally]:
+    """Counts of the events the recovery figures come from (TALLIED_KINDS) among those with `after_id` < id <=
+    `upto_id`, and those that moved a job into a terminal state, in one pass: the events are append-only, so a
+    reader adds these to what it counted before."""
+    journaled = _has_key(conn, "detail", "journaled")
+    cancel = _json_text(conn, "detail", "cancel")
+    marks = ", ".join("?" for _ in TALLIED_KINDS)
+    terminal = ", ".join("?" for _ in TERMINAL_STATES)
+    rows = conn.execute(
+        "SELECT operation, kind, from_state, to_state, CASE WHEN actor = ? THEN 1 ELSE 0 END AS sys, COUNT(*), "
+        f"SUM(CASE WHEN kind IN ({', '.join('?' for _ in OUTCOME_KINDS)}) AND {journaled} "
+        "THEN 1 ELSE 0 END), "
+        f"SUM(CASE WHEN kind = 'duplicate_send' AND {cancel} IS NOT NULL THEN 1 ELSE 0 END) "
+        f"FROM events WHERE id > ? AND id <= ? AND (kind IN ({marks}) OR (to_state IN ({terminal}) "
+        "AND (from_state IS NULL OR from_state <> to_state))) GROUP BY operation, kind, from_state, to_state, sys",
+        (SYSTEM_ACTOR, *OUTCOME_KINDS, after_id, upto_id, *TALLIED_KINDS, *TERMINAL_STATES),
+    ).fetchall()
+    return [EventTally(r[0], r[1], r[2], r[3], bool(r[4]), int(r[5]), int(r[6] or 0), int(r[7] or 0)) for r in rows]
+
+
+def event_count_between(conn: sqlite3.Connection, after_id: int, upto_id: int) -> int:
+    """The number of events with `after_id` < id <= `upto_id` (by the primary key: a range, not a scan)."""
+    row = conn.execute("SELECT COUNT(*) FROM events WHERE id > ? AND id <= ?", (after_id, upto_id)).fetchone()
+    return int(row[0])
+
+
+def fenced_writes(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
+    """(operation, the event the stale write tried, count) of writes refused for a stale epoch."""
+    rows = conn.execute("SELECT operation, event, COUNT(*) FROM fenced_writes GROUP BY operation, event").fetchall()
+    return [(r[0], r[1], int(r[2])) for r in rows]
+
+
+def outbox_states(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
+    """(channel, state, notifications) for every pair that has rows."""
+    rows = conn.execute("SELECT channel, state, COUNT(*) FROM outbox GROUP BY channel, state").fetchall()
+    return [(r[0], r[1], int(r[2])) for r in rows]
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """A cumulative histogram: `buckets[i]` observations at most `bounds[i]`; `count` and `total` over all."""
+
+    labels: tuple[str, ...]
+    bounds: tuple[float, ...]
+    buckets: tuple[int, ...]
+    count: int
+    total: float
+
+
+def _histogram(
+    conn: sqlite3.Connection, value: str, source: str, group: Sequence[str], bounds: Sequence[float],
+    params: Sequence[object] = (),
+) -> list[Histogram]:
+    """One histogram per `group` value of the expression `value` over `source` (FROM ... WHERE ...)."""
+    cols = ", ".join(group)
+    per_bucket = ", ".join(f"SUM(CASE WHEN {value} <= ? THEN 1 ELSE 0 END)" for _ in bounds)
+    sql = f"SELECT {cols}, COUNT(*), COALESCE(SUM({value}), 0), {per_bucket} FROM {source} GROUP BY {cols}"
+    out: list[Histogram] = []
+    for r in conn.execute(sql, (*params, *bounds)).fetchall():
+        n = len(group)
+        out.append(Histogram(
+            labels=tuple(str(v) for v in r[:n]), bounds=tuple(bounds), buckets=tuple(int(v or 0) for v in r[n + 2:]),
+            count=int(r[n]), total=float(r[n + 1]),
+        ))
+    return out
+
+
+def notification_delays(conn: sqlite3.Connection, bounds: Sequence[float]) -> list[Histogram]:
+    """Per (channel, kind): seconds from the state change a notification reports (its outbox row is written in
+    the same transaction) to its delivery, for the notifications delivered (`sent`)."""
+    return _histogram(conn, "(updated_at - created_at)", "outbox WHERE state = 'sent'", ("channel", "kind"), bounds)
+
+
+def evidence_to_resolution(conn: sqlite3.Connection, bounds: Sequence[float]) -> list[Histogram]:
+    """Per operation: seconds from a piece of evidence arriving to the hold it resolved (reconciled on it)."""
+    return _histogram(
+        conn, "(h.at - e.at)",
+        "evidence e JOIN evidence_handled h ON h.evidence_id = e.id WHERE h.outcome = 'reconciled'",
+        ("COALESCE(e.operation, '')",), bounds,
+    )
+
+
+def webhook_deliveries(conn: sqlite3.Connection) -> list[tuple[str, bool, int]]:
+    """(type, recorded as evidence, deliveries) of verified webhook deliveries; a delivery with no evidence is
+    of a type reclaim ignores."""
+    rows = conn.execute(
+        "SELECT COALESCE(type, ''), CASE WHEN evidence_id IS NULL THEN 0 ELSE 1 END AS recorded, COUNT(*) "
+        "FROM webhook_deliveries GROUP BY COALESCE(type, ''), recorded"
+    ).fetchall()
+    return [(r[0], bool(r[1]), int(r[2])) for r in rows]
+
+
+def webhook_refusals(conn: sqlite3.Connection) -> list[tuple[str, int]]:
+    """(reason, refused deliveries) as the receiver counted them, whatever reasons it knows."""
+    return [(r[0], int(r[1])) for r in conn.execute("SELECT reason, n FROM webhook_refusals").fetchall()]
+
+
+def quota_used(conn: sqlite3.Connection, day: str) -> dict[str, int]:
+    """Reservations counted against each operation's quota on `day` (YYYY-MM-DD in the config's time zone)."""
+    return {r[0]: int(r[1]) for r in conn.execute("SELECT operation, used FROM quota_usage WHERE day = ?", (day,))}
+
+
+def paused_remotes(conn: sqlite3.Connection) -> list[tuple[str, float]]:
+    """(remote, paused at) of every paused remote."""
+    return [(r[0], float(r[1])) for r in conn.execute("SELECT remote, paused_at FROM remote_pauses").fetchall()]
+
+
+@dataclass(frozen=True)
+class WorkerFigures:
+    """A worker marked running: who, where, what, and when it last wrote its heartbeat."""
+
+    worker_id: str
+    host: str
+    kind: str
+    updated_at: float
+
+
+def running_workers(conn: sqlite3.Connection, limit: int = 100) -> list[WorkerFigures]:
+    """The workers marked running (newest heartbeat first, at most `limit`)."""
+    rows = conn.execute(
+        "SELECT worker_id, host, kind, updated_at FROM worker_heartbeats WHERE running = 1 "
+        "ORDER BY updated_at DESC, worker_id LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [WorkerFigures(r[0], r[1], r[2], float(r[3])) for r in rows]
+
+
+def last_pass_at(conn: sqlite3.Connection) -> float | None:
+    """When any worker's pass last started or ended (None: none recorded)."""
+    row = conn.execute("SELECT MAX(last_pass_at) FROM worker_heartbeats").fetchone()
+    return float(row[0]) if row and row[0] is not None else None
+
+
