@@ -13,8 +13,9 @@ Each half reserves N article jobs on a fresh ledger, runs worker passes against 
 
 With webhooks on, the simulator delivers deliveries in the documented envelope (no `user_metadata`) to an
 in-process `reclaim receiver`, fails the demo's share of first attempts, and retries with Gemini's backoff
-over its 24 h window compressed by COMPRESSION; once half the jobs were sent, the receiver is unreachable
-for OUTAGE real seconds (OUTAGE x COMPRESSION of the remote's time). With webhooks off it sends none.
+over its 24 h window compressed by COMPRESSION. The jobs are reserved over ten passes; from the sixth on,
+the receiver is unreachable for OUTAGE real seconds (OUTAGE x COMPRESSION of the remote's time), so the
+second half's deliveries arrive only on a retry. With webhooks off it sends none.
 
     .venv/bin/python scripts/evidence_figures.py [N] [OUTAGE_SECONDS]
 """
@@ -76,16 +77,19 @@ def run_half(n: int, webhooks: bool, folder: Path, outage: float = 0.0, seed: in
                           webhook_first_attempt_fail_rate=WEBHOOK_FIRST_ATTEMPT_FAIL_RATE,
                           webhook_time_compression=COMPRESSION)
         conn = connect(ledger, check_same_thread=False)
-        for i in range(n):
-            reserve(conn, cfg, "article.generate", {"input": f"figure job {i}"}, clock=clock, job_id=f"fig-{i}")
         remotes = RemoteCache(cfg)
         deadline = time.monotonic() + 900 + outage
-        outage_started = False
+        outage_started, reserved, batch = False, 0, max(n // 10, 1)
         while time.monotonic() < deadline:
-            tick(conn, cfg, clock=clock, remotes=remotes, owner="figures")
-            if webhooks and outage and not outage_started and len(sim.interactions()) >= n // 2:
-                sim.receiver_down(outage)
+            for i in range(reserved, min(reserved + batch, n)):  # the jobs arrive over ten passes
+                reserve(conn, cfg, "article.generate", {"input": f"figure job {i}"}, clock=clock, job_id=f"fig-{i}")
+            reserved = min(reserved + batch, n)
+            if webhooks and outage and not outage_started and reserved >= n // 2:
+                sim.receiver_down(outage)  # the second half is sent while the receiver is unreachable
                 outage_started = True
+            tick(conn, cfg, clock=clock, remotes=remotes, owner="figures")
+            if reserved < n:
+                continue
             busy = conn.execute(
                 "SELECT COUNT(*) FROM jobs WHERE state IN ('reserving', 'submitted', 'done')").fetchone()[0]
             pending = sim.pending_webhooks() if webhooks else 0
