@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 
 from textual_serve.app_service import AppService
@@ -58,6 +59,7 @@ class SeatProcess(AppService):
             stderr=asyncio.subprocess.PIPE,
             env=env,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         assert process.stdin is not None
         self._stdin = process.stdin
@@ -105,3 +107,19 @@ async def _finished(task: asyncio.Task[None], seconds: float) -> bool:
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the console's process, before exec: on Linux, ask the kernel to SIGKILL it when `reclaim serve` dies
+    (even by SIGKILL, when no reaping can run). Elsewhere nothing: the seat's own reaping still applies."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() == 1:  # the seat died between the fork and the prctl: nobody would reap this console
+        os._exit(1)

@@ -90,6 +90,8 @@ class Seat:
     config: Config
     socket_path: Path | None = None
     consoles: dict[int, SeatProcess] = field(default_factory=dict)
+    owners: dict[int, str] = field(default_factory=dict)
+    """The operator each open console acts for, by pid."""
     refusals: int = 0
 
     def __post_init__(self) -> None:
@@ -116,9 +118,12 @@ class Seat:
         if not self._trusted_peer(request):
             raise self._refuse(request, f"this peer is not a trusted proxy ([serve] trusted_proxies); {header} "
                                         "is believed only from the proxy")
-        name = request.headers.get(header)
-        if name is None:
+        names = request.headers.getall(header, [])
+        if not names:
             raise self._refuse(request, f"no {header} header: reach the seat through its authenticating proxy")
+        if len(names) > 1:
+            raise self._refuse(request, f"{len(names)} {header} headers: the proxy must send exactly one")
+        name = names[0]
         try:
             check_seat_name(name)
         except BadInput as e:
@@ -159,6 +164,12 @@ class Seat:
     async def websocket(self, request: web.Request) -> web.StreamResponse:
         """One console for this connection, acting as the proxy's user; reaped when the connection ends."""
         name: str = request["operator"]  # admitted by `_admission`, Origin included
+        limit = self.config.serve.max_consoles_per_user
+        if sum(owner == name for owner in self.owners.values()) >= limit:
+            self.refusals += 1
+            log.warning("refused a console for %s: %d open ([serve] max_consoles_per_user)", name, limit)
+            raise web.HTTPTooManyRequests(text=f"reclaim serve: refused: {name} has {limit} consoles open "
+                                               "([serve] max_consoles_per_user); close one first\n")
         width = _int(request.query.get("width"), 80)
         height = _int(request.query.get("height"), 24)
         ws = web.WebSocketResponse(heartbeat=HEARTBEAT_SECONDS)
@@ -173,6 +184,7 @@ class Seat:
             await console.start(width, height)
             assert console.pid is not None
             self.consoles[console.pid] = console
+            self.owners[console.pid] = name
             log.info("console %d started for %s", console.pid, name)
             await _relay(ws, console)
         finally:
@@ -180,6 +192,7 @@ class Seat:
             await asyncio.shield(console.reap())
             if pid is not None:
                 self.consoles.pop(pid, None)
+                self.owners.pop(pid, None)
                 log.info("console %d for %s ended", pid, name)
             if not ws.closed:
                 await ws.close()

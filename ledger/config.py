@@ -112,6 +112,8 @@ class ServeConfig:
     trusted_proxies: tuple[str, ...] = ()
     # Exact Origins (scheme://host[:port]) a browser's websocket may come from.
     allowed_origins: tuple[str, ...] = ()
+    # Consoles one browser user may have open at once; one more is refused until one closes.
+    max_consoles_per_user: int = 4
 
 
 @dataclass(frozen=True)
@@ -408,7 +410,10 @@ def _str_list(table: dict[str, Any], name: str, path: tuple[str, ...]) -> tuple[
 def _serve_config(table: dict[str, Any], identity_source: str) -> ServeConfig:
     """[serve]: checked here so a bad value stops every command, not only `reclaim serve`."""
     path = ("serve",)
-    _known(table, {"account", "trusted_proxies", "allowed_origins"}, path)
+    _known(table, {"account", "trusted_proxies", "allowed_origins", "max_consoles_per_user"}, path)
+    per_user = _typed(table, "max_consoles_per_user", (int,), path, ServeConfig.max_consoles_per_user)
+    if isinstance(per_user, bool) or not 1 <= per_user <= 100:
+        raise ConfigError("config key serve.max_consoles_per_user: a whole number from 1 to 100")
     account = _typed(table, "account", (str,), path, "")
     proxies = _str_list(table, "trusted_proxies", path)
     for p in proxies:
@@ -434,7 +439,8 @@ def _serve_config(table: dict[str, Any], identity_source: str) -> ServeConfig:
             'config key serve.account: required with [identity] source = "proxy": the OS account `reclaim serve` '
             "runs as (only its processes may act for a browser user)"
         )
-    return ServeConfig(account=account, trusted_proxies=proxies, allowed_origins=tuple(o.rstrip("/") for o in origins))
+    return ServeConfig(account=account, trusted_proxies=proxies, allowed_origins=tuple(o.rstrip("/") for o in origins),
+                       max_consoles_per_user=per_user)
 
 
 def _read_text(p: Path) -> str:

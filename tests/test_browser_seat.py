@@ -554,3 +554,58 @@ def _cmdline_has(pid: int, text: str) -> bool:
         return text.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
+
+
+def _ws(address: str, headers: list[tuple[str, str]]) -> tuple[http.client.HTTPConnection, int]:
+    """Open the seat's websocket with these headers (a header may repeat); (connection, status)."""
+    host, port = address.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn.putrequest("GET", "/ws")
+    for name, value in [*UPGRADE.items(), *headers]:
+        conn.putheader(name, value)
+    conn.endheaders()
+    return conn, conn.getresponse().status
+
+
+def test_two_identity_headers_are_refused_and_a_user_may_not_open_more_consoles_than_the_limit(
+    tmp_path: Path, sim: Simulator, serve_seat: Callable[..., Served],
+) -> None:
+    ledger, doc, key = held_ledger(tmp_path, sim)
+    origin = "https://reclaim.example.org"
+    doc = {**doc, "serve": {**doc["serve"], "max_consoles_per_user": 2}}
+    seat = serve_seat(ledger, doc, key, trusted=["127.0.0.1"], origins=[origin], listen="127.0.0.1:0")
+    conn, status = _ws(seat.address, [("X-Forwarded-User", "bob"), ("X-Forwarded-User", "alice"),
+                                      ("Origin", origin)])
+    conn.close()
+    assert status == 403 and not seat.consoles
+    _wait_for(lambda: any("2 X-Forwarded-User headers" in line for line in seat.log), timeout=5,
+              what="the refusal logged")
+    open_ = [_ws(seat.address, [("X-Forwarded-User", "bob"), ("Origin", origin)]) for _ in range(2)]
+    assert [s for _, s in open_] == [101, 101]
+    _wait_for(lambda: len(seat.consoles) == 2, timeout=10, what="bob's two consoles")
+    third, status = _ws(seat.address, [("X-Forwarded-User", "bob"), ("Origin", origin)])
+    assert status == 429
+    third.close()
+    alice, status = _ws(seat.address, [("X-Forwarded-User", "alice"), ("Origin", origin)])
+    assert status == 101  # the limit is per user
+    _wait_for(lambda: len(seat.consoles) == 3, timeout=10, what="alice's console")
+    for c, _ in [*open_, (alice, 101)]:
+        c.close()
+
+
+def test_consoles_die_with_a_seat_killed_by_sigkill(
+    tmp_path: Path, sim: Simulator, serve_seat: Callable[..., Served],
+) -> None:
+    ledger, doc, key = held_ledger(tmp_path, sim)
+    origin = "https://reclaim.example.org"
+    seat = serve_seat(ledger, doc, key, trusted=["127.0.0.1"], origins=[origin], listen="127.0.0.1:0")
+    clients = [_ws(seat.address, [("X-Forwarded-User", "bob"), ("Origin", origin)])[0] for _ in range(2)]
+    consoles = _wait_for(lambda: len(seat.consoles) == 2 and seat.consoles, timeout=10, what="two consoles")
+    for pid in consoles:  # paused consoles cannot notice their pipes closing: only the kernel can end them
+        os.kill(pid, signal.SIGSTOP)
+    seat.proc.kill()  # no reaping can run
+    seat.proc.wait(timeout=10)
+    _wait_for(lambda: not any(alive(pid) for pid in consoles), timeout=10,
+              what="the consoles to end with their seat")
+    for c in clients:
+        c.close()
