@@ -78,7 +78,7 @@ def write_tx(
     """Run the block in one write transaction; commit on success, roll back on any error.
 
     A lock held past the busy timeout (or `wait` seconds, when given) raises LedgerLocked (exit 8) on both
-    backends. SQLite: BEGIN IMMEDIATE behind the writers' queue. PostgreSQL: READ COMMITTED under an
+    backends. SQLite: BEGIN IMMEDIATE, tried in short steps. PostgreSQL: READ COMMITTED under an
     advisory lock, the audit chain's, or with `lock` (an operation name) that operation's only, or with
     `rows_only` (a block that appends no event and locks its rows itself, e.g. `FOR UPDATE SKIP LOCKED`) none.
     """
