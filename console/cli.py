@@ -365,12 +365,6 @@ def _progress_for(as_json: bool) -> tuple[Callable[[str, int, int], None] | None
     return plain, lambda: None
 
 
-def _remote_for(cfg: Config, operation: str) -> Any:
-    from ledger.worker import RemoteCache
-
-    return RemoteCache(cfg).for_operation(operation)
-
-
 def _print_report(report: TickReport, as_json: bool) -> None:
     if as_json:
         output.emit_json(report.as_dict())

@@ -2,8 +2,8 @@
 
 A path is a SQLite file (`ledger.store.sqlite`); a `postgresql://` URL is a PostgreSQL database
 (`ledger.store.postgres`). Both give the connection interface the rules are written against (see
-`ledger.store`); this module only chooses. The SQLite names other modules and tests use (the schema's
-migrations, the busy timeout, the application id) are re-exported from the SQLite backend.
+`ledger.store`); this module only chooses. `ledger_error` and `ledger_path` are the SQLite backend's,
+re-exported for the modules that use them.
 """
 
 from __future__ import annotations
@@ -15,33 +15,8 @@ from typing import cast
 
 from ledger import store
 from ledger.store import sqlite as sqlite_store
-from ledger.store.sqlite import (
-    _V8_TRIGGERS as _V8_TRIGGERS,
-)
-from ledger.store.sqlite import (
-    APPLICATION_ID as APPLICATION_ID,
-)
-from ledger.store.sqlite import (
-    BUSY_TIMEOUT_MS as BUSY_TIMEOUT_MS,
-)
-from ledger.store.sqlite import (
-    MIGRATIONS as MIGRATIONS,
-)
-from ledger.store.sqlite import (
-    SCHEMA_VERSION as SCHEMA_VERSION,
-)
-from ledger.store.sqlite import (
-    _chain_existing as _chain_existing,
-)
-from ledger.store.sqlite import (
-    _statements as _statements,
-)
-from ledger.store.sqlite import (
-    ledger_error as ledger_error,
-)
-from ledger.store.sqlite import (
-    ledger_path as ledger_path,
-)
+from ledger.store.sqlite import ledger_error as ledger_error
+from ledger.store.sqlite import ledger_path as ledger_path
 
 
 def create_ledger(path: str | Path) -> bool:

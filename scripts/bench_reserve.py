@@ -34,8 +34,9 @@ from typing import Any
 from ledger.audit import event_hash
 from ledger.clock import SystemClock, day_of
 from ledger.config import Config, parse_config
-from ledger.db import BUSY_TIMEOUT_MS, connect, create_ledger
+from ledger.db import connect, create_ledger
 from ledger.reserve import HELD_ON_TARGET, reserve
+from ledger.store.sqlite import BUSY_TIMEOUT_MS
 
 OPERATION = "bench.op"
 

@@ -6,7 +6,8 @@ import sqlite3
 from pathlib import Path
 
 from ledger import queries
-from ledger.db import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, _statements, connect, create_ledger
+from ledger.db import connect, create_ledger
+from ledger.store.sqlite import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, _statements
 
 
 def _ledger_at_version(path: Path, version: int) -> None:

@@ -18,9 +18,10 @@ from ledger import queries
 from ledger.audit import verify
 from ledger.clock import ManualClock, SystemClock
 from ledger.config import Config
-from ledger.db import _V8_TRIGGERS, APPLICATION_ID, MIGRATIONS, _chain_existing, _statements, connect
+from ledger.db import connect
 from ledger.heartbeat import HEARTBEAT_SECONDS, WorkerBeat, read_board
 from ledger.reserve import reserve
+from ledger.store.sqlite import _V8_TRIGGERS, APPLICATION_ID, MIGRATIONS, _chain_existing, _statements
 from ledger.worker import TickReport, tick
 
 OP = "article.generate"
