@@ -9,7 +9,8 @@ re-exported for the modules that use them.
 from __future__ import annotations
 
 import sqlite3
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import cast
 
@@ -65,3 +66,25 @@ def write_tx(
             conn.write(None if rows_only else CHAIN_LOCK if lock is None else operation_lock(lock), wait),
         )
     return sqlite_store.write_tx(conn, wait=wait)  # the backend's own context, not wrapped in another
+
+
+Connection = sqlite3.Connection
+"""A ledger connection, as `connect` returns it (on PostgreSQL a connection giving the same interface)."""
+
+
+@contextmanager
+def database_errors(ledger: str | Path) -> Iterator[None]:
+    """Run the block; a database error met in it is raised as the ledger's own, named after `ledger`:
+    LedgerLocked (exit 8), LedgerCorrupt or LedgerUnusable (exit 7). Other errors pass through as they are."""
+    try:
+        yield
+    except sqlite3.Error as e:
+        raise ledger_error(e, ledger) from None
+
+
+def close_quietly(conn: sqlite3.Connection) -> None:
+    """Close `conn`; a database error while closing is ignored (the connection is given up either way)."""
+    try:
+        conn.close()
+    except sqlite3.Error:
+        pass
