@@ -10,6 +10,7 @@ import random
 import sqlite3
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
@@ -350,10 +351,9 @@ def _migrate(conn: sqlite3.Connection, path: Path, from_version: int) -> None:
         for i in range(version, SCHEMA_VERSION):
             for stmt in _statements(MIGRATIONS[i]):
                 conn.execute(stmt)
-            if i + 1 == 8:
-                _chain_existing(conn)
-                for stmt in _statements(_V8_TRIGGERS):
-                    conn.execute(stmt)
+            after = AFTER_SCRIPT.get(i + 1)
+            if after is not None:
+                after(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except sqlite3.Error as e:
@@ -375,6 +375,18 @@ def _chain_existing(conn: sqlite3.Connection) -> None:
         digest = event_hash(prev, *row[1:])
         conn.execute("UPDATE events SET prev_hash = ?, hash = ? WHERE id = ?", (prev, digest, row[0]))
         prev = digest
+
+
+def _chain_then_guard(conn: sqlite3.Connection) -> None:
+    """Schema version 8's Python step: chain the events already there, then the triggers that guard the chain
+    (they would refuse the chaining's own UPDATEs if they came first)."""
+    _chain_existing(conn)
+    for stmt in _statements(_V8_TRIGGERS):
+        conn.execute(stmt)
+
+
+AFTER_SCRIPT: dict[int, Callable[[sqlite3.Connection], None]] = {8: _chain_then_guard}
+"""Steps that run in Python right after a version's script in MIGRATIONS, keyed by that version."""
 
 
 def create_ledger(path: str | Path) -> bool:
