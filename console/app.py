@@ -9,7 +9,6 @@ remote ready. Quitting stops nothing but the console, and waits for none of thes
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -44,18 +43,26 @@ from console.screens.overview import OverviewScreen
 from console.screens.pick import PickJobScreen
 from console.screens.quotas import QuotasScreen
 from console.screens.triage import TriageScreen
-from ledger import queries
-from ledger.clock import Clock, process_clock
-from ledger.config import Config
-from ledger.db import connect
-from ledger.errors import LedgerError
-from ledger.heartbeat import Liveness
-from ledger.identity import Identity
-from ledger.model import Event, Job, JobKey
-from ledger.redaction import Redactor
-from ledger.store import shown_ledger
-from ledger.views import SavedView, get_view, list_views
-from ledger.worker import RemoteCache
+from ledger import (
+    Clock,
+    Config,
+    Event,
+    Identity,
+    Job,
+    JobKey,
+    LedgerError,
+    Liveness,
+    Redactor,
+    RemoteCache,
+    SavedView,
+    connect,
+    find_job,
+    get_view,
+    list_views,
+    operations_of,
+    process_clock,
+    shown_ledger,
+)
 
 POLL_SECONDS = 0.1
 STALL_SECONDS = 1.5
@@ -292,7 +299,7 @@ class ReclaimApp(App[int]):
                     self.polling_since = time.monotonic()
                     try:
                         pulse = follower.poll()
-                    except (LedgerError, sqlite3.Error, OSError) as e:
+                    except (LedgerError, OSError) as e:
                         follower.close()
                         reason = clean(str(e) or type(e).__name__, 300)
                         if reason != was_stale:
@@ -496,11 +503,11 @@ class ReclaimApp(App[int]):
         with self.source.reading() as conn:
             for job_id, operation in job_candidates(rest, self.config.operations):
                 if operation is not None:
-                    job = queries.find_job(conn, JobKey(job_id, operation))
+                    job = find_job(conn, JobKey(job_id, operation))
                     jobs = [job] if job is not None else []
                 else:
-                    jobs = [j for op in queries.operations_of(conn, job_id)
-                            if (j := queries.find_job(conn, JobKey(job_id, op))) is not None]
+                    jobs = [j for op in operations_of(conn, job_id)
+                            if (j := find_job(conn, JobKey(job_id, op))) is not None]
                 if jobs:
                     self.post_message(self.JobsFound(job_id, jobs))
                     return

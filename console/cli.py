@@ -7,7 +7,6 @@ import json
 import math
 import os
 import signal
-import sqlite3
 import sys
 import threading
 import time
@@ -24,14 +23,8 @@ except ImportError:  # pragma: no cover
     from click import get_current_context
 
 from console import output, sanitize
-from ledger import evidence, heartbeat, identity, queries, triage
-from ledger.actions import ACTIONS as ACTION_TABLE
-from ledger.actions import Field
-from ledger.audit import head as audit_head
-from ledger.clock import Clock, iso, parse_when, process_clock
-from ledger.config import Config, load_config
-from ledger.db import connect, create_ledger, ledger_error
-from ledger.errors import (
+from ledger import (
+    ACTION_TABLE,
     EXIT_BLOCKED_BY_HOLD,
     EXIT_HELD,
     EXIT_QUOTA_EXCEEDED,
@@ -39,22 +32,68 @@ from ledger.errors import (
     EXIT_RESERVED_NOT_SENT,
     EXIT_SEND_TAKEN_OVER,
     EXIT_VERIFY_FAILED,
+    SEAT_ENV,
     BadInput,
+    Clock,
+    Config,
+    Connection,
+    Event,
+    EventCursor,
+    Identity,
+    Job,
+    JobFilter,
+    JobKey,
     LedgerCorrupt,
     LedgerError,
+    Liveness,
+    Preview,
+    Redactor,
+    WorkerBoard,
+    audit_head,
+    check_action_input,
+    check_pages,
+    connect,
+    console_url_for,
+    create_ledger,
+    database_errors,
+    dry_run_action,
+    duration_text,
+    evidence_duplicate_count,
+    evidence_for_job,
+    evidence_refusal_counts,
+    fenced_write_count,
+    get_job,
+    is_url,
+    iso,
+    job_events,
+    ledger_clock,
+    list_jobs,
+    load_config,
+    operation_counts,
+    operations_of,
+    orphan_evidence,
+    os_account,
+    parse_when,
+    paused_remotes,
+    process_clock,
+    quota_history,
+    quota_today,
+    read_board,
+    require_role,
+    resolve_identity,
+    resume_remote,
+    shown_ledger,
+    state_counts,
+    take,
+    wait_for_change,
 )
-from ledger.follow import EventCursor, wait_for_change
-from ledger.identity import Identity
-from ledger.integrity import check_pages
-from ledger.model import Event, Job, JobKey
-from ledger.redaction import Redactor
-from ledger.remote_health import paused_remotes
-from ledger.remote_health import resume as resume_remote
-from ledger.remotes import console_url_for
-from ledger.store import is_url, ledger_clock, shown_ledger
+from ledger import ActionField as Field
+from ledger import (
+    bulk_assign as assign_jobs,
+)
 
 if TYPE_CHECKING:
-    from ledger.worker import TickReport
+    from ledger import TickReport
 
 app = typer.Typer(
     name="reclaim",
@@ -133,7 +172,7 @@ EXIT_BROKEN_PIPE = 141
 
 def _identity(cfg: Config, name: str | None) -> Identity:
     """Who acts: the config's identity source applied to --operator and a browser seat's name (if any)."""
-    return identity.resolve(cfg, name, os.environ.get(identity.SEAT_ENV) or None)
+    return resolve_identity(cfg, name, os.environ.get(SEAT_ENV) or None)
 
 
 def _operator(cfg: Config, name: str | None) -> str:
@@ -143,7 +182,7 @@ def _operator(cfg: Config, name: str | None) -> str:
 def _sender(cfg: Config, name: str | None, what: str) -> str:
     """The acting identity's name, after checking it holds the sender role `what` needs."""
     who = _identity(cfg, name)
-    identity.require_role(cfg, who, "sender", what)
+    require_role(cfg, who, "sender", what)
     return who.name
 
 
@@ -185,12 +224,12 @@ def _guard(as_json: bool) -> Iterator[None]:
     """
     try:
         _check_text_params()
-        yield
+        ctx = get_current_context(silent=True)
+        # a database error met while reading becomes the ledger's own: locked (8), corrupt or unusable (7)
+        with database_errors((ctx.params.get("ledger") if ctx else None) or "file"):
+            yield
     except LedgerError as e:
         raise _fail(e, as_json) from None
-    except sqlite3.Error as e:  # met while reading: locked (8), corrupt or otherwise unusable (7)
-        ctx = get_current_context(silent=True)
-        raise _fail(ledger_error(e, (ctx.params.get("ledger") if ctx else None) or "file"), as_json) from None
 
 
 def _load(config: Path) -> Config:
@@ -210,7 +249,7 @@ def _protect(config: Path) -> Config | None:
         return None
 
 
-def _open(ledger: Path, config: Path, *, readonly: bool = False) -> tuple[sqlite3.Connection, Config, Clock]:
+def _open(ledger: Path, config: Path, *, readonly: bool = False) -> tuple[Connection, Config, Clock]:
     cfg = _load(config)
     conn = connect(ledger, readonly=readonly)
     return conn, cfg, ledger_clock(conn, process_clock())  # PostgreSQL: leases by the server's clock
@@ -235,10 +274,10 @@ def _within(option: str, value: float, low: float, high: float) -> None:
         raise BadInput(f"{option} {value!r}: must be {kind} from {shown(low)} to {shown(high)}")
 
 
-def _resolve(conn: sqlite3.Connection, job_id: str, operation: str | None) -> JobKey:
+def _resolve(conn: Connection, job_id: str, operation: str | None) -> JobKey:
     if operation:
         return JobKey(job_id, operation)
-    ops = queries.operations_of(conn, job_id)
+    ops = operations_of(conn, job_id)
     if len(ops) == 1:
         return JobKey(job_id, ops[0])
     if not ops:
@@ -268,7 +307,7 @@ def init(
         if config.exists():
             _load(config)
         elif config.parent.is_dir():
-            config.write_text(STARTER_CONFIG.replace("{account}", json.dumps(identity.os_account())), encoding="utf-8")
+            config.write_text(STARTER_CONFIG.replace("{account}", json.dumps(os_account())), encoding="utf-8")
             wrote_config = True
         created = create_ledger(ledger)
         if not created:
@@ -301,7 +340,7 @@ def submit(
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config)
         actor = _sender(cfg, operator, "submit jobs")
-        from ledger.worker import submit_now  # the remotes (and their SDKs) load only for commands that send
+        from ledger import submit_now  # the remotes (and their SDKs) load only for commands that send
 
         res = submit_now(conn, cfg, operation, payload, clock=clock, job_id=job_id, target=target, actor=actor)
     doc: dict[str, Any] = {"outcome": res.outcome, "state": res.state, "job_id": res.key.job_id,
@@ -365,12 +404,6 @@ def _progress_for(as_json: bool) -> tuple[Callable[[str, int, int], None] | None
     return plain, lambda: None
 
 
-def _remote_for(cfg: Config, operation: str) -> Any:
-    from ledger.worker import RemoteCache
-
-    return RemoteCache(cfg).for_operation(operation)
-
-
 def _print_report(report: TickReport, as_json: bool) -> None:
     if as_json:
         output.emit_json(report.as_dict())
@@ -390,7 +423,7 @@ def tick_cmd(
         with _guard(as_json):
             conn, cfg, clock = _open(ledger, config)
             _sender(cfg, operator, "run a worker pass (it sends)")
-            from ledger.worker import tick
+            from ledger import tick
 
             report = tick(conn, cfg, clock=clock, progress=progress)
     finally:
@@ -424,7 +457,7 @@ def worker(
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config)
         _sender(cfg, operator, "run a worker (it sends)")
-        from ledger.worker import run_worker
+        from ledger import run_worker
 
         passes = run_worker(conn, cfg, clock=clock, stop=stop, interval=interval,
                             on_pass=(lambda r: _print_report(r, as_json)) if as_json else None)
@@ -443,17 +476,17 @@ def status(
         conn, cfg, clock = _open(ledger, config, readonly=True)
         who = _identity(cfg, operator)
         pages_checked = check_pages(conn, PAGE_CHECK_SECONDS)
-        states = queries.state_counts(conn)
-        ops = queries.operation_counts(conn)
-        today = queries.quota_today(conn, cfg, clock.now())
-        fenced = queries.fenced_write_count(conn)
+        states = state_counts(conn)
+        ops = operation_counts(conn)
+        today = quota_today(conn, cfg, clock.now())
+        fenced = fenced_write_count(conn)
         pauses = paused_remotes(conn)
-        duplicates = evidence.duplicate_count(conn)
-        webhooks = evidence.refusal_counts(conn)
+        duplicates = evidence_duplicate_count(conn)
+        webhooks = evidence_refusal_counts(conn)
         event_count, head_hash = audit_head(conn)
         now = clock.now()
         silence = cfg.policy.worker_silence_seconds
-        board = heartbeat.read_board(conn)
+        board = read_board(conn)
         live = board.liveness(now, silence)
     if as_json:
         output.emit_json({
@@ -504,7 +537,7 @@ def status(
         )
 
 
-def _print_workers(board: heartbeat.WorkerBoard, live: heartbeat.Liveness, now: float) -> None:
+def _print_workers(board: WorkerBoard, live: Liveness, now: float) -> None:
     """The workers line (flagged when no pass within policy.worker_silence_seconds) and the newest heartbeats."""
     if live.silent:
         output.line(f"WORKERS: {live.summary()} (policy.worker_silence_seconds = {live.silence_seconds:g} s): "
@@ -514,7 +547,7 @@ def _print_workers(board: heartbeat.WorkerBoard, live: heartbeat.Liveness, now: 
     if board.recent:
         output.table("worker heartbeats", ["worker", "kind", "version", "state", "last pass", "passes", "error"], [
             [h.worker_id, h.kind, h.version, h.state(now, live.silence_seconds),
-             f"{heartbeat.duration(now - h.last_pass_at)} ago" if h.last_pass_at is not None else "-", h.passes,
+             f"{duration_text(now - h.last_pass_at)} ago" if h.last_pass_at is not None else "-", h.passes,
              h.error or ""]
             for h in board.recent
         ])
@@ -535,7 +568,7 @@ def receiver(
     """
     import errno
 
-    from ledger.receiver import make_server
+    from ledger import make_webhook_server as make_server
 
     with _guard(as_json):
         _within("--port", port, 0, 65535)
@@ -579,9 +612,9 @@ def evidence_cmd(
     with _guard(as_json):
         conn = connect(ledger, readonly=True)
         if orphans or job_id is None:
-            items = evidence.orphans(conn)
+            items = orphan_evidence(conn)
         else:
-            items = evidence.for_job(conn, triage.get_job(conn, _resolve(conn, job_id, operation)))
+            items = evidence_for_job(conn, get_job(conn, _resolve(conn, job_id, operation)))
     if as_json:
         output.emit_json({"evidence": [e.to_dict() for e in items]})
         return
@@ -608,7 +641,7 @@ def verify(
 
     Exit 0 with the head hash and counts, or 11 naming the first event or job that does not match.
     """
-    from ledger.audit import verify as verify_ledger
+    from ledger import verify_ledger
 
     _protect(config)
     verdict = None
@@ -619,9 +652,10 @@ def verify(
             damage = e.damage
         else:
             try:
-                verdict = verify_ledger(conn)
-            except sqlite3.DatabaseError as e:
-                damage = str(e)
+                with database_errors(ledger):
+                    verdict = verify_ledger(conn)
+            except LedgerCorrupt as e:  # damage met while reading: a failed check (locked: exit 8 as anywhere)
+                damage = e.damage
             finally:
                 conn.close()
     engine = "PostgreSQL" if is_url(str(ledger)) else "SQLite"
@@ -677,9 +711,9 @@ def show(
     with _guard(as_json):
         conn = connect(ledger, readonly=True)
         key = _resolve(conn, job_id, operation)
-        job = triage.get_job(conn, key)
-        events = queries.job_events(conn, key)
-        found = evidence.for_job(conn, job)
+        job = get_job(conn, key)
+        events = job_events(conn, key)
+        found = evidence_for_job(conn, job)
     url = console_url_for(cfg, job.operation, job.idem_key) if cfg is not None else None
     if as_json:
         output.emit_json({"job": job.to_dict(), "events": [e.to_dict() for e in events],
@@ -722,8 +756,7 @@ def jobs(
     as_json: JsonOpt = False,
 ) -> None:
     """One page of a group's jobs, by age, filtered by typed terms or a saved view."""
-    from ledger.model import GROUPS
-    from ledger.views import get_view
+    from ledger import GROUPS, get_view
 
     _protect(config)
     with _guard(as_json):
@@ -739,8 +772,8 @@ def jobs(
             group, filter_text = saved.group, saved.filter
         if group not in GROUPS:
             raise BadInput(f"group {group!r}: unknown (groups: {', '.join(GROUPS)})")
-        rows = queries.list_jobs(conn, group, limit=limit, offset=(page - 1) * limit, oldest_first=not newest_first,
-                                 flt=queries.JobFilter.parse(filter_text, me=me))
+        rows = list_jobs(conn, group, limit=limit, offset=(page - 1) * limit, oldest_first=not newest_first,
+                                 flt=JobFilter.parse(filter_text, me=me))
         now = process_clock().now()
     if as_json:
         output.emit_json({"group": group, "page": page, "jobs": [j.to_dict() for j in rows]})
@@ -762,7 +795,7 @@ def views(
     as_json: JsonOpt = False,
 ) -> None:
     """List your saved views, or save / delete one (kept in the ledger, per operator)."""
-    from ledger.views import delete_view, list_views, save_view
+    from ledger import delete_view, list_views, save_view
 
     with _guard(as_json):
         me = _operator(_load(config), operator)
@@ -791,7 +824,7 @@ def quota(
     with _guard(as_json):
         _within("--days", days, 1, 366)
         conn, cfg, clock = _open(ledger, config, readonly=True)
-        hist = queries.quota_history(conn, cfg, clock.now(), days=days)
+        hist = quota_history(conn, cfg, clock.now(), days=days)
     if as_json:
         output.emit_json({op: [{"day": d.day, "used": d.used, "limit": d.limit, "remaining": d.remaining}
                                for d in ds] for op, ds in hist.items()})
@@ -844,15 +877,14 @@ def _triage_command(name: str) -> Callable[..., None]:
 def _take(name: str, options: dict[str, Any]) -> None:
     """Run one job action from the CLI: the table's required fields first (one line naming the option), then the
     ledger function itself (or, with --dry-run, `triage.dry_run` on a read-only connection)."""
-    from ledger.clock import parse_due
-    from ledger.worker import RemoteCache
+    from ledger import RemoteCache, parse_due
 
     spec = ACTION_TABLE[name]
     as_json, dry = options["as_json"], options["dry_run"]
     unverified = bool(options.get("unverified", False))
     given: dict[str, Any] = {f.name: options[f.name] for f in spec.fields}
     with _guard(as_json):
-        triage.check_input(name, given)
+        check_action_input(name, given)
         conn, cfg, clock = _open(options["ledger"], options["config"], readonly=dry)
         if "due" in given:
             given["due"] = parse_due(given["due"], clock.now(), cfg.timezone, name="--due")
@@ -861,12 +893,12 @@ def _take(name: str, options: dict[str, Any]) -> None:
         asks = (name == "reconcile" and not unverified) or (name == "query" and not dry)
         remote = RemoteCache(cfg).for_operation(key.operation) if asks else None
         if dry:
-            would = triage.dry_run(conn, cfg, key, name, given, actor=actor, clock=clock, remote=remote,
+            would = dry_run_action(conn, cfg, key, name, given, actor=actor, clock=clock, remote=remote,
                                    unverified=unverified)
         else:
-            result = triage.take(conn, cfg, key, name, given, actor=actor, clock=clock, remote=remote,
+            result = take(conn, cfg, key, name, given, actor=actor, clock=clock, remote=remote,
                                  unverified=unverified)
-        job = triage.get_job(conn, key)
+        job = get_job(conn, key)
     doc: dict[str, Any] = {"job_id": key.job_id, "operation": key.operation, "state": job.state,
                            "attempt": job.attempt}
     if dry:
@@ -882,7 +914,7 @@ def _take(name: str, options: dict[str, Any]) -> None:
         output.line(" ".join(f"{k}={v}" for k, v in doc.items()))
 
 
-def _print_dry_run(name: str, doc: dict[str, Any], would: triage.Preview, words: list[str], given: dict[str, Any],
+def _print_dry_run(name: str, doc: dict[str, Any], would: Preview, words: list[str], given: dict[str, Any],
                    as_json: bool) -> None:
     """A dry run's answer: what the action would do (the console's preview text), the input, and whether it
     would be allowed or why not."""
@@ -919,15 +951,15 @@ def bulk_assign(
     operator: OperatorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    from ledger.clock import parse_due
+    from ledger import parse_due
 
     with _guard(as_json):
-        triage.check_input("bulk-assign", {"reason": reason, "owner": owner, "due": due})
+        check_action_input("bulk-assign", {"reason": reason, "owner": owner, "due": due})
         conn, cfg, clock = _open(ledger, config, readonly=not yes)
         due_at = parse_due(due, clock.now(), cfg.timezone, name="--due")
         me = _operator(cfg, operator)
-        flt = queries.JobFilter.parse(filter_text, me=me)
-        done = triage.bulk_assign(conn, cfg, flt, owner, due_at, actor=me, clock=clock, reason=reason, apply=yes)
+        flt = JobFilter.parse(filter_text, me=me)
+        done = assign_jobs(conn, cfg, flt, owner, due_at, actor=me, clock=clock, reason=reason, apply=yes)
     doc = {"matched": len(done.matched), "assigned": done.assigned, "owner": owner, "due": iso(due_at)}
     if as_json:
         output.emit_json(doc)
@@ -1023,7 +1055,15 @@ def export_cmd(
     the rows written and the audit head hash at the export, which 'reclaim verify' reports too.
     """
     from console.export import check_target, choose_format, opened, write_rows
-    from ledger import export
+    from ledger import (
+        EXPORT_TABLES,
+        ExportFilter,
+        check_export_filter,
+        export_redacted,
+        export_rows,
+        export_snapshot,
+        parse_export_states,
+    )
 
     cfg = _protect(config)
     redactor = Redactor.from_config(cfg) if cfg is not None else Redactor()
@@ -1031,28 +1071,28 @@ def export_cmd(
         chosen = choose_format(fmt, output_to)
         me = _operator(_load(config), operator) if "owner:me" in filter_text.split() else None
         now = process_clock().now()
-        flt = export.ExportFilter(
-            states=export.parse_states(state or []), operation=operation, target=target, job_id=job,
+        flt = ExportFilter(
+            states=parse_export_states(state or []), operation=operation, target=target, job_id=job,
             since=parse_when(since, now, name="--since") if since is not None else None,
             until=parse_when(until, now, name="--until") if until is not None else None,
-            after_id=after, typed=queries.JobFilter.parse(filter_text, me=me) if filter_text.strip() else None,
+            after_id=after, typed=JobFilter.parse(filter_text, me=me) if filter_text.strip() else None,
         )
-        export.check_filter(what, flt)
+        check_export_filter(what, flt)
         dest = check_target(output_to, force=force, ledger=ledger)
         terminal = dest.path is None and sys.stdout.isatty()
         redactions = 0
 
-        def source(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
+        def source(conn: Connection) -> Iterator[dict[str, Any]]:
             nonlocal redactions
-            for row in export.rows(conn, what, flt):
-                row, changed = export.redacted(row, redactor)
+            for row in export_rows(conn, what, flt):
+                row, changed = export_redacted(row, redactor)
                 redactions += changed
                 yield row
 
         conn = connect(ledger, readonly=True)
         try:
-            with export.snapshot(conn) as anchor, opened(dest) as out, closing(source(conn)) as rows:
-                written = write_rows(out, chosen, export.TABLES[what], rows, terminal=terminal)
+            with export_snapshot(conn) as anchor, opened(dest) as out, closing(source(conn)) as rows:
+                written = write_rows(out, chosen, EXPORT_TABLES[what], rows, terminal=terminal)
         except BrokenPipeError:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
             output.notice(f"export stopped: the reader closed the pipe before the end ({what})")
@@ -1089,7 +1129,7 @@ def notifications(
     as_json: JsonOpt = False,
 ) -> None:
     """The notification outbox, uncertain ones first."""
-    from ledger.dispatch import list_outbox
+    from ledger import list_outbox
 
     _protect(config)
     with _guard(as_json):
@@ -1114,7 +1154,7 @@ def notification_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Settle an uncertain notification: confirmed received, or sent again by another route."""
-    from ledger.dispatch import resolve_uncertain
+    from ledger import resolve_uncertain
 
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config)
@@ -1189,7 +1229,7 @@ def serve(
         if cfg.identity_source != "proxy":
             raise BadInput(f"serve: this config's [identity] source is {cfg.identity_source!r}; the browser seat "
                            "needs source = \"proxy\" with [serve] account, trusted_proxies and allowed_origins")
-        account = identity.os_account()
+        account = os_account()
         if account != cfg.serve.account:
             raise BadInput(f"serve: runs only as the seat account [serve] account = {cfg.serve.account!r}, not as "
                            f"{account!r} (e.g. sudo -u {cfg.serve.account} reclaim serve ...)")

@@ -19,9 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from console import output
-from ledger.config import load_config
-from ledger.db import create_ledger
-from ledger.store import shown_ledger
+from ledger import create_ledger, load_config, shown_ledger
 
 DEMO_OPERATORS = {"alice": ["triage"], "bob": ["triage", "approver"]}
 

@@ -4,23 +4,33 @@ from __future__ import annotations
 
 import argparse
 import signal
-import sqlite3
 import threading
 import time
 from pathlib import Path
 
-from ledger.clock import Clock, SystemClock, day_of
-from ledger.config import Config, load_config
-from ledger.db import connect
-from ledger.heartbeat import WorkerBeat
-from ledger.reserve import ReserveResult, reserve
-from ledger.worker import RemoteCache, tick, worker_id
+from ledger import (
+    Clock,
+    Config,
+    Connection,
+    RemoteCache,
+    ReserveResult,
+    SystemClock,
+    WorkerBeat,
+    connect,
+    day_of,
+    load_config,
+    tick,
+    worker_id,
+)
+from ledger import (
+    reserve_job as reserve,
+)
 
 TOPICS = ["tides", "lighthouses", "glaciers", "bridges", "owls", "comets", "orchards", "ferries", "kilns", "dunes"]
 BUCKETS = ["bucket-a", "bucket-b", "bucket-c", "bucket-d"]
 
 
-def new_job(conn: sqlite3.Connection, config: Config, clock: Clock, n: int) -> ReserveResult:
+def new_job(conn: Connection, config: Config, clock: Clock, n: int) -> ReserveResult:
     """Reserve the generator's `n`-th job (as the scheduler): every 10th a storage clean-up, else an article."""
     day = day_of(clock.now(), config.timezone)
     if n % 10 == 0 and "storage.cleanup" in config.operations:

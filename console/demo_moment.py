@@ -21,14 +21,22 @@ from pathlib import Path
 
 from console.demo import DEMO_RATE, FAULT_RATES, SIMULATOR_SEED, prepare
 from console.demo_feed import new_job
-from ledger import triage
-from ledger.clock import ManualClock, parse_time
-from ledger.config import Config, load_config
-from ledger.db import connect
-from ledger.heartbeat import WorkerBeat
-from ledger.model import JobKey, idem_key
+from ledger import (
+    Config,
+    JobKey,
+    ManualClock,
+    RemoteCache,
+    WorkerBeat,
+    connect,
+    get_job,
+    idem_key,
+    load_config,
+    parse_time,
+    query_job,
+    record_finding,
+    tick,
+)
 from ledger.simulator import Simulator
-from ledger.worker import RemoteCache, tick
 
 START = parse_time("2026-12-03T09:00:00Z")
 """When the demo at a moment starts (its first job)."""
@@ -104,17 +112,17 @@ def build_moment(folder: Path, sim: Simulator, moment: str = "first-finding") ->
 
     try:
         feed_until(START + FEED_SECONDS)
-        held = [k for k in keys if triage.get_job(conn, k).state == "held"]
+        held = [k for k in keys if get_job(conn, k).state == "held"]
         if not held:
             raise RuntimeError(f"the demo feed held no job in {FEED_SECONDS:.0f} s")
         # alice takes the oldest hold while the feed goes on: asks the remote, looks in its console, records.
         first = held[0]
-        triage.query_job(conn, config, first, remotes.for_operation(first.operation), actor="alice", clock=clock)
+        query_job(conn, config, first, remotes.for_operation(first.operation), actor="alice", clock=clock)
         feed_until(clock.now() + FINDING_AFTER)
         category, note = _finding(sim, first)
-        triage.record_finding(conn, config, first, category, note, actor="alice", clock=clock)
+        record_finding(conn, config, first, category, note, actor="alice", clock=clock)
         feed_until(clock.now() + SHOWN_AFTER)
-        held = [k for k in keys if triage.get_job(conn, k).state == "held"]
+        held = [k for k in keys if get_job(conn, k).state == "held"]
     finally:
         conn.close()
     return DemoMoment(ledger=ledger, config_path=config_path, config=config, clock=clock,

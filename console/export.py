@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from console.sanitize import escape_controls, escape_json_controls
-from ledger.errors import BadInput
-from ledger.files import fsync_dir, place_new
+from ledger import BadInput, fsync_dir, place_new
 
 FORMATS = ("csv", "jsonl", "json")
 """The formats `reclaim export --format` takes."""

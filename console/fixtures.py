@@ -14,16 +14,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger import triage
-from ledger.clock import ManualClock, parse_time
-from ledger.config import Config, load_config
-from ledger.db import connect, create_ledger
-from ledger.heartbeat import WorkerBeat
-from ledger.leases import claim_for_send
-from ledger.model import JobKey, idem_key
-from ledger.reserve import reserve
+from ledger import (
+    Config,
+    JobKey,
+    ManualClock,
+    RemoteCache,
+    TickReport,
+    WorkerBeat,
+    assign,
+    claim_for_send,
+    connect,
+    create_ledger,
+    idem_key,
+    load_config,
+    parse_time,
+    poll_submitted,
+    query_job,
+    record_finding,
+    reject,
+    send_one,
+    tick,
+)
+from ledger import (
+    reserve_job as reserve,
+)
 from ledger.simulator import Simulator
-from ledger.worker import RemoteCache, TickReport, poll_submitted, send_one, tick
 
 T0 = parse_time("2026-12-01T09:00:00Z")
 """The demo's 'now': every screen of the demo is drawn at this instant."""
@@ -184,30 +199,30 @@ def build_demo(folder: Path, sim: Simulator) -> Demo:
         sim.add_fault("drop_before_accept", match_idem=idem_key(*_k(key)))
         run_tick()
         clock.set(T0 - 50 * 60)
-        triage.query_job(conn, config, key, remotes.for_operation(ARTICLE), actor="bob", clock=clock)
-        triage.record_finding(conn, config, key, "changed_by_other", "Editor published the post by hand at 08:05.",
+        query_job(conn, config, key, remotes.for_operation(ARTICLE), actor="bob", clock=clock)
+        record_finding(conn, config, key, "changed_by_other", "Editor published the post by hand at 08:05.",
                               actor="bob", clock=clock)
         clock.set(T0 - 45 * 60)
-        triage.reject(conn, config, key, actor="carol", clock=clock, reason="Published by hand; do not generate.")
+        reject(conn, config, key, actor="carol", clock=clock, reason="Published by hand; do not generate.")
         jobs["resolved"] = key
 
         # Triage under way on the oldest hold: bob queried and found it not received; alice owns it, overdue.
         clock.set(T0 - 40 * 60)
         held = jobs["held_reset"]
-        triage.query_job(conn, config, held, remotes.for_operation(ARTICLE), actor="bob", clock=clock)
+        query_job(conn, config, held, remotes.for_operation(ARTICLE), actor="bob", clock=clock)
         clock.set(T0 - 35 * 60)
-        triage.record_finding(
+        record_finding(
             conn, config, held, "not_received",
             "No interaction labelled with this idem key in the Gemini console; our proxy log shows the "
             "connection reset before any response.", actor="bob", clock=clock,
         )
-        triage.assign(conn, config, held, "alice", T0 - 20 * 60, actor="bob", clock=clock,
+        assign(conn, config, held, "alice", T0 - 20 * 60, actor="bob", clock=clock,
                       reason="alice is on call until noon")
         # The lost reply: alice asked; owned by bob, due this afternoon.
         clock.set(T0 - 30 * 60)
-        triage.query_job(conn, config, jobs["held_lost_reply"], remotes.for_operation(ARTICLE), actor="alice",
+        query_job(conn, config, jobs["held_lost_reply"], remotes.for_operation(ARTICLE), actor="alice",
                          clock=clock)
-        triage.assign(conn, config, jobs["held_lost_reply"], "bob", T0 + 4 * 3600, actor="alice", clock=clock,
+        assign(conn, config, jobs["held_lost_reply"], "bob", T0 + 4 * 3600, actor="alice", clock=clock,
                       reason="bob can check the Gemini console")
 
         # Done (polled, not yet delivered), submitted (accepted, not polled), reserving (not sent / not delivered).

@@ -10,7 +10,6 @@ one operator action. None of this touches Textual, so it is safe to call from an
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,22 +19,61 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar, cast
 from zoneinfo import ZoneInfo
 
-from ledger import actions, dispatch, evidence, queries, triage
-from ledger.clock import INVALID, Clock, span, valid_time
-from ledger.clock import parse_due as parse_due_text
-from ledger.config import Config, Policy
-from ledger.db import connect
-from ledger.errors import BadInput, LedgerError, Refused
-from ledger.evidence import Evidence
-from ledger.follow import EventCursor, wait_for_change
-from ledger.heartbeat import Liveness, WorkerBoard, read_board
-from ledger.model import GROUPS, Event, Job, JobKey
-from ledger.queries import JobFilter, QuotaDay
-from ledger.remote_health import paused_remotes
-from ledger.remotes import console_url_for, preload_adapters
-from ledger.remotes.base import RemoteStatus
-from ledger.store import is_url
-from ledger.worker import RemoteCache
+from ledger import (
+    GROUPS,
+    INVALID,
+    JOB_ACTIONS,
+    BadInput,
+    Clock,
+    Config,
+    Connection,
+    Event,
+    EventCursor,
+    Evidence,
+    Job,
+    JobFilter,
+    JobKey,
+    LedgerError,
+    Liveness,
+    Policy,
+    Preview,
+    QuotaDay,
+    Refused,
+    RemoteCache,
+    RemoteStatus,
+    WorkerBoard,
+    close_quietly,
+    connect,
+    console_url_for,
+    database_errors,
+    evidence_for_job,
+    fenced_writes_for,
+    find_job,
+    get_action,
+    group_counts,
+    held_by_operation,
+    held_jobs,
+    is_url,
+    job_events,
+    known_handle,
+    last_event_id,
+    latest_finding,
+    latest_query,
+    list_jobs,
+    list_outbox,
+    paused_remotes,
+    preload_adapters,
+    preview_action,
+    quota_history,
+    quota_today,
+    read_board,
+    span,
+    take,
+    valid_time,
+    wait_for_change,
+    where_to_look,
+)
+from ledger import parse_due as parse_due_text
 
 T = TypeVar("T")
 
@@ -51,12 +89,12 @@ class LedgerSource:
         self.path: Path | str = str(path) if is_url(path) else Path(path)
         self.read_only = read_only
 
-    def connect(self) -> sqlite3.Connection:
+    def connect(self) -> Connection:
         """A new connection for the calling thread (read-only when the console is)."""
         return connect(self.path, readonly=self.read_only)
 
     @contextmanager
-    def reading(self) -> Iterator[sqlite3.Connection]:
+    def reading(self) -> Iterator[Connection]:
         """A connection for one read, closed afterwards."""
         conn = self.connect()
         try:
@@ -65,7 +103,7 @@ class LedgerSource:
             conn.close()
 
     @contextmanager
-    def writing(self) -> Iterator[sqlite3.Connection]:
+    def writing(self) -> Iterator[Connection]:
         """A read-write connection for one operator action; refused in a read-only console."""
         if self.read_only:
             raise Refused(READ_ONLY_REASON)
@@ -155,7 +193,7 @@ class Follower:
         self._board: WorkerBoard | None = None
         self.max_events = feed_size * 50
         """The most events one pulse carries; the rest follow in the next polls at once."""
-        self._conn: sqlite3.Connection | None = None
+        self._conn: Connection | None = None
         self._inode: tuple[int, int] | None = None
         self._events: EventCursor | None = None
         self._head: str | None = None
@@ -174,14 +212,16 @@ class Follower:
     def close(self) -> None:
         """Drop the connection; the next poll reconnects (and carries on from the cursor on the same file)."""
         if self._conn is not None:
-            try:
-                self._conn.close()
-            except sqlite3.Error:
-                pass
+            close_quietly(self._conn)
         self._conn = None
 
     def poll(self) -> Pulse | None:
-        """One cheap look: None when nothing changed; raises a ledger/sqlite/OS error when it cannot read."""
+        """One cheap look: None when nothing changed; raises LedgerError (a database error as the ledger's own:
+        locked, corrupt, unusable) or OSError when it cannot read."""
+        with database_errors(self.source.path):
+            return self._poll()
+
+    def _poll(self) -> Pulse | None:
         try:
             identity = self._identity()
         except FileNotFoundError:
@@ -193,14 +233,14 @@ class Follower:
             self._conn = self.source.connect()
             same_file = identity == self._inode and self._events is not None
             self._inode = identity
-            if not same_file or self._events is None or queries.last_event_id(self._conn) < self._events.cursor:
+            if not same_file or self._events is None or last_event_id(self._conn) < self._events.cursor:
                 return self._reload()
             self._events = EventCursor(self._conn, self._events.cursor)  # carry on where the last connection left
         assert self._events is not None
         events = self._events.poll(limit=self.max_events)
         if not events and not self._events.changed:
             return None
-        counts = queries.group_counts(self._conn)
+        counts = group_counts(self._conn)
         self._board = read_board(self._conn)
         if events:
             self._head = events[-1].hash
@@ -211,7 +251,7 @@ class Follower:
         assert self._conn is not None
         self._events = EventCursor(self._conn)
         events = self._events.tail(self.feed_size)
-        counts = queries.group_counts(self._conn)
+        counts = group_counts(self._conn)
         self._board = read_board(self._conn)
         self._head = events[-1].hash if events else None
         return Pulse(self._events.version or 0, counts, events, self.clock.now(), reset=True,
@@ -243,9 +283,9 @@ class OverviewData:
     quotas: list[QuotaDay]
 
 
-def load_overview(conn: sqlite3.Connection, config: Config, now: float, held_limit: int = 50) -> OverviewData:
+def load_overview(conn: Connection, config: Config, now: float, held_limit: int = 50) -> OverviewData:
     """Held jobs (oldest hold first) and today's quotas."""
-    return OverviewData(queries.held_jobs(conn, limit=held_limit), queries.quota_today(conn, config, now))
+    return OverviewData(held_jobs(conn, limit=held_limit), quota_today(conn, config, now))
 
 
 @dataclass(frozen=True)
@@ -273,7 +313,7 @@ class PageRequest(NamedTuple):
 
 
 def load_page(
-    conn: sqlite3.Connection, group: str, *, offset: int, oldest_first: bool, filter_text: str, me: str,
+    conn: Connection, group: str, *, offset: int, oldest_first: bool, filter_text: str, me: str,
     page_size: int = PAGE_SIZE,
 ) -> JobPage:
     """Read one page (plus one row to know if another page follows); never the whole group. A filter that cannot
@@ -282,7 +322,7 @@ def load_page(
         flt = JobFilter.parse(filter_text, me=me) if filter_text.strip() else None
     except BadInput as e:
         return JobPage(group, [], offset, False, oldest_first, filter_text, error=str(e))
-    rows = queries.list_jobs(conn, group, limit=page_size + 1, offset=offset, oldest_first=oldest_first, flt=flt)
+    rows = list_jobs(conn, group, limit=page_size + 1, offset=offset, oldest_first=oldest_first, flt=flt)
     return JobPage(group, rows[:page_size], offset, len(rows) > page_size, oldest_first, filter_text)
 
 
@@ -308,7 +348,7 @@ class JobDetail:
     latest_query: Event | None
     latest_finding: Event | None
     can_answer: list[str]
-    previews: dict[str, triage.Preview] = field(default_factory=dict)
+    previews: dict[str, Preview] = field(default_factory=dict)
     evidence: list[Evidence] = field(default_factory=list)
     console_url: str | None = None
     """Where a person checks the remote's own records of this job (shown whole, copyable), if anywhere."""
@@ -353,7 +393,7 @@ class JobDetail:
 
 
 def remote_lines(
-    config: Config, remotes: RemoteCache, job: Job, conn: sqlite3.Connection | None = None
+    config: Config, remotes: RemoteCache, job: Job, conn: Connection | None = None
 ) -> list[str]:
     """What the remote can and cannot answer for this job, in plain sentences (never pretending)."""
     op = config.operations.get(job.operation)
@@ -365,7 +405,7 @@ def remote_lines(
         return [f"remote {op.remote}: cannot be built ({e})"]
     lines = [f"remote {remote.name} ({remote.kind}): " + "; ".join(remote.capabilities.explain())]
     caps = remote.capabilities
-    found = evidence.known_handle(conn, job) if conn is not None else None
+    found = known_handle(conn, job) if conn is not None else None
     if not job.handle and found is not None and found.handle:
         lines.append(f"no handle recorded, but {found.source} evidence names {found.handle}: a query asks the remote "
                      "about it")
@@ -378,7 +418,7 @@ def remote_lines(
     elif caps.search_by_key:
         lines.append(f"no handle recorded; a query searches {remote.kind} by idem key {job.idem_key}")
     else:
-        lines.append(triage.where_to_look(config, job, remote, url_apart=True))
+        lines.append(where_to_look(config, job, remote, url_apart=True))
     rc = config.remotes.get(op.remote)
     if remote.kind == "gemini" and rc is not None:
         lines.append(
@@ -390,32 +430,32 @@ def remote_lines(
 
 
 def load_job(
-    conn: sqlite3.Connection, config: Config, remotes: RemoteCache, key: JobKey, *, operator: str, clock: Clock,
+    conn: Connection, config: Config, remotes: RemoteCache, key: JobKey, *, operator: str, clock: Clock,
     read_only: bool, with_previews: bool = False, with_remote: bool = True,
 ) -> JobDetail | None:
     """Read one job's fields, timeline, fenced writes, latest query/finding, and what the remote can answer.
 
     `with_remote=False` leaves `can_answer` empty: building the remote's adapter the first time imports its SDK
     (seconds on a loaded machine), so the screens read the ledger first and ask `remote_lines` after."""
-    job = queries.find_job(conn, key)
+    job = find_job(conn, key)
     if job is None:
         return None
-    previews: dict[str, triage.Preview] = {}
+    previews: dict[str, Preview] = {}
     if with_previews:
-        for action in triage.ACTIONS:
-            p = triage.preview(conn, config, key, action, operator, clock)
+        for action in JOB_ACTIONS:
+            p = preview_action(conn, config, key, action, operator, clock)
             if read_only:
-                p = triage.Preview(action, False, READ_ONLY_REASON, p.summary)
+                p = Preview(action, False, READ_ONLY_REASON, p.summary)
             previews[action] = p
     return JobDetail(
         job=job,
-        events=queries.job_events(conn, key),
-        fenced=queries.fenced_writes_for(conn, key),
-        latest_query=triage.latest_query(conn, key),
-        latest_finding=triage.latest_finding(conn, key),
+        events=job_events(conn, key),
+        fenced=fenced_writes_for(conn, key),
+        latest_query=latest_query(conn, key),
+        latest_finding=latest_finding(conn, key),
         can_answer=remote_lines(config, remotes, job, conn) if with_remote else [],
         previews=previews,
-        evidence=evidence.for_job(conn, job),
+        evidence=evidence_for_job(conn, job),
         console_url=console_url_for(config, job.operation, job.idem_key),
     )
 
@@ -451,14 +491,14 @@ class QuotaData:
     held: dict[str, int]
 
 
-def load_quotas(conn: sqlite3.Connection, config: Config, now: float, days: int = 14) -> QuotaData:
+def load_quotas(conn: Connection, config: Config, now: float, days: int = 14) -> QuotaData:
     """Quota history and held counts per operation."""
-    return QuotaData(queries.quota_history(conn, config, now, days=days), queries.held_by_operation(conn))
+    return QuotaData(quota_history(conn, config, now, days=days), held_by_operation(conn))
 
 
-def load_outbox(conn: sqlite3.Connection, limit: int = 100) -> list[dict[str, object]]:
+def load_outbox(conn: Connection, limit: int = 100) -> list[dict[str, object]]:
     """Notifications, uncertain first."""
-    return dispatch.list_outbox(conn, limit=limit)
+    return list_outbox(conn, limit=limit)
 
 
 # -- operator actions ----------------------------------------------------------------------------------------
@@ -490,18 +530,18 @@ def parse_due(text: str, now: float, tz: str = "UTC") -> float:
 def check_input(action: str, given: ActionInput) -> str | None:
     """What the operator must still type for `action` (the action table's first missing field, in its words), or
     None."""
-    missing = actions.action(action).missing(given.fields())
+    missing = get_action(action).missing(given.fields())
     return None if missing is None else missing.ask
 
 
 def describe_input(action: str, given: ActionInput) -> list[str]:
     """The operator's own words for the confirmation, one line per field the action table requires (shown
     literally)."""
-    return actions.action(action).describe(given.fields())
+    return get_action(action).describe(given.fields())
 
 
 def perform(
-    conn: sqlite3.Connection, config: Config, remotes: RemoteCache, key: JobKey, action: str, given: ActionInput,
+    conn: Connection, config: Config, remotes: RemoteCache, key: JobKey, action: str, given: ActionInput,
     *, actor: str, clock: Clock,
 ) -> str:
     """Run one operator action through the ledger (`triage.take`, the CLI's path too); return what happened.
@@ -510,7 +550,7 @@ def perform(
     if action == "assign":
         fields["due"] = parse_due(given.due, clock.now(), config.timezone)
     remote = remotes.for_operation(key.operation) if action in ("query", "reconcile") else None
-    result = triage.take(conn, config, key, action, fields, actor=actor, clock=clock, remote=remote)
+    result = take(conn, config, key, action, fields, actor=actor, clock=clock, remote=remote)
     if isinstance(result, RemoteStatus):
         said = result.error or (f"handle {result.handle}" if result.handle else "")
         return f"remote says {result.state}" + (f": {said}" if said else "")

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from console import sanitize
 from console.sanitize import clean, json_text
-from ledger.redaction import Redactor
+from ledger import Redactor
 
 stdout = Console(highlight=False, soft_wrap=False, markup=False, emoji=False)
 stderr = Console(stderr=True, highlight=False, markup=False, emoji=False)

@@ -20,7 +20,7 @@ from typing import Any
 
 from rich.text import Text
 
-from ledger.redaction import Redactor
+from ledger import Redactor
 
 ELLIPSIS = "…"
 DEFAULT_LIMIT = 500

@@ -34,9 +34,7 @@ import textual_serve
 from aiohttp import WSMsgType, web
 
 from console.seat_process import SeatProcess
-from ledger.config import Config
-from ledger.errors import BadInput
-from ledger.identity import SEAT_ENV, check_seat_name
+from ledger import SEAT_ENV, BadInput, Config, check_seat_name
 
 log = logging.getLogger("reclaim.serve")
 

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from ledger.clock import INVALID, span, valid_time
+from ledger import INVALID, span, valid_time
 
 TIME_KEYS = ("at", "until", "due", "deadline", "time", "since", "expires")
 """A detail key naming a time: one of these, or ending in _<one of these> (lease_until, due_at, held_at)."""

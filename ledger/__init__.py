@@ -1,6 +1,9 @@
 """reclaim's ledger: reserve before sending, hold what is unknown, and record every change.
 
-Plain functions over a SQLite file; no Textual import. See `reserve`, `worker.tick`, `triage`.
+This package is the ledger's public surface: the console (and any other caller) imports from `ledger`
+itself, never from its modules (an import-linter contract in pyproject.toml holds the console to it; the
+bundled simulator, `ledger.simulator`, is a separate tool). Names load on first use (PEP 562), so a
+command that only reads does not import every module and starts fast.
 """
 
 from __future__ import annotations
@@ -8,31 +11,158 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# Names are imported on first use (PEP 562), so `import ledger.db` does not load every module: a
-# command that only reads starts fast.
-_EXPORTS = {
-    "Clock": "ledger.clock", "ManualClock": "ledger.clock", "SystemClock": "ledger.clock",
-    "process_clock": "ledger.clock",
-    "Config": "ledger.config", "load_config": "ledger.config", "parse_config": "ledger.config",
-    "connect": "ledger.db", "create_ledger": "ledger.db", "write_tx": "ledger.db",
-    "BadInput": "ledger.errors", "ConfigError": "ledger.errors", "JobNotFound": "ledger.errors",
-    "LedgerError": "ledger.errors", "LedgerLocked": "ledger.errors", "LedgerUnusable": "ledger.errors",
-    "PayloadError": "ledger.errors", "Refused": "ledger.errors", "UnknownOperation": "ledger.errors",
-    "GROUPS": "ledger.model", "STATES": "ledger.model", "Event": "ledger.model", "Job": "ledger.model",
-    "JobKey": "ledger.model", "idem_key": "ledger.model",
+_EXPORTS: dict[str, tuple[str, str]] = {
+    # ledger.actions
+    "ACTION_TABLE": ("ledger.actions", "ACTIONS"), "ActionField": ("ledger.actions", "Field"),
+    "get_action": ("ledger.actions", "action"), "JOB_ACTIONS": ("ledger.actions", "JOB_ACTIONS"),
+    # ledger.audit
+    "audit_head": ("ledger.audit", "head"), "verify_ledger": ("ledger.audit", "verify"),
+    # ledger.clock
+    "Clock": ("ledger.clock", "Clock"), "day_of": ("ledger.clock", "day_of"), "INVALID": ("ledger.clock", "INVALID"),
+    "iso": ("ledger.clock", "iso"), "ManualClock": ("ledger.clock", "ManualClock"),
+    "parse_due": ("ledger.clock", "parse_due"), "parse_time": ("ledger.clock", "parse_time"),
+    "parse_when": ("ledger.clock", "parse_when"), "process_clock": ("ledger.clock", "process_clock"),
+    "span": ("ledger.clock", "span"), "SystemClock": ("ledger.clock", "SystemClock"),
+    "valid_time": ("ledger.clock", "valid_time"),
+    # ledger.config
+    "Config": ("ledger.config", "Config"), "load_config": ("ledger.config", "load_config"),
+    "parse_config": ("ledger.config", "parse_config"), "Policy": ("ledger.config", "Policy"),
+    # ledger.db
+    "close_quietly": ("ledger.db", "close_quietly"), "connect": ("ledger.db", "connect"),
+    "Connection": ("ledger.db", "Connection"), "create_ledger": ("ledger.db", "create_ledger"),
+    "database_errors": ("ledger.db", "database_errors"), "write_tx": ("ledger.db", "write_tx"),
+    # ledger.dispatch
+    "list_outbox": ("ledger.dispatch", "list_outbox"), "resolve_uncertain": ("ledger.dispatch", "resolve_uncertain"),
+    # ledger.errors
+    "BadInput": ("ledger.errors", "BadInput"), "ConfigError": ("ledger.errors", "ConfigError"),
+    "EXIT_BLOCKED_BY_HOLD": ("ledger.errors", "EXIT_BLOCKED_BY_HOLD"), "EXIT_HELD": ("ledger.errors", "EXIT_HELD"),
+    "EXIT_QUOTA_EXCEEDED": ("ledger.errors", "EXIT_QUOTA_EXCEEDED"),
+    "EXIT_REFUSED": ("ledger.errors", "EXIT_REFUSED"),
+    "EXIT_RESERVED_NOT_SENT": ("ledger.errors", "EXIT_RESERVED_NOT_SENT"),
+    "EXIT_SEND_TAKEN_OVER": ("ledger.errors", "EXIT_SEND_TAKEN_OVER"),
+    "EXIT_VERIFY_FAILED": ("ledger.errors", "EXIT_VERIFY_FAILED"), "JobNotFound": ("ledger.errors", "JobNotFound"),
+    "LedgerCorrupt": ("ledger.errors", "LedgerCorrupt"), "LedgerError": ("ledger.errors", "LedgerError"),
+    "LedgerLocked": ("ledger.errors", "LedgerLocked"), "LedgerUnusable": ("ledger.errors", "LedgerUnusable"),
+    "PayloadError": ("ledger.errors", "PayloadError"), "Refused": ("ledger.errors", "Refused"),
+    "UnknownOperation": ("ledger.errors", "UnknownOperation"),
+    # ledger.evidence
+    "Evidence": ("ledger.evidence", "Evidence"), "evidence_duplicate_count": ("ledger.evidence", "duplicate_count"),
+    "evidence_for_job": ("ledger.evidence", "for_job"),
+    "evidence_refusal_counts": ("ledger.evidence", "refusal_counts"),
+    "known_handle": ("ledger.evidence", "known_handle"), "orphan_evidence": ("ledger.evidence", "orphans"),
+    # ledger.export
+    "check_export_filter": ("ledger.export", "check_filter"), "export_redacted": ("ledger.export", "redacted"),
+    "export_rows": ("ledger.export", "rows"), "export_snapshot": ("ledger.export", "snapshot"),
+    "EXPORT_TABLES": ("ledger.export", "TABLES"), "ExportFilter": ("ledger.export", "ExportFilter"),
+    "parse_export_states": ("ledger.export", "parse_states"),
+    # ledger.files
+    "fsync_dir": ("ledger.files", "fsync_dir"), "place_new": ("ledger.files", "place_new"),
+    # ledger.follow
+    "EventCursor": ("ledger.follow", "EventCursor"), "wait_for_change": ("ledger.follow", "wait_for_change"),
+    # ledger.heartbeat
+    "duration_text": ("ledger.heartbeat", "duration"), "Liveness": ("ledger.heartbeat", "Liveness"),
+    "read_board": ("ledger.heartbeat", "read_board"), "WorkerBeat": ("ledger.heartbeat", "WorkerBeat"),
+    "WorkerBoard": ("ledger.heartbeat", "WorkerBoard"),
+    # ledger.identity
+    "check_seat_name": ("ledger.identity", "check_seat_name"), "Identity": ("ledger.identity", "Identity"),
+    "os_account": ("ledger.identity", "os_account"), "require_role": ("ledger.identity", "require_role"),
+    "resolve_identity": ("ledger.identity", "resolve"), "SEAT_ENV": ("ledger.identity", "SEAT_ENV"),
+    # ledger.integrity
+    "check_pages": ("ledger.integrity", "check_pages"),
+    # ledger.leases
+    "claim_for_send": ("ledger.leases", "claim_for_send"),
+    # ledger.model
+    "Event": ("ledger.model", "Event"), "GROUPS": ("ledger.model", "GROUPS"),
+    "idem_key": ("ledger.model", "idem_key"), "Job": ("ledger.model", "Job"), "JobKey": ("ledger.model", "JobKey"),
+    "STATES": ("ledger.model", "STATES"),
+    # ledger.queries
+    "fenced_write_count": ("ledger.queries", "fenced_write_count"),
+    "fenced_writes_for": ("ledger.queries", "fenced_writes_for"), "find_job": ("ledger.queries", "find_job"),
+    "group_counts": ("ledger.queries", "group_counts"), "held_by_operation": ("ledger.queries", "held_by_operation"),
+    "held_jobs": ("ledger.queries", "held_jobs"), "job_events": ("ledger.queries", "job_events"),
+    "JobFilter": ("ledger.queries", "JobFilter"), "last_event_id": ("ledger.queries", "last_event_id"),
+    "list_jobs": ("ledger.queries", "list_jobs"), "operation_counts": ("ledger.queries", "operation_counts"),
+    "operations_of": ("ledger.queries", "operations_of"), "quota_history": ("ledger.queries", "quota_history"),
+    "quota_today": ("ledger.queries", "quota_today"), "QuotaDay": ("ledger.queries", "QuotaDay"),
+    "state_counts": ("ledger.queries", "state_counts"),
+    # ledger.receiver
+    "make_webhook_server": ("ledger.receiver", "make_server"),
+    # ledger.redaction
+    "Redactor": ("ledger.redaction", "Redactor"),
+    # ledger.remote_health
+    "paused_remotes": ("ledger.remote_health", "paused_remotes"), "resume_remote": ("ledger.remote_health", "resume"),
+    # ledger.remotes
+    "console_url_for": ("ledger.remotes", "console_url_for"),
+    "preload_adapters": ("ledger.remotes", "preload_adapters"),
+    # ledger.remotes.base
+    "RemoteStatus": ("ledger.remotes.base", "RemoteStatus"),
+    # ledger.store
+    "is_url": ("ledger.store", "is_url"), "ledger_clock": ("ledger.store", "ledger_clock"),
+    "shown_ledger": ("ledger.store", "shown_ledger"),
+    # ledger.triage
+    "assign": ("ledger.triage", "assign"), "bulk_assign": ("ledger.triage", "bulk_assign"),
+    "check_action_input": ("ledger.triage", "check_input"), "dry_run_action": ("ledger.triage", "dry_run"),
+    "FINDING_CATEGORIES": ("ledger.triage", "FINDING_CATEGORIES"), "get_job": ("ledger.triage", "get_job"),
+    "latest_finding": ("ledger.triage", "latest_finding"), "latest_query": ("ledger.triage", "latest_query"),
+    "Preview": ("ledger.triage", "Preview"), "preview_action": ("ledger.triage", "preview"),
+    "query_job": ("ledger.triage", "query_job"), "record_finding": ("ledger.triage", "record_finding"),
+    "reject": ("ledger.triage", "reject"), "take": ("ledger.triage", "take"),
+    "where_to_look": ("ledger.triage", "where_to_look"),
+    # ledger.views
+    "delete_view": ("ledger.views", "delete_view"), "get_view": ("ledger.views", "get_view"),
+    "list_views": ("ledger.views", "list_views"), "save_view": ("ledger.views", "save_view"),
+    "SavedView": ("ledger.views", "SavedView"),
+    # ledger.worker
+    "poll_submitted": ("ledger.worker", "poll_submitted"), "RemoteCache": ("ledger.worker", "RemoteCache"),
+    "run_worker": ("ledger.worker", "run_worker"), "send_one": ("ledger.worker", "send_one"),
+    "submit_now": ("ledger.worker", "submit_now"), "tick": ("ledger.worker", "tick"),
+    "TickReport": ("ledger.worker", "TickReport"), "worker_id": ("ledger.worker", "worker_id"),
 }
+"""Every public name: (the module it lives in, its name there)."""
+
 # `reserve` is both a function and its module's name: bind the function now, or importing the module
 # `ledger.reserve` first would leave `from ledger import reserve` holding the module.
 from ledger.reserve import ReserveResult, reserve  # noqa: E402
 
+reserve_job = reserve
+"""`reserve` under a name no module has: an import linter reads `from ledger import reserve` as the module."""
+
 if TYPE_CHECKING:
-    from ledger.clock import Clock, ManualClock, SystemClock, process_clock
-    from ledger.config import Config, load_config, parse_config
-    from ledger.db import connect, create_ledger, write_tx
+    from ledger.actions import ACTIONS as ACTION_TABLE
+    from ledger.actions import JOB_ACTIONS
+    from ledger.actions import Field as ActionField
+    from ledger.actions import action as get_action
+    from ledger.audit import head as audit_head
+    from ledger.audit import verify as verify_ledger
+    from ledger.clock import (
+        INVALID,
+        Clock,
+        ManualClock,
+        SystemClock,
+        day_of,
+        iso,
+        parse_due,
+        parse_time,
+        parse_when,
+        process_clock,
+        span,
+        valid_time,
+    )
+    from ledger.config import Config, Policy, load_config, parse_config
+    from ledger.db import Connection, close_quietly, connect, create_ledger, database_errors, write_tx
+    from ledger.dispatch import list_outbox, resolve_uncertain
     from ledger.errors import (
+        EXIT_BLOCKED_BY_HOLD,
+        EXIT_HELD,
+        EXIT_QUOTA_EXCEEDED,
+        EXIT_REFUSED,
+        EXIT_RESERVED_NOT_SENT,
+        EXIT_SEND_TAKEN_OVER,
+        EXIT_VERIFY_FAILED,
         BadInput,
         ConfigError,
         JobNotFound,
+        LedgerCorrupt,
         LedgerError,
         LedgerLocked,
         LedgerUnusable,
@@ -40,44 +170,261 @@ if TYPE_CHECKING:
         Refused,
         UnknownOperation,
     )
+    from ledger.evidence import (
+        Evidence,
+        known_handle,
+    )
+    from ledger.evidence import (
+        duplicate_count as evidence_duplicate_count,
+    )
+    from ledger.evidence import (
+        for_job as evidence_for_job,
+    )
+    from ledger.evidence import (
+        orphans as orphan_evidence,
+    )
+    from ledger.evidence import (
+        refusal_counts as evidence_refusal_counts,
+    )
+    from ledger.export import (
+        TABLES as EXPORT_TABLES,
+    )
+    from ledger.export import (
+        ExportFilter,
+    )
+    from ledger.export import (
+        check_filter as check_export_filter,
+    )
+    from ledger.export import (
+        parse_states as parse_export_states,
+    )
+    from ledger.export import (
+        redacted as export_redacted,
+    )
+    from ledger.export import (
+        rows as export_rows,
+    )
+    from ledger.export import (
+        snapshot as export_snapshot,
+    )
+    from ledger.files import fsync_dir, place_new
+    from ledger.follow import EventCursor, wait_for_change
+    from ledger.heartbeat import Liveness, WorkerBeat, WorkerBoard, read_board
+    from ledger.heartbeat import duration as duration_text
+    from ledger.identity import (
+        SEAT_ENV,
+        Identity,
+        check_seat_name,
+        os_account,
+        require_role,
+    )
+    from ledger.identity import (
+        resolve as resolve_identity,
+    )
+    from ledger.integrity import check_pages
+    from ledger.leases import claim_for_send
     from ledger.model import GROUPS, STATES, Event, Job, JobKey, idem_key
+    from ledger.queries import (
+        JobFilter,
+        QuotaDay,
+        fenced_write_count,
+        fenced_writes_for,
+        find_job,
+        group_counts,
+        held_by_operation,
+        held_jobs,
+        job_events,
+        last_event_id,
+        list_jobs,
+        operation_counts,
+        operations_of,
+        quota_history,
+        quota_today,
+        state_counts,
+    )
+    from ledger.receiver import make_server as make_webhook_server
+    from ledger.redaction import Redactor
+    from ledger.remote_health import paused_remotes
+    from ledger.remote_health import resume as resume_remote
+    from ledger.remotes import console_url_for, preload_adapters
+    from ledger.remotes.base import RemoteStatus
+    from ledger.store import is_url, ledger_clock, shown_ledger
+    from ledger.triage import (
+        FINDING_CATEGORIES,
+        Preview,
+        assign,
+        bulk_assign,
+        get_job,
+        latest_finding,
+        latest_query,
+        query_job,
+        record_finding,
+        reject,
+        take,
+        where_to_look,
+    )
+    from ledger.triage import (
+        check_input as check_action_input,
+    )
+    from ledger.triage import (
+        dry_run as dry_run_action,
+    )
+    from ledger.triage import (
+        preview as preview_action,
+    )
+    from ledger.views import SavedView, delete_view, get_view, list_views, save_view
+    from ledger.worker import RemoteCache, TickReport, poll_submitted, run_worker, send_one, submit_now, tick, worker_id
 
 
 def __getattr__(name: str) -> Any:
     """Load an exported name from its module the first time it is asked for."""
-    module = _EXPORTS.get(name)
-    if module is None:
+    where = _EXPORTS.get(name)
+    if where is None:
         raise AttributeError(f"module 'ledger' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(where[0]), where[1])
     globals()[name] = value
     return value
 
+
 __all__ = [
+    "ACTION_TABLE",
+    "EXIT_BLOCKED_BY_HOLD",
+    "EXIT_HELD",
+    "EXIT_QUOTA_EXCEEDED",
+    "EXIT_REFUSED",
+    "EXIT_RESERVED_NOT_SENT",
+    "EXIT_SEND_TAKEN_OVER",
+    "EXIT_VERIFY_FAILED",
+    "EXPORT_TABLES",
+    "FINDING_CATEGORIES",
     "GROUPS",
+    "INVALID",
+    "JOB_ACTIONS",
+    "SEAT_ENV",
     "STATES",
+    "ActionField",
     "BadInput",
     "Clock",
     "Config",
     "ConfigError",
+    "Connection",
     "Event",
+    "EventCursor",
+    "Evidence",
+    "ExportFilter",
+    "Identity",
     "Job",
+    "JobFilter",
     "JobKey",
     "JobNotFound",
+    "LedgerCorrupt",
     "LedgerError",
     "LedgerLocked",
     "LedgerUnusable",
+    "Liveness",
     "ManualClock",
     "PayloadError",
+    "Policy",
+    "Preview",
+    "QuotaDay",
+    "Redactor",
     "Refused",
+    "RemoteCache",
+    "RemoteStatus",
     "ReserveResult",
+    "SavedView",
     "SystemClock",
+    "TickReport",
     "UnknownOperation",
+    "WorkerBeat",
+    "WorkerBoard",
+    "assign",
+    "audit_head",
+    "bulk_assign",
+    "check_action_input",
+    "check_export_filter",
+    "check_pages",
+    "check_seat_name",
+    "claim_for_send",
+    "close_quietly",
     "connect",
+    "console_url_for",
     "create_ledger",
+    "database_errors",
+    "day_of",
+    "delete_view",
+    "dry_run_action",
+    "duration_text",
+    "evidence_duplicate_count",
+    "evidence_for_job",
+    "evidence_refusal_counts",
+    "export_redacted",
+    "export_rows",
+    "export_snapshot",
+    "fenced_write_count",
+    "fenced_writes_for",
+    "find_job",
+    "fsync_dir",
+    "get_action",
+    "get_job",
+    "get_view",
+    "group_counts",
+    "held_by_operation",
+    "held_jobs",
     "idem_key",
+    "is_url",
+    "iso",
+    "job_events",
+    "known_handle",
+    "last_event_id",
+    "latest_finding",
+    "latest_query",
+    "ledger_clock",
+    "list_jobs",
+    "list_outbox",
+    "list_views",
     "load_config",
+    "make_webhook_server",
+    "operation_counts",
+    "operations_of",
+    "orphan_evidence",
+    "os_account",
     "parse_config",
+    "parse_due",
+    "parse_export_states",
+    "parse_time",
+    "parse_when",
+    "paused_remotes",
+    "place_new",
+    "poll_submitted",
+    "preload_adapters",
+    "preview_action",
     "process_clock",
+    "query_job",
+    "quota_history",
+    "quota_today",
+    "read_board",
+    "record_finding",
+    "reject",
+    "require_role",
     "reserve",
+    "reserve_job",
+    "resolve_identity",
+    "resolve_uncertain",
+    "resume_remote",
+    "run_worker",
+    "save_view",
+    "send_one",
+    "shown_ledger",
+    "span",
+    "state_counts",
+    "submit_now",
+    "take",
+    "tick",
+    "valid_time",
+    "verify_ledger",
+    "wait_for_change",
+    "where_to_look",
+    "worker_id",
     "write_tx",
 ]

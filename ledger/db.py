@@ -2,46 +2,22 @@
 
 A path is a SQLite file (`ledger.store.sqlite`); a `postgresql://` URL is a PostgreSQL database
 (`ledger.store.postgres`). Both give the connection interface the rules are written against (see
-`ledger.store`); this module only chooses. The SQLite names other modules and tests use (the schema's
-migrations, the busy timeout, the application id) are re-exported from the SQLite backend.
+`ledger.store`); this module only chooses. `ledger_error` and `ledger_path` are the SQLite backend's,
+re-exported for the modules that use them.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import cast
 
 from ledger import store
 from ledger.store import sqlite as sqlite_store
-from ledger.store.sqlite import (
-    _V8_TRIGGERS as _V8_TRIGGERS,
-)
-from ledger.store.sqlite import (
-    APPLICATION_ID as APPLICATION_ID,
-)
-from ledger.store.sqlite import (
-    BUSY_TIMEOUT_MS as BUSY_TIMEOUT_MS,
-)
-from ledger.store.sqlite import (
-    MIGRATIONS as MIGRATIONS,
-)
-from ledger.store.sqlite import (
-    SCHEMA_VERSION as SCHEMA_VERSION,
-)
-from ledger.store.sqlite import (
-    _chain_existing as _chain_existing,
-)
-from ledger.store.sqlite import (
-    _statements as _statements,
-)
-from ledger.store.sqlite import (
-    ledger_error as ledger_error,
-)
-from ledger.store.sqlite import (
-    ledger_path as ledger_path,
-)
+from ledger.store.sqlite import ledger_error as ledger_error
+from ledger.store.sqlite import ledger_path as ledger_path
 
 
 def create_ledger(path: str | Path) -> bool:
@@ -78,7 +54,7 @@ def write_tx(
     """Run the block in one write transaction; commit on success, roll back on any error.
 
     A lock held past the busy timeout (or `wait` seconds, when given) raises LedgerLocked (exit 8) on both
-    backends. SQLite: BEGIN IMMEDIATE behind the writers' queue. PostgreSQL: READ COMMITTED under an
+    backends. SQLite: BEGIN IMMEDIATE, tried in short steps. PostgreSQL: READ COMMITTED under an
     advisory lock, the audit chain's, or with `lock` (an operation name) that operation's only, or with
     `rows_only` (a block that appends no event and locks its rows itself, e.g. `FOR UPDATE SKIP LOCKED`) none.
     """
@@ -90,3 +66,25 @@ def write_tx(
             conn.write(None if rows_only else CHAIN_LOCK if lock is None else operation_lock(lock), wait),
         )
     return sqlite_store.write_tx(conn, wait=wait)  # the backend's own context, not wrapped in another
+
+
+Connection = sqlite3.Connection
+"""A ledger connection, as `connect` returns it (on PostgreSQL a connection giving the same interface)."""
+
+
+@contextmanager
+def database_errors(ledger: str | Path) -> Iterator[None]:
+    """Run the block; a database error met in it is raised as the ledger's own, named after `ledger`:
+    LedgerLocked (exit 8), LedgerCorrupt or LedgerUnusable (exit 7). Other errors pass through as they are."""
+    try:
+        yield
+    except sqlite3.Error as e:
+        raise ledger_error(e, ledger) from None
+
+
+def close_quietly(conn: sqlite3.Connection) -> None:
+    """Close `conn`; a database error while closing is ignored (the connection is given up either way)."""
+    try:
+        conn.close()
+    except sqlite3.Error:
+        pass

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ledger import picks, store
+from ledger import picks
 from ledger.config import Config
 from ledger.db import write_tx
 from ledger.errors import RowDisagrees
@@ -28,11 +28,6 @@ def lease_deadline(now: float, seconds: float) -> float:
     if not seconds > 0:
         raise ValueError(f"lease length must be > 0 seconds, got {seconds!r}")
     return now + seconds
-
-
-def lease_expired(lease_until: float | None, now: float) -> bool:
-    """True when no lease is held or it ran out at or before `now` (expiry is inclusive)."""
-    return lease_until is None or now >= lease_until
 
 
 def send_is_stale(job: Job, now: float, stale_after: float, margin: float = 0.0) -> bool:
@@ -139,44 +134,3 @@ def claim_stale(conn: sqlite3.Connection, config: Config, key: JobKey, *, owner:
         eligible=lambda job: send_is_stale(job, now, policy.stale_reserving_seconds, policy.send_margin_seconds),
         fields=lambda job, until: {},
     )
-
-
-def claim_batch(conn: sqlite3.Connection, config: Config, *, owner: str, now: float, limit: int) -> list[Claim]:
-    """Mark up to `limit` due `reserving` jobs as being sent NOW, all at once, in one transaction.
-
-    Each claim is what `claim_for_send` makes (epoch + 1, lease from `now`, send start, event), checked
-    against the job's events first; committed on return. Every job of the batch counts as "may have been
-    sent" from this commit on, and every lease runs from it: a caller that sends them one after another
-    and dies after the first leaves the rest held as uncertain, and a later send may find its lease too
-    short. So the worker does not use it (it picks with `ledger.picks.pick_due` and claims each job right
-    before its send); it is for callers that start every send of the batch at once. It takes no account of
-    picks (ledger.picks): a job another worker picked and this claims is passed by that worker's own
-    claim. On PostgreSQL the rows are taken `FOR UPDATE SKIP LOCKED`. Returns [] when nothing is due.
-    """
-    until = lease_deadline(now, config.policy.lease_seconds)
-    skip = " FOR UPDATE SKIP LOCKED" if store.is_pg(conn) else ""
-
-    def body() -> list[Claim]:
-        out: list[Claim] = []
-        with write_tx(conn):
-            rows = conn.execute(
-                "SELECT * FROM jobs WHERE state = 'reserving' AND send_started_at IS NULL "
-                f"AND (next_try_at IS NULL OR next_try_at <= ?) ORDER BY created_at, job_id, operation LIMIT ?{skip}",
-                (now, limit),
-            ).fetchall()
-            for row in rows:
-                job = Job.from_row(row)
-                _check_row_agrees(conn, job)
-                applied = apply(
-                    conn, job.key, "send_started", actor=owner, now=now, expected_state="reserving",
-                    expected_epoch=job.epoch, bump_epoch=True,
-                    fields={"lease_owner": owner, "lease_until": until, "send_started_at": now, "tries": job.tries + 1},
-                    detail={"attempt": job.attempt, "try": job.tries + 1, "lease_until": until,
-                            "lease_seconds": config.policy.lease_seconds},
-                )
-                if applied.job is not None:
-                    out.append(Claim(job=applied.job, epoch=applied.job.epoch, owner=owner))
-        claimed_at = time.monotonic()
-        return [Claim(job=c.job, epoch=c.epoch, owner=c.owner, claimed_at=claimed_at) for c in out]
-
-    return store.retrying(conn, body)

@@ -170,15 +170,6 @@ def drop_pick(conn: sqlite3.Connection, key: JobKey) -> None:
     conn.execute("DELETE FROM picks WHERE job_id = ? AND operation = ?", (key.job_id, key.operation))
 
 
-def held_picks(conn: sqlite3.Connection, owner: str | None = None) -> list[tuple[JobKey, str, float]]:
-    """The picks in the ledger (of `owner` only, when given): (job key, worker, picked_until), by key."""
-    where, args = ("WHERE worker = ? ", (owner,)) if owner is not None else ("", ())
-    rows = conn.execute(
-        f"SELECT job_id, operation, worker, picked_until FROM picks {where}ORDER BY job_id, operation", args
-    ).fetchall()
-    return [(JobKey(r[0], r[1]), str(r[2]), float(r[3])) for r in rows]
-
-
 class HeldPicks:
     """One pass's picks, kept alive while the worker works through them.
 

@@ -125,11 +125,6 @@ def filter_clause(flt: JobFilter, table: str = "") -> tuple[list[str], list[Any]
     return where, params
 
 
-def like_pattern(value: str) -> str:
-    """`value` as a LIKE pattern (with ESCAPE '\\'): `*` is a wildcard, `%`, `_` and `\\` match themselves."""
-    return _like(value)
-
-
 def list_jobs(
     conn: sqlite3.Connection,
     group: str,
@@ -264,21 +259,3 @@ def operation_counts(conn: sqlite3.Connection) -> dict[str, dict[str, int]]:
     for op, state, n in conn.execute("SELECT operation, state, COUNT(*) FROM jobs GROUP BY operation, state"):
         out.setdefault(op, {})[state] = n
     return out
-
-
-def job_fingerprint(conn: sqlite3.Connection) -> str:
-    """A digest of every row in every ledger table: tests compare it before and after a refused command.
-
-    Worker heartbeats are left out: they say which processes ran, and a pass that stops on an error still
-    records that it ran and why it stopped.
-    """
-    import hashlib
-
-    h = hashlib.sha256()
-    for table in ("jobs", "events", "quota_usage", "fenced_writes", "outbox", "state_counts", "evidence",
-                  "evidence_handled", "webhook_deliveries", "remote_pauses"):
-        for text in sorted(repr(tuple(row)) for row in conn.execute(f"SELECT * FROM {table}")):
-            h.update(text.encode())
-    return h.hexdigest()
-
-

@@ -29,7 +29,7 @@ from ledger.queries import JobFilter, list_jobs
 from ledger.redaction import Redactor
 from ledger.remotes.base import Remote, RemoteStatus, redact_status
 from ledger.reserve import count_quota, quota_used
-from ledger.transitions import Applied, append_event, apply
+from ledger.transitions import Applied, apply
 
 ACTIONS = JOB_ACTIONS
 """The actions on one job, in triage order (the table is `ledger.actions.ACTIONS`)."""
@@ -552,13 +552,3 @@ def take(
     if action == "remediate":
         return remediate(conn, config, key, given["note"], actor=actor, clock=clock)
     raise BadInput(f"action {action!r}: acts on many jobs, not one (actions: {', '.join(JOB_ACTIONS)})")
-
-
-def record_note(conn: sqlite3.Connection, key: JobKey, text: str, *, actor: str, clock: Clock) -> int:
-    """Append a free note to a job's history (no state change)."""
-    with write_tx(conn):
-        job = get_job(conn, key)
-        return append_event(
-            conn, key, at=clock.now(), actor=actor, kind="note", from_state=job.state, to_state=job.state,
-            epoch=job.epoch, detail={"note": text},
-        )

@@ -2,9 +2,6 @@
 
   1. reserve() per second vs a raw sqlite3 loop doing the same statements (synchronous FULL, NORMAL)
                                                                    scripts/bench_reserve.py   ~25 s
-  2. 16 writer processes reserving at once vs 1 writer: throughput, max wait, locked errors; the same
-     without the writers' queue, and as plain sqlite3 processes (SQLite's own floor)
-                                                                   scripts/bench_writers.py   ~40 s
   3. one worker tick polling 10,000 running jobs vs the same GETs through the SDK, one thread
                                                                    scripts/bench_tick.py      ~2 min
   4. make_big_ledger.py: 1,000,000 jobs (time, size)             scripts/make_big_ledger.py  ~35 s
@@ -20,7 +17,8 @@
   9. evidence lag: a webhook delivery's 2xx to the held job reconciled, vs the worker's poll interval
                                                                    scripts/bench_evidence_lag.py ~5 s
 
-Figures 1-3, 6 and 7 always run. Figures 4-5 together take about 3 minutes on the 2-core machine they were
+Figures 1, 3, 6 and 7 always run; there is no figure 2 any more (16 SQLite writer processes: many writer
+processes are PostgreSQL's job, figure 8). Figures 4-5 together take about 3 minutes on the 2-core machine they were
 written on (under the 5-minute bar), so they run by default too (--console asks for them explicitly,
 which is the default); --quick skips them. The whole default run takes about 5.5 minutes.
 Run-to-run noise on a shared VM is large (fsync latency, CPU steal, other processes): compare a
@@ -104,7 +102,7 @@ def fmt_ratio(r: Any) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", help="figures 1-3 only (skip the 1M ledger and console)")
+    mode.add_argument("--quick", action="store_true", help="skip figures 4-5 (the 1M ledger and console)")
     mode.add_argument("--console", action="store_true",
                       help="also run figures 4-5 (the default, as they take < 5 min); overrides nothing")
     ap.add_argument("--jobs", type=int, default=1_000_000, help="figure 4/5 ledger size (default 1,000,000)")
@@ -120,7 +118,6 @@ def main(argv: list[str] | None = None) -> int:
     import bench_send_window
     import bench_startup
     import bench_tick
-    import bench_writers
     import make_big_ledger
 
     log = Console(stderr=True)
@@ -135,9 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             row["num"] = num if i == 0 else ""
         sections.append((name, rows, dt))
 
-    # figures 1-3 always run
+    # figures 1, 3, 6 and 7 always run
     add("1", "reserve() vs raw sqlite3", lambda: bench_reserve.run(5000, 5, args.dir))
-    add("2", "16 concurrent writers", lambda: bench_writers.run(16, 300, args.dir, raw=True))
     add("3", "tick poll rate", lambda: bench_tick.run(args.tick_jobs, 200, args.dir))
     add("6", "send window gap", lambda: bench_send_window.run(300))
     add("7", "CLI cold start", lambda: bench_startup.run(15))

@@ -12,11 +12,6 @@ quota day) so the ratio measures what the library adds, not what any implementat
 Each round runs both sides on fresh files in alternating blocks of 250 reservations; medians are
 reported, and the ratio is the median of the per-round ratios.
 
-A third side splits the gap: the raw loop again, each transaction taking its turn in the writers' queue
-(ledger.writers, as reserve() does) before BEGIN IMMEDIATE and letting it go after COMMIT. Its ratio to
-the raw loop is what the queue alone costs a writer with nobody else writing; the rest of reserve()'s gap
-is the library's Python (checks, the job and result objects).
-
     .venv/bin/python scripts/bench_reserve.py [-n 5000] [--rounds 5] [--profile]
 """
 
@@ -39,9 +34,9 @@ from typing import Any
 from ledger.audit import event_hash
 from ledger.clock import SystemClock, day_of
 from ledger.config import Config, parse_config
-from ledger.db import BUSY_TIMEOUT_MS, connect, create_ledger
+from ledger.db import connect, create_ledger
 from ledger.reserve import HELD_ON_TARGET, reserve
-from ledger.writers import WriterQueue
+from ledger.store.sqlite import BUSY_TIMEOUT_MS
 
 OPERATION = "bench.op"
 
@@ -86,17 +81,6 @@ def raw_block(conn: sqlite3.Connection, start: int, stop: int) -> None:
 
 def _idem(job_id: str, operation: str) -> str:
     return hashlib.sha256(json.dumps([job_id, operation], separators=(",", ":")).encode()).hexdigest()[:32]
-
-
-def queued_block(conn: sqlite3.Connection, queue: WriterQueue, start: int, stop: int) -> None:
-    """raw_block's jobs, each transaction inside a turn of the ledger's writers' queue, as reserve() takes it."""
-    for i in range(start, stop):
-        if not queue.take(time.monotonic() + BUSY_TIMEOUT_MS / 1000):
-            raise RuntimeError("writers' queue: no turn")
-        try:
-            raw_reserve(conn, f"job-{i}", f"target-{i}", {"input": f"article {i}"})
-        finally:
-            queue.release()
 
 
 def raw_connect(path: Path, synchronous: str) -> sqlite3.Connection:
@@ -169,9 +153,8 @@ BLOCK = 250
 """Reservations per block: a round alternates blocks of the two sides, so drift (the disk, a neighbour) hits both."""
 
 
-def measure(n: int, synchronous: str, rounds: int, workdir: Path) -> tuple[float, float, float, float, float]:
-    """(median ledger /s, median raw /s, median of per-round ratios, median queued-raw /s, median of its
-    per-round ratios to raw) over `rounds` rounds.
+def measure(n: int, synchronous: str, rounds: int, workdir: Path) -> tuple[float, float, float]:
+    """(median ledger /s, median raw /s, median of per-round ratios) over `rounds` rounds.
 
     Each round opens a fresh ledger for each side and runs them in alternating blocks of BLOCK
     reservations (which side goes first rotating every block), timing each side's blocks only; a slow
@@ -183,39 +166,30 @@ def measure(n: int, synchronous: str, rounds: int, workdir: Path) -> tuple[float
     clock = SystemClock()
     led: list[float] = []
     raw: list[float] = []
-    queued: list[float] = []
     for r in range(rounds):
-        paths = [workdir / f"{side}-{synchronous}-{r}.db" for side in ("ledger", "raw", "queued")]
+        paths = [workdir / f"{side}-{synchronous}-{r}.db" for side in ("ledger", "raw")]
         for p in paths:
             create_ledger(p)
         lconn, rconn = connect(paths[0], synchronous=synchronous), raw_connect(paths[1], synchronous)
-        qconn, queue = raw_connect(paths[2], synchronous), WriterQueue(paths[2].resolve())
-        spent = [0.0, 0.0, 0.0]
+        spent = [0.0, 0.0]
         for b, start in enumerate(range(0, n, BLOCK)):
             stop = min(n, start + BLOCK)
-            for side in ((0, 1, 2), (1, 2, 0), (2, 0, 1))[b % 3]:
+            for side in ((0, 1), (1, 0))[b % 2]:
                 t0 = time.perf_counter()
                 if side == 0:
                     ledger_block(lconn, config, clock, start, stop)
-                elif side == 1:
-                    raw_block(rconn, start, stop)
                 else:
-                    queued_block(qconn, queue, start, stop)
+                    raw_block(rconn, start, stop)
                 spent[side] += time.perf_counter() - t0
         lconn.close()
         rconn.close()
-        queue.close()
-        qconn.close()
         led.append(n / spent[0])
         raw.append(n / spent[1])
-        queued.append(n / spent[2])
         for path in paths:
-            for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}.writers")):
+            for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
                 f.unlink(missing_ok=True)
     ratios = [a / b for a, b in zip(led, raw, strict=True)]
-    queue_ratios = [a / b for a, b in zip(queued, raw, strict=True)]
-    return (statistics.median(led), statistics.median(raw), statistics.median(ratios), statistics.median(queued),
-            statistics.median(queue_ratios))
+    return statistics.median(led), statistics.median(raw), statistics.median(ratios)
 
 
 def profile(n: int, synchronous: str, workdir: Path, top: int = 25) -> str:
@@ -236,7 +210,7 @@ def run(n: int = 5000, rounds: int = 5, workdir: Path | None = None) -> list[dic
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="reclaim-bench-reserve-", dir=workdir) as d:
         for sync in ("FULL", "NORMAL"):
-            led, raw, ratio, queued, queue_ratio = measure(n, sync, rounds, Path(d))
+            led, raw, ratio = measure(n, sync, rounds, Path(d))
             rows.append(
                 {
                     "figure": f"reserve() per s, synchronous={sync} (N={n}, median of {rounds})",
@@ -245,15 +219,6 @@ def run(n: int = 5000, rounds: int = 5, workdir: Path | None = None) -> list[dic
                     "ratio": ratio,
                     "note": "ratio = median of per-round ratios; aim >= 0.90"
                     + ("" if ratio >= 0.9 else "; BELOW AIM (bench_reserve.py --profile)"),
-                }
-            )
-            rows.append(
-                {
-                    "figure": f"  the raw loop taking the writers' queue's turn, synchronous={sync}",
-                    "value": f"{queued:,.0f} /s",
-                    "baseline": f"{raw:,.0f} /s raw sqlite3 loop",
-                    "ratio": queue_ratio,
-                    "note": "what the queue alone costs a lone writer (reserve() pays it too)",
                 }
             )
     return rows

@@ -23,7 +23,7 @@ Fixtures (all function-scoped):
 - `write_config`   `write_config(dict, path=None) -> Path`: writes TOML (default `tmp_path/"reclaim.toml"`).
 - `config_path`    `write_config(config_dict)`: the TOML file the CLI reads.
 - `conn`           a connection to `ledger_path` for the test's own ledger calls; closed after.
-- `fingerprint`    `fingerprint(path) -> str`: `queries.job_fingerprint` of the ledger, read on a FRESH
+- `fingerprint`    `fingerprint(path) -> str`: `ledger_reads.job_fingerprint` of the ledger, read on a FRESH
                    read-only connection (closed at once). Compare before/after a refused command.
 - `file_digest`    `file_digest(path) -> str`: sha256 of a file's bytes (or "missing"), for files that
                    are not usable ledgers (not SQLite, too new, ...), where `fingerprint` cannot open them.
@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+from ledger_reads import job_fingerprint
 
 from ledger import queries
 from ledger.clock import ManualClock, parse_time
@@ -327,7 +328,7 @@ def conn(ledger_path: Path) -> Iterator[sqlite3.Connection]:
 def _fingerprint(path: Path) -> str:
     c = connect(path, readonly=True)
     try:
-        return queries.job_fingerprint(c)
+        return job_fingerprint(c)
     finally:
         c.close()
 

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from ledger.db import APPLICATION_ID, MIGRATIONS, _statements, connect
+from ledger.db import connect
 from ledger.simulator import Simulator
+from ledger.store.sqlite import APPLICATION_ID, MIGRATIONS, _statements
 
 OP = "article.generate"
 BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)

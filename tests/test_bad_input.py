@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from ledger.db import SCHEMA_VERSION, create_ledger
+from ledger.db import create_ledger
 from ledger.simulator import Simulator
+from ledger.store.sqlite import SCHEMA_VERSION
 from ledger.worker import RemoteCache, submit_now
 
 OP = "article.generate"

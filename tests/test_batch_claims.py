@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ledger_reads import held_picks
 
 from ledger import audit
 from ledger.clock import ManualClock, SystemClock
@@ -26,7 +27,7 @@ from ledger.db import connect, create_ledger
 from ledger.errors import LedgerLocked
 from ledger.leases import claim_for_send
 from ledger.model import JobKey, idem_key
-from ledger.picks import held_picks, pick_due, pick_window, release_picks
+from ledger.picks import pick_due, pick_window, release_picks
 from ledger.reserve import reserve
 from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, record_send_outcome, submit_now, tick

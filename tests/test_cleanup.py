@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ledger_reads import job_fingerprint
 from webhook_receiver import WebhookReceiver
 
 from ledger import queries, triage
@@ -142,7 +143,7 @@ class Env:
     def fingerprint(self) -> str:
         conn = connect(self.ledger, readonly=True)
         try:
-            return queries.job_fingerprint(conn)
+            return job_fingerprint(conn)
         finally:
             conn.close()
 

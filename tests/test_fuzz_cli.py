@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ledger_reads import job_fingerprint
 from typer.testing import CliRunner
 
 from console.cli import app
@@ -40,7 +41,6 @@ from ledger.errors import (
     EXIT_SEND_TAKEN_OVER,
     EXIT_VERIFY_FAILED,
 )
-from ledger.queries import job_fingerprint
 from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, submit_now
 

@@ -4,6 +4,7 @@ import-linter's contracts from pyproject.toml (as `make lint` runs them)."""
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shutil
 import subprocess
@@ -113,6 +114,7 @@ def test_the_import_contracts_are_declared() -> None:
     kinds = {(c["type"], tuple(c.get("layers", ())), tuple(c.get("forbidden_modules", ()))) for c in il["contracts"]}
     assert ("layers", ("console", "ledger"), ()) in kinds
     assert ("forbidden", (), ("textual",)) in kinds
+    assert ("forbidden", (), ("ledger.*",)) in kinds  # console -> the `ledger` facade only
 
 
 def test_lint_imports_passes_as_make_lint_runs_it() -> None:
@@ -133,4 +135,17 @@ def test_the_contracts_hold_when_external_packages_are_included(tmp_path: Path) 
     r = subprocess.run([_lint_imports(), "--no-cache", "--no-logo", str(cfg)], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    assert re.search(r"Contracts: 2 kept, 0 broken", r.stdout), r.stdout[-3000:]
+    assert re.search(r"Contracts: \d+ kept, 0 broken", r.stdout), r.stdout[-3000:]
+
+
+def test_a_console_import_of_a_ledger_module_breaks_the_facade_contract(tmp_path: Path) -> None:
+    # A copy of both packages with one console module reaching past the facade: lint-imports must refuse it.
+    for pkg in ("ledger", "console"):
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.tcss", "*.html"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "console" / "reach_in.py").write_text("from ledger.queries import list_jobs\n", encoding="utf-8")
+    r = subprocess.run([_lint_imports(), "--no-cache", "--no-logo"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "console.reach_in -> ledger.queries" in r.stdout, r.stdout[-3000:]
+    assert re.search(r"Contracts: \d+ kept, 1 broken", r.stdout), r.stdout[-3000:]

@@ -35,6 +35,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from ledger_reads import job_fingerprint
 
 from ledger import replay, triage
 from ledger.clock import ManualClock, day_of, parse_time
@@ -43,7 +44,6 @@ from ledger.db import connect, create_ledger, write_tx
 from ledger.errors import Refused
 from ledger.leases import Claim, claim_for_send
 from ledger.model import STATES, Job, JobKey, idem_key
-from ledger.queries import job_fingerprint
 from ledger.remotes.base import Capabilities, RemoteStatus, SendKind, SendOutcome
 from ledger.reserve import reserve
 from ledger.sink import deliver_to_folder

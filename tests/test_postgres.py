@@ -1,8 +1,8 @@
 """The guarantees that SQLite's single writer gave for free, proven on PostgreSQL.
 
 Each test runs against a fresh database on the session's throwaway server (`pg_url`, tests/pg_server.py):
-reserve under many processes (duplicates, the quota, holds), claims fenced by the epoch with SKIP LOCKED
-batches, leases by the server's clock, append-only events and the audit chain, the follow cursor under a
+reserve under many processes (duplicates, the quota, holds), claims fenced by the epoch, picks with SKIP
+LOCKED, leases by the server's clock, append-only events and the audit chain, the follow cursor under a
 late commit, a lock wait past lock_timeout as exit 8, counts per state without a hot row, and LISTEN/NOTIFY.
 """
 
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ledger_reads import job_fingerprint
 
 from ledger import audit, queries, store
 from ledger.clock import ManualClock, SystemClock
@@ -26,8 +27,9 @@ from ledger.config import parse_config
 from ledger.db import connect, create_ledger, write_tx
 from ledger.errors import EXIT_LEDGER_LOCKED, LedgerLocked
 from ledger.follow import EventCursor
-from ledger.leases import claim_batch, claim_for_send
+from ledger.leases import claim_for_send
 from ledger.model import JobKey
+from ledger.picks import pick_due
 from ledger.replay import rebuild_job
 from ledger.reserve import quota_used, reserve
 from ledger.transitions import append_event, apply
@@ -164,22 +166,21 @@ def test_two_connections_claiming_one_job_one_wins_and_the_loser_is_fenced(pg: s
     b.close()
 
 
-def test_claim_batches_skip_rows_another_worker_holds(pg: str, cfg: Any) -> None:
+def test_picks_skip_rows_another_worker_holds(pg: str, cfg: Any) -> None:
     a, b = connect(pg), connect(pg)
     clock = ManualClock(T0)
     for i in range(10):
         assert reserve(a, cfg, OP, {"input": str(i)}, clock=clock, job_id=f"b{i}").outcome == "reserved"
-    with write_tx(a, lock=OP):  # worker A holds three rows, as a batch claim in flight would
+    with write_tx(a, lock=OP):  # worker A holds three rows, as a pick or claim in flight would
         held = a.execute(
             "SELECT job_id FROM jobs WHERE job_id IN ('b0', 'b1', 'b2') FOR UPDATE"
         ).fetchall()
         assert len(held) == 3
-        got = claim_batch(b, cfg, owner="B", now=T0, limit=10)
-        assert sorted(c.job.job_id for c in got) == [f"b{i}" for i in range(3, 10)]
-        assert all(c.epoch == 1 and c.job.lease_owner == "B" for c in got)
-    again = claim_batch(a, cfg, owner="A", now=T0, limit=10)
-    assert sorted(c.job.job_id for c in again) == ["b0", "b1", "b2"]
-    assert claim_batch(b, cfg, owner="B", now=T0, limit=10) == []  # all under way now
+        got = pick_due(b, cfg, owner="B", now=T0, limit=10)
+        assert sorted(j.job_id for j in got) == [f"b{i}" for i in range(3, 10)]
+    again = pick_due(a, cfg, owner="A", now=T0, limit=10)
+    assert sorted(j.job_id for j in again) == ["b0", "b1", "b2"]
+    assert pick_due(b, cfg, owner="C", now=T0, limit=10) == []  # a third worker: all picked now
     assert audit.verify(a).job_mismatch is None
     a.close()
     b.close()
@@ -212,11 +213,11 @@ def connect_sqlite_like() -> sqlite3.Connection:
 def test_events_and_evidence_are_append_only(pg: str, cfg: Any, statement: str) -> None:
     conn = connect(pg)
     assert reserve(conn, cfg, OP, {"input": "e"}, clock=ManualClock(T0), job_id="ev").outcome == "reserved"
-    before = queries.job_fingerprint(conn)
+    before = job_fingerprint(conn)
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
         with write_tx(conn):
             conn.execute(statement)
-    assert queries.job_fingerprint(conn) == before
+    assert job_fingerprint(conn) == before
     conn.close()
 
 
@@ -276,7 +277,7 @@ def test_the_follow_cursor_never_skips_an_event_committed_late(pg: str, cfg: Any
 def test_a_lock_wait_past_the_timeout_is_exit_8(pg: str, cfg: Any) -> None:
     holder, waiter = connect(pg), connect(pg)
     assert reserve(holder, cfg, OP, {"input": "l"}, clock=ManualClock(T0), job_id="l").outcome == "reserved"
-    before = queries.job_fingerprint(holder)
+    before = job_fingerprint(holder)
     with write_tx(holder):
         with pytest.raises(LedgerLocked, match="locked by another transaction") as info:
             with write_tx(waiter, wait=0.2):
@@ -286,7 +287,7 @@ def test_a_lock_wait_past_the_timeout_is_exit_8(pg: str, cfg: Any) -> None:
         with pytest.raises(LedgerLocked):  # a row lock too, inside a transaction that got its advisory lock
             with write_tx(waiter, lock="other.op", wait=0.2):
                 waiter.execute("UPDATE jobs SET updated_at = updated_at WHERE job_id = 'l'")
-    assert queries.job_fingerprint(waiter) == before
+    assert job_fingerprint(waiter) == before
     holder.close()
     waiter.close()
 
@@ -343,7 +344,7 @@ def test_cli_on_a_locked_postgresql_ledger_exits_8_and_writes_nothing(
 
     from ledger.store.postgres import CHAIN_LOCK
 
-    before = queries.job_fingerprint(connect(pg))
+    before = job_fingerprint(connect(pg))
     with psycopg.connect(pg, autocommit=True) as holder:
         holder.execute("BEGIN")
         holder.execute("SELECT pg_advisory_xact_lock(%s)", (CHAIN_LOCK,))
@@ -351,7 +352,7 @@ def test_cli_on_a_locked_postgresql_ledger_exits_8_and_writes_nothing(
         holder.execute("ROLLBACK")
     _one_line(r, 8, "locked by another transaction", "retry later")
     assert sim.count(None) == 0
-    assert queries.job_fingerprint(connect(pg)) == before
+    assert job_fingerprint(connect(pg)) == before
 
 
 def test_cli_refuses_a_server_it_cannot_reach(tmp_path: Path, config_path: Path, run_cli: Any) -> None:

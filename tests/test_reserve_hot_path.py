@@ -64,7 +64,7 @@ def test_anything_else_goes_through_the_sdk(payload: dict[str, Any]) -> None:
 
 
 def test_a_job_read_fast_equals_one_built_field_by_field() -> None:
-    from ledger.db import MIGRATIONS
+    from ledger.store.sqlite import MIGRATIONS
 
     c = sqlite3.connect(":memory:")
     c.row_factory = sqlite3.Row

@@ -6,16 +6,19 @@ import sqlite3
 from pathlib import Path
 
 from ledger import queries
-from ledger.db import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, _statements, connect, create_ledger
+from ledger.db import connect, create_ledger
+from ledger.store.sqlite import AFTER_SCRIPT, APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, _statements
 
 
 def _ledger_at_version(path: Path, version: int) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    for script in MIGRATIONS[:version]:
+    for v, script in enumerate(MIGRATIONS[:version], start=1):
         for stmt in _statements(script):
             conn.execute(stmt)
+        if v in AFTER_SCRIPT:
+            AFTER_SCRIPT[v](conn)  # as the migration does (version 8: chain, then the guarding triggers)
     conn.execute(f"PRAGMA user_version = {version}")
     conn.execute(
         "INSERT INTO jobs (job_id, operation, idem_key, payload, state, quota_day, created_at, updated_at) "

@@ -18,9 +18,10 @@ from ledger import queries
 from ledger.audit import verify
 from ledger.clock import ManualClock, SystemClock
 from ledger.config import Config
-from ledger.db import _V8_TRIGGERS, APPLICATION_ID, MIGRATIONS, _chain_existing, _statements, connect
+from ledger.db import connect
 from ledger.heartbeat import HEARTBEAT_SECONDS, WorkerBeat, read_board
 from ledger.reserve import reserve
+from ledger.store.sqlite import AFTER_SCRIPT, APPLICATION_ID, MIGRATIONS, _statements
 from ledger.worker import TickReport, tick
 
 OP = "article.generate"
@@ -189,9 +190,7 @@ def test_a_v8_ledger_migrates_forward_and_keeps_its_chain(
                     "VALUES (?, 'old', 'op', ?, 'w', ?, ?, 1)", (seq, seq, kind, to))
     for stmt in _statements(MIGRATIONS[7]):
         raw.execute(stmt)
-    _chain_existing(raw)
-    for stmt in _statements(_V8_TRIGGERS):
-        raw.execute(stmt)
+    AFTER_SCRIPT[8](raw)  # version 8's Python step: chain the events there, then the guarding triggers
     raw.execute("PRAGMA user_version = 8")
     raw.close()
 

@@ -16,7 +16,7 @@ from console.sanitize import clean, safe_text
 from console.screens.confirm import ConfirmScreen
 from console.widgets.feedback_line import FeedbackLine
 from console.widgets.ledger_header import LedgerHeader
-from ledger.model import Event, JobKey
+from ledger import Event, JobKey
 
 if TYPE_CHECKING:
     from console.app import ReclaimApp

@@ -17,12 +17,8 @@ from textual.widgets import Input
 from console.sanitize import clean, safe_text
 from console.screens.confirm import ConfirmScreen
 from console.screens.form import FormScreen, field
-from ledger import triage
-from ledger.actions import ACTIONS
-from ledger.clock import iso, parse_due
-from ledger.errors import LedgerError
-from ledger.model import JobKey
-from ledger.queries import JobFilter
+from ledger import ACTION_TABLE as ACTIONS
+from ledger import JobFilter, JobKey, LedgerError, bulk_assign, iso, parse_due
 
 ACTION = ACTIONS["bulk-assign"]
 FIELDS = {f.name: f for f in ACTION.fields}
@@ -114,7 +110,7 @@ class BulkAssignScreen(FormScreen):
             due_at = parse_due(given["due"], app.clock.now(), app.config.timezone, name="due")
             flt = JobFilter.parse(self.filter_text, me=app.operator) if self.filter_text.strip() else None
             with app.source.reading() as conn:
-                done = triage.bulk_assign(conn, app.config, flt, given["owner"], due_at, actor=app.operator,
+                done = bulk_assign(conn, app.config, flt, given["owner"], due_at, actor=app.operator,
                                           clock=app.clock, reason=given["reason"], apply=False)
         except Exception as e:  # refused or bad input: said in the form; nothing was written
             self.post_message(self.Failed(_why(e)))
@@ -154,7 +150,7 @@ class BulkAssignScreen(FormScreen):
         try:
             flt = JobFilter.parse(self.filter_text, me=app.operator) if self.filter_text.strip() else None
             with app.source.writing() as conn:
-                done = triage.bulk_assign(conn, app.config, flt, given["owner"], due_at, actor=app.operator,
+                done = bulk_assign(conn, app.config, flt, given["owner"], due_at, actor=app.operator,
                                           clock=app.clock, reason=given["reason"], apply=True,
                                           only=previewed)
         except Exception as e:  # each assign is its own transaction: what was refused wrote nothing

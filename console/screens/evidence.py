@@ -22,8 +22,7 @@ from console.sanitize import safe_text
 from console.screens.base import ReclaimScreen
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
-from ledger import evidence
-from ledger.evidence import Evidence
+from ledger import Evidence, orphan_evidence
 
 
 class EvidenceScreen(ReclaimScreen):
@@ -59,7 +58,7 @@ class EvidenceScreen(ReclaimScreen):
         """Read the orphan evidence off the UI thread."""
         app = self.reclaim
         with app.source.reading() as conn:
-            rows = evidence.orphans(conn)
+            rows = orphan_evidence(conn)
         if not get_current_worker().is_cancelled:
             self.post_message(self.Loaded(rows))
 

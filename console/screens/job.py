@@ -23,8 +23,7 @@ from console.widgets.held_explanation import HeldExplanation
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
 from console.widgets.timeline import Timeline
-from ledger.clock import INVALID, valid_time
-from ledger.model import JobKey
+from ledger import INVALID, JobKey, valid_time
 
 TRIAGE_STATES = ("held", "failed")
 NARROW = 110

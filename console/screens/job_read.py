@@ -8,7 +8,7 @@ from textual.worker import get_current_worker
 
 from console.live import JobDetail, load_job, remote_lines, warm_remote
 from console.screens.base import ReclaimScreen
-from ledger.model import JobKey
+from ledger import JobKey
 
 
 class JobRead(Message):

@@ -21,8 +21,7 @@ from console.widgets.feedback_line import FeedbackLine
 from console.widgets.guarded_action import GuardedAction
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
-from ledger import dispatch
-from ledger.errors import LedgerError
+from ledger import LedgerError, resolve_uncertain
 
 SETTLE = {
     # decision: (role, label, what happens)
@@ -192,7 +191,7 @@ class NotificationsScreen(ReclaimScreen):
         app = self.reclaim
         try:
             with app.source.writing() as conn:
-                dispatch.resolve_uncertain(conn, app.config, event_id, decision, actor=app.operator, clock=app.clock,
+                resolve_uncertain(conn, app.config, event_id, decision, actor=app.operator, clock=app.clock,
                                            note=note)
         except Exception as e:  # the transaction rolled back; the reason is shown
             self.post_message(self.Settled(decision, str(e) if isinstance(e, LedgerError) else repr(e)))

@@ -21,7 +21,7 @@ from console.widgets.held_table import HeldTable
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
 from console.widgets.quota_table import QuotaTable
-from ledger.model import JobKey
+from ledger import JobKey
 
 
 class OverviewScreen(ReclaimScreen):

@@ -14,8 +14,7 @@ from textual.widgets.option_list import Option
 
 from console.bindings import PICK
 from console.sanitize import safe_text
-from ledger.model import Job, JobKey
-from ledger.views import SavedView
+from ledger import Job, JobKey, SavedView
 
 T = TypeVar("T")
 

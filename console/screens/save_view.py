@@ -10,8 +10,7 @@ from textual.widgets import Input
 
 from console.sanitize import safe_text
 from console.screens.form import FormScreen, field
-from ledger.errors import LedgerError
-from ledger.views import SavedView, save_view
+from ledger import LedgerError, SavedView, save_view
 
 
 def view_words(group: str, filter_text: str) -> Text:

@@ -46,9 +46,7 @@ from console.widgets.guarded_action import GuardedAction
 from console.widgets.held_explanation import HeldExplanation
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
-from ledger import triage
-from ledger.errors import LedgerError
-from ledger.model import JobKey
+from ledger import FINDING_CATEGORIES, JobKey, LedgerError, Preview, preview_action
 
 DECISIONS = ("release", "reconcile", "reject", "remediate", "assign")
 DANGEROUS = frozenset({"release"})
@@ -126,7 +124,7 @@ class TriageScreen(ReclaimScreen):
     class Previewed(Message):
         """A fresh preview for the action the operator asked for."""
 
-        def __init__(self, action: str, preview: triage.Preview, given: ActionInput) -> None:
+        def __init__(self, action: str, preview: Preview, given: ActionInput) -> None:
             self.action = action
             self.preview = preview
             self.given = given
@@ -177,7 +175,7 @@ class TriageScreen(ReclaimScreen):
             yield Label("Step 2 · Record what you found", classes="step")
             with Horizontal(classes="fields"):
                 yield Select(
-                    [(CATEGORY_HELP.get(c, c), c) for c in triage.FINDING_CATEGORIES],
+                    [(CATEGORY_HELP.get(c, c), c) for c in FINDING_CATEGORIES],
                     prompt="category", id="finding-category", compact=True,
                 )
                 yield Input(placeholder="note: what you saw and where (Enter records)", id="finding-note",
@@ -439,12 +437,12 @@ class TriageScreen(ReclaimScreen):
         app = self.reclaim
         try:
             with app.source.reading() as conn:
-                preview = triage.preview(conn, app.config, self.key, action, app.operator, app.clock)
+                preview = preview_action(conn, app.config, self.key, action, app.operator, app.clock)
         except Exception as e:  # any failure is shown; nothing was written
             self.post_message(self.Refused(action, _reason(e)))
             return
         if app.source.read_only:
-            preview = triage.Preview(action, False, "the console is read-only (--read-only)", preview.summary)
+            preview = Preview(action, False, "the console is read-only (--read-only)", preview.summary)
         self.post_message(self.Previewed(action, preview, given))
 
     def on_triage_screen_previewed(self, message: Previewed) -> None:

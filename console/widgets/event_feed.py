@@ -11,7 +11,7 @@ from textual.widgets import DataTable
 from console.live import clock_time
 from console.sanitize import safe_text
 from console.widgets.column_fit import ellipsised, fit_widths
-from ledger.model import Event, JobKey
+from ledger import Event, JobKey
 
 
 def transition(e: Event) -> Text:

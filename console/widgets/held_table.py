@@ -9,8 +9,7 @@ from textual.widgets import DataTable
 from console.live import age
 from console.sanitize import safe_text
 from console.widgets.column_fit import ellipsised, fit_widths
-from ledger.clock import INVALID, valid_time
-from ledger.model import Job, JobKey
+from ledger import INVALID, Job, JobKey, valid_time
 
 
 def short_reason(reason: str) -> str:

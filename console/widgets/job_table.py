@@ -9,7 +9,7 @@ from textual.widgets import DataTable
 from console.live import JobPage, age
 from console.sanitize import safe_text
 from console.widgets.column_fit import ellipsised, fit_widths
-from ledger.model import Job, JobKey
+from ledger import Job, JobKey
 
 
 class JobTable(DataTable[Text]):

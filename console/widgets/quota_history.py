@@ -9,7 +9,7 @@ from textual.widgets import Label, Sparkline
 
 from console.sanitize import safe_text
 from console.widgets.quota_table import quota_bar
-from ledger.queries import QuotaDay
+from ledger import QuotaDay
 
 
 class QuotaHistory(Vertical):

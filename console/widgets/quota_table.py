@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from console.sanitize import safe_text
-from ledger.queries import QuotaDay
+from ledger import QuotaDay
 
 
 def quota_bar(used: int, limit: int, width: int = 24) -> Text:

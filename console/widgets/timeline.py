@@ -10,7 +10,7 @@ from console.sanitize import compact_json, safe_text
 from console.times import full_time, readable_detail
 from console.widgets.column_fit import ellipsised, fit_widths
 from console.widgets.event_feed import event_summary, transition
-from ledger.model import Event
+from ledger import Event
 
 
 class Timeline(DataTable[Text]):

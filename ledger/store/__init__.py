@@ -42,11 +42,6 @@ def is_pg(conn: Any) -> TypeGuard[PgConnection]:
     return type(conn).__name__ == "PgConnection"  # no psycopg import for a SQLite ledger
 
 
-def backend_name(conn: sqlite3.Connection) -> str:
-    """'postgresql' or 'sqlite': the backend `conn` talks to."""
-    return "postgresql" if is_pg(conn) else "sqlite"
-
-
 class DbClock:
     """The database server's clock: every host that shares a PostgreSQL ledger measures leases by it."""
 

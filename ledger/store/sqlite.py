@@ -1,5 +1,5 @@
 """The SQLite backend: opening a ledger file (pragmas, schema versions, forward migrations) and its write
-transactions (the writers' queue, then BEGIN IMMEDIATE). `ledger.db` chooses between this and
+transactions (a stepped BEGIN IMMEDIATE under the busy timeout). `ledger.db` chooses between this and
 `ledger.store.postgres` by the ledger's name."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import random
 import sqlite3
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
 from urllib.parse import quote
 
-from ledger import writers
 from ledger.errors import LedgerError, LedgerLocked, LedgerUnusable
 from ledger.files import place_new, unlink_all
 from ledger.integrity import corrupt_error, is_corruption
@@ -351,10 +351,9 @@ def _migrate(conn: sqlite3.Connection, path: Path, from_version: int) -> None:
         for i in range(version, SCHEMA_VERSION):
             for stmt in _statements(MIGRATIONS[i]):
                 conn.execute(stmt)
-            if i + 1 == 8:
-                _chain_existing(conn)
-                for stmt in _statements(_V8_TRIGGERS):
-                    conn.execute(stmt)
+            after = AFTER_SCRIPT.get(i + 1)
+            if after is not None:
+                after(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except sqlite3.Error as e:
@@ -376,6 +375,18 @@ def _chain_existing(conn: sqlite3.Connection) -> None:
         digest = event_hash(prev, *row[1:])
         conn.execute("UPDATE events SET prev_hash = ?, hash = ? WHERE id = ?", (prev, digest, row[0]))
         prev = digest
+
+
+def _chain_then_guard(conn: sqlite3.Connection) -> None:
+    """Schema version 8's Python step: chain the events already there, then the triggers that guard the chain
+    (they would refuse the chaining's own UPDATEs if they came first)."""
+    _chain_existing(conn)
+    for stmt in _statements(_V8_TRIGGERS):
+        conn.execute(stmt)
+
+
+AFTER_SCRIPT: dict[int, Callable[[sqlite3.Connection], None]] = {8: _chain_then_guard}
+"""Steps that run in Python right after a version's script in MIGRATIONS, keyed by that version."""
 
 
 def create_ledger(path: str | Path) -> bool:
@@ -479,9 +490,7 @@ def connect(
         raise LedgerUnusable(f"ledger {p}: the file is read-only; fix its permissions or open it as a viewer")
     uri = f"file:{quote(str(p.resolve()))}?mode={'ro' if readonly else 'rw'}"  # quoted: '?', '#', '%' in names
     try:
-        conn = sqlite3.connect(
-            uri, uri=True, isolation_level=None, check_same_thread=check_same_thread, factory=writers.QueuedConnection
-        )
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=check_same_thread)
     except sqlite3.Error as e:
         raise _open_error(e, p) from None
     conn.row_factory = sqlite3.Row
@@ -493,7 +502,6 @@ def connect(
             if mode != "wal":
                 conn.execute("PRAGMA journal_mode = WAL")
             _migrate(conn, p, version)
-            writers.attach(conn, p.resolve())
         elif version < SCHEMA_VERSION:
             conn.close()
             raise LedgerUnusable(
@@ -539,26 +547,12 @@ def _begin_immediate(conn: sqlite3.Connection, wait: float | None = None) -> Non
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
-_DIRECT_SLACK = 0.05
-"""How far (s) the busy handler may outlast the caller's deadline when BEGIN IMMEDIATE goes straight after
-the writers' queue: a turn taken within this of the start goes direct."""
-
-
-def _begin_direct(conn: sqlite3.Connection) -> None:
-    """BEGIN IMMEDIATE with the connection's busy timeout; LedgerLocked (exit 8) when it runs out."""
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as e:
-        _raise_locked_or(e, Path(ledger_path(conn)))
-
-
 def write_tx(conn: sqlite3.Connection, *, wait: float | None = None) -> AbstractContextManager[sqlite3.Connection]:
     """Run the block in one BEGIN IMMEDIATE transaction; commit on success, roll back on any error.
 
     A lock held past the busy timeout (or `wait` seconds, when given) raises LedgerLocked; a read-only file
     raises LedgerUnusable; a damaged page raises LedgerCorrupt. Other sqlite3 errors (a trigger's refusal)
-    propagate as they are. Writers of one ledger wait their turn in the writers' queue first (ledger.writers),
-    within the same deadline.
+    propagate as they are.
     """
     return _WriteTx(conn, wait)
 
@@ -566,50 +560,20 @@ def write_tx(conn: sqlite3.Connection, *, wait: float | None = None) -> Abstract
 class _WriteTx:
     """write_tx's context: a plain class, not a generator, since every write (each reservation) enters one."""
 
-    __slots__ = ("conn", "queue", "wait")
+    __slots__ = ("conn", "wait")
 
     def __init__(self, conn: sqlite3.Connection, wait: float | None) -> None:
         self.conn = conn
         self.wait = wait
-        self.queue: writers.WriterQueue | None = None
 
     def __enter__(self) -> sqlite3.Connection:
-        conn, wait = self.conn, self.wait
-        queue = writers.queue_of(conn) if not conn.in_transaction else None
-        if queue is None:
-            _begin_immediate(conn, wait)
-            return conn
-        # Wait our turn in the writers' queue (woken when it is our go, not polling), then BEGIN IMMEDIATE
-        # within what is left of the same deadline: the whole wait stays bounded by the busy timeout.
-        deadline = time.monotonic() + (BUSY_TIMEOUT_MS / 1000 if wait is None else wait)
-        if not queue.take(deadline):
-            raise ledger_error(sqlite3.OperationalError("database is locked"), queue.ledger)
-        try:
-            left = deadline - time.monotonic()
-            if wait is None and not queue.contended and left >= BUSY_TIMEOUT_MS / 1000 - _DIRECT_SLACK:
-                # Our turn came at once (the usual case): only a writer outside the queue can hold SQLite's
-                # lock now, and SQLite's own busy handler (the busy timeout, about what is left) waits for
-                # it; no switching the busy timeout off and on around BEGIN IMMEDIATE. A caller's own `wait`
-                # (longer or shorter than the busy timeout) is kept to by the stepped BEGIN below.
-                _begin_direct(conn)
-            else:
-                _begin_immediate(conn, max(0.0, left))  # stepped: a writer without a ticket may be writing
-        except BaseException:
-            queue.release()
-            raise
-        self.queue = queue
-        return conn
+        _begin_immediate(self.conn, self.wait)
+        return self.conn
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> Literal[False]:
-        conn, queue = self.conn, self.queue
-        self.queue = None
-        try:
-            _end(conn, error)
-        finally:
-            if queue is not None:
-                queue.release()  # after COMMIT or ROLLBACK: the next writer's turn
+        _end(self.conn, error)
         return False
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from console_helpers import wait_loaded, wait_until, widget_text
+from ledger_reads import job_fingerprint
 from textual.widgets import Input, Label
 
 from console.app import make_app
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.anyio
 def fingerprint(path: Path) -> str:
     conn = connect(path, readonly=True)
     try:
-        return queries.job_fingerprint(conn)
+        return job_fingerprint(conn)
     finally:
         conn.close()
 

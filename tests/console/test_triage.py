@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from console_helpers import wait_loaded, wait_until, widget_text
+from ledger_reads import job_fingerprint
 from textual.pilot import Pilot
 from textual.widgets import Button, Input, Select
 
@@ -40,7 +41,7 @@ T = 1_796_115_600.0  # 2026-12-01T09:00:00Z
 def fingerprint(path: Path) -> str:
     conn = connect(path, readonly=True)
     try:
-        return queries.job_fingerprint(conn)
+        return job_fingerprint(conn)
     finally:
         conn.close()
 

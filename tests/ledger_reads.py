@@ -1,0 +1,34 @@
+"""Reads of a ledger that only tests need (the product never calls them): a digest of every row, to prove
+a refused command changed nothing, and the picks table as rows."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+
+from ledger.model import JobKey
+
+FINGERPRINT_TABLES = (
+    "jobs", "events", "quota_usage", "fenced_writes", "outbox", "state_counts", "evidence", "evidence_handled",
+    "webhook_deliveries", "remote_pauses",
+)
+"""Every ledger table but the worker heartbeats: they say which processes ran, and a pass that stops on an
+error still records that it ran and why it stopped."""
+
+
+def job_fingerprint(conn: sqlite3.Connection) -> str:
+    """A digest of every row in FINGERPRINT_TABLES: compared before and after a refused command."""
+    h = hashlib.sha256()
+    for table in FINGERPRINT_TABLES:
+        for text in sorted(repr(tuple(row)) for row in conn.execute(f"SELECT * FROM {table}")):
+            h.update(text.encode())
+    return h.hexdigest()
+
+
+def held_picks(conn: sqlite3.Connection, owner: str | None = None) -> list[tuple[JobKey, str, float]]:
+    """The picks in the ledger (of `owner` only, when given): (job key, worker, picked_until), by key."""
+    where, args = ("WHERE worker = ? ", (owner,)) if owner is not None else ("", ())
+    rows = conn.execute(
+        f"SELECT job_id, operation, worker, picked_until FROM picks {where}ORDER BY job_id, operation", args
+    ).fetchall()
+    return [(JobKey(r[0], r[1]), str(r[2]), float(r[3])) for r in rows]
