@@ -1267,12 +1267,12 @@ def remotes_cmd(
 ) -> None:
     """What each remote can answer: lookup by key or by handle, idem key honoured, webhooks, record retention,
     paused or not, last probe, last answer (read-only; no remote is called)."""
-    from ledger.remote_answers import answers
+    from ledger import what_remotes_answer
 
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config, readonly=True)
         try:
-            found = answers(conn, cfg, clock.now())
+            found = what_remotes_answer(conn, cfg, clock.now())
         finally:
             conn.close()
     if as_json:
@@ -1309,35 +1309,42 @@ def metrics_cmd(
     --json prints the samples once as {"samples": [{"name", "labels", "value"}]}, or {"listening": URL}."""
     import errno
 
-    from ledger import metrics
+    from ledger import (
+        LedgerCollector,
+        metrics_exposition,
+        metrics_listen_address,
+        metrics_registry,
+        metrics_samples,
+        metrics_server,
+    )
 
     with _guard(as_json):
-        address = metrics.loopback_listen(listen) if listen is not None else None
+        address = metrics_listen_address(listen) if listen is not None else None
         cfg = _load(config)
         connect(ledger, readonly=True).close()  # a missing or unusable ledger is refused before anything else
-        collector = metrics.LedgerCollector(lambda: connect(ledger, readonly=True, check_same_thread=False), cfg,
+        collector = LedgerCollector(lambda: connect(ledger, readonly=True, check_same_thread=False), cfg,
                                             process_clock(), journal_of=str(ledger), strict=True)
-        registry = metrics.registry_for(collector)
+        registry = metrics_registry(collector)
         if address is None:
             try:
                 if as_json:
-                    output.emit_json({"samples": metrics.samples(registry)})
+                    output.emit_json({"samples": metrics_samples(registry)})
                 else:
-                    sys.stdout.buffer.write(metrics.exposition(registry))
+                    sys.stdout.buffer.write(metrics_exposition(registry))
                     sys.stdout.flush()
             finally:
                 collector.close()
             return
         host, port = address
         try:
-            server = metrics.make_server(registry, host, port)
+            server = metrics_server(registry, host, port)
         except OSError as e:
             collector.close()
             if e.errno == errno.EADDRINUSE:
                 raise BadInput(f"metrics: port {port} on {host} is in use; pick another with --listen") from None
             raise BadInput(f"metrics: cannot listen on {listen} ({e.strerror})") from None
         try:
-            metrics.exposition(registry)  # the first read counts every event once, before Prometheus's first scrape
+            metrics_exposition(registry)  # the first read counts every event once, before Prometheus's first scrape
         except BaseException:
             server.server_close()
             collector.close()

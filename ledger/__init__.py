@@ -59,6 +59,14 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "fsync_dir": ("ledger.files", "fsync_dir"), "place_new": ("ledger.files", "place_new"),
     # ledger.follow
     "EventCursor": ("ledger.follow", "EventCursor"), "wait_for_change": ("ledger.follow", "wait_for_change"),
+    # ledger.metrics
+    "LedgerCollector": ("ledger.metrics", "LedgerCollector"),
+    "metrics_exposition": ("ledger.metrics", "exposition"),
+    "metrics_listen_address": ("ledger.metrics", "loopback_listen"),
+    "metrics_registry": ("ledger.metrics", "registry_for"), "metrics_samples": ("ledger.metrics", "samples"),
+    "metrics_server": ("ledger.metrics", "make_server"),
+    # ledger.remote_answers
+    "what_remotes_answer": ("ledger.remote_answers", "answers"),
     # ledger.heartbeat
     "duration_text": ("ledger.heartbeat", "duration"), "Liveness": ("ledger.heartbeat", "Liveness"),
     "read_board": ("ledger.heartbeat", "read_board"), "WorkerBeat": ("ledger.heartbeat", "WorkerBeat"),
@@ -223,6 +231,12 @@ if TYPE_CHECKING:
     )
     from ledger.integrity import check_pages
     from ledger.leases import claim_for_send
+    from ledger.metrics import LedgerCollector
+    from ledger.metrics import exposition as metrics_exposition
+    from ledger.metrics import loopback_listen as metrics_listen_address
+    from ledger.metrics import make_server as metrics_server
+    from ledger.metrics import registry_for as metrics_registry
+    from ledger.metrics import samples as metrics_samples
     from ledger.model import GROUPS, STATES, Event, Job, JobKey, idem_key
     from ledger.queries import (
         JobFilter,
@@ -244,6 +258,7 @@ if TYPE_CHECKING:
     )
     from ledger.receiver import make_server as make_webhook_server
     from ledger.redaction import Redactor
+    from ledger.remote_answers import answers as what_remotes_answer
     from ledger.remote_health import paused_remotes
     from ledger.remote_health import resume as resume_remote
     from ledger.remotes import console_url_for, preload_adapters
@@ -317,6 +332,7 @@ __all__ = [
     "JobFilter",
     "JobKey",
     "JobNotFound",
+    "LedgerCollector",
     "LedgerCorrupt",
     "LedgerError",
     "LedgerLocked",
@@ -385,6 +401,11 @@ __all__ = [
     "list_views",
     "load_config",
     "make_webhook_server",
+    "metrics_exposition",
+    "metrics_listen_address",
+    "metrics_registry",
+    "metrics_samples",
+    "metrics_server",
     "operation_counts",
     "operations_of",
     "orphan_evidence",
@@ -424,6 +445,7 @@ __all__ = [
     "valid_time",
     "verify_ledger",
     "wait_for_change",
+    "what_remotes_answer",
     "where_to_look",
     "worker_id",
     "write_tx",
