@@ -268,8 +268,8 @@ def create_kwargs(
 ) -> dict[str, Any]:
     """The arguments of the one `interactions.create` a send makes (and `validate_payload` checks).
 
-    With `webhooks`, the create asks the project's webhook to echo the idem key and attempt back in
-    `user_metadata`, so a delivery names the job even when the create's reply was lost.
+    The labels carry the idem key and attempt: the interaction's own record names its job. With `webhooks`,
+    `webhook_config.user_metadata` carries them too, a second place a GET may echo when it echoes no labels.
     """
     kwargs: dict[str, Any] = {
         "model": model,
