@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover
     from click import get_current_context
 
 from console import output, sanitize
-from ledger import evidence, heartbeat, identity, queries, triage
+from ledger import evidence, heartbeat, identity, queries, seal, triage
 from ledger.actions import ACTIONS as ACTION_TABLE
 from ledger.actions import Field
 from ledger.audit import head as audit_head
@@ -194,9 +194,12 @@ def _guard(as_json: bool) -> Iterator[None]:
 
 
 def _load(config: Path) -> Config:
-    """Load the config and redact the secrets it names in everything printed from now on."""
+    """Load the config, redact the secrets it names in everything printed from now on, and take the audit key
+    when this account may read it (every event this process writes is then authenticated)."""
     cfg = load_config(config)
     output.use_redactor(Redactor.from_config(cfg))
+    key_file = seal.key_path(cfg.key_file())
+    seal.use_key(seal.read_key(key_file) if key_file is not None else None)
     return cfg
 
 
@@ -264,20 +267,33 @@ def init(
     on 127.0.0.1:8765 is written there.
     """
     wrote_config = False
+    wrote_key: Path | None = None
     with _guard(as_json):
         if config.exists():
-            _load(config)
+            cfg = _load(config)
         elif config.parent.is_dir():
             config.write_text(STARTER_CONFIG.replace("{account}", json.dumps(identity.os_account())), encoding="utf-8")
             wrote_config = True
+            cfg = _load(config)
+        else:
+            cfg = None
+        if cfg is not None and seal.current_key() is None:
+            key_file = seal.key_path(cfg.key_file())
+            if key_file is not None and not key_file.exists():
+                seal.use_key(seal.create_key(key_file))
+                wrote_key = key_file
         created = create_ledger(ledger)
         if not created:
             _check_ledger_pages(ledger, PAGE_CHECK_SECONDS)
     if as_json:
-        output.emit_json({"ledger": shown_ledger(ledger), "created": created, "wrote_config": wrote_config})
+        output.emit_json({"ledger": shown_ledger(ledger), "created": created, "wrote_config": wrote_config,
+                          "wrote_audit_key": str(wrote_key) if wrote_key else None})
     else:
         if wrote_config:
             output.line(f"wrote a starter config: {config} (edit [operators] and [remotes] before real use)")
+        if wrote_key:
+            output.line(f"wrote the audit key: {wrote_key} (mode 0600; give it only to the accounts that send and "
+                        "approve, keep a copy apart from the ledger)")
         output.line(f"{'created' if created else 'already a ledger (migrated if needed)'}: {shown_ledger(ledger)}")
 
 
@@ -603,23 +619,37 @@ def verify(
     config: ConfigOpt = DEFAULT_CONFIG,
     operator: OperatorOpt = None,
     as_json: JsonOpt = False,
+    expect_head: Annotated[str | None, typer.Option(
+        "--expect-head", help="COUNT:HASH, the head kept outside the ledger (status shows it, notifications carry "
+                              "it): a deleted tail or a re-hashed chain no longer matches.")] = None,
 ) -> None:
-    """Check the audit chain, every job against the replay of its events, and the database's integrity.
+    """Check the audit chain and (with the audit key) every event's MAC, every job against the replay of its
+    events, the quota, counts, evidence, fenced writes, webhook deliveries, the triggers, and the database's
+    integrity.
 
-    Exit 0 with the head hash and counts, or 11 naming the first event or job that does not match.
+    Exit 0 with the head and counts, or 11 naming each kind of break found.
     """
+    from ledger.audit import parse_head
     from ledger.audit import verify as verify_ledger
 
-    _protect(config)
+    cfg = _protect(config)
     verdict = None
     with _guard(as_json):
+        env_key = seal.key_path(None)
+        if cfg is None and env_key is not None:  # no usable config: the key file RECLAIM_AUDIT_KEY_FILE names
+            seal.use_key(seal.read_key(env_key))
+        try:
+            head = parse_head(expect_head) if expect_head is not None else None
+        except ValueError as e:
+            raise BadInput(f"--expect-head {e}") from None
         try:
             conn = connect(ledger, readonly=True)
         except LedgerCorrupt as e:  # damage SQLite meets on opening (the schema) is a failed check too
             damage = e.damage
         else:
             try:
-                verdict = verify_ledger(conn)
+                verdict = verify_ledger(conn, key=seal.current_key(), expect_head=head,
+                                        timezone=cfg.timezone if cfg else "UTC")
             except sqlite3.DatabaseError as e:
                 damage = str(e)
             finally:
@@ -632,15 +662,19 @@ def verify(
     if as_json:
         output.emit_json(verdict.to_dict())
     else:
-        output.line(f"events {verdict.events}, jobs {verdict.jobs}, head hash {verdict.head_hash or '-'}")
-        for problem in (verdict.chain_break, verdict.job_mismatch, *verdict.integrity[:5]):
+        output.line(f"events {verdict.events}, jobs {verdict.jobs}, head {verdict.events}:{verdict.head_hash or '-'}")
+        for problem in (verdict.chain_break, verdict.job_mismatch, *verdict.problems, *verdict.integrity[:5]):
             if problem:
                 output.line(f"BROKEN: {problem}")
+        if not verdict.mac_checked:
+            output.line("not checked: the events' MACs (this account cannot read the audit key; run verify as an "
+                        "account that holds it, see [audit] key_file)")
         if verdict.ok:
             # SQLite checks its pages (PRAGMA integrity_check); on PostgreSQL the server's own reads of every
             # row are the check, so say only that.
             damage_check = "SQLite finds no damage" if engine == "SQLite" else "every row read back"
-            output.line(f"ok: the chain holds, every job equals the replay of its events, {damage_check}")
+            macs = "every event's MAC checks, " if verdict.mac_checked else ""
+            output.line(f"ok: the chain holds, {macs}every job equals the replay of its events, {damage_check}")
     raise typer.Exit(0 if verdict.ok else EXIT_VERIFY_FAILED)
 
 

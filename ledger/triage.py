@@ -217,7 +217,9 @@ def _act(
         if why is not None:
             raise Refused(f"{action} refused for {key.job_id} / {key.operation}: {why}")
         if count_today:
-            count_quota(conn, key.operation, day_of(now, config.timezone))
+            day = day_of(now, config.timezone)
+            count_quota(conn, key.operation, day)
+            detail = {**detail, "quota_day": day}  # what `verify` replays the quota from
         # A decision bumps the epoch: a poll or send still in flight for the old state is fenced.
         applied = apply(
             conn, key, event, actor=actor, now=now, expected_state=job.state, detail=detail,
