@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover
     from click import get_current_context
 
 from console import output, sanitize
-from ledger import evidence, heartbeat, identity, queries, seal, triage
+from ledger import evidence, heartbeat, identity, policy, queries, seal, triage
 from ledger.actions import ACTIONS as ACTION_TABLE
 from ledger.actions import Field
 from ledger.audit import head as audit_head
@@ -214,9 +214,25 @@ def _protect(config: Path) -> Config | None:
 
 
 def _open(ledger: Path, config: Path, *, readonly: bool = False) -> tuple[sqlite3.Connection, Config, Clock]:
+    """The ledger, the config acting under the ledger's policy (ledger.policy), and the clock leases go by."""
     cfg = _load(config)
     conn = connect(ledger, readonly=readonly)
+    try:
+        cfg = policy.apply_to(cfg, policy.read(conn))
+    except BaseException:
+        conn.close()
+        raise
     return conn, cfg, ledger_clock(conn, process_clock())  # PostgreSQL: leases by the server's clock
+
+
+def _governed(ledger: Path, config: Path) -> Config:
+    """The config acting under the ledger's policy, for commands that open the ledger later (or not at all)."""
+    cfg = _load(config)
+    conn = connect(ledger, readonly=True)
+    try:
+        return policy.apply_to(cfg, policy.read(conn))
+    finally:
+        conn.close()
 
 
 def _check_ledger_pages(ledger: Path, budget_seconds: float) -> None:
@@ -285,9 +301,12 @@ def init(
         created = create_ledger(ledger)
         if not created:
             _check_ledger_pages(ledger, PAGE_CHECK_SECONDS)
+        seeded = _seed_policy(ledger, cfg, config) if cfg is not None else "no config: the ledger holds no policy yet"
+        loose = _loose_permissions(ledger)
     if as_json:
         output.emit_json({"ledger": shown_ledger(ledger), "created": created, "wrote_config": wrote_config,
-                          "wrote_audit_key": str(wrote_key) if wrote_key else None})
+                          "wrote_audit_key": str(wrote_key) if wrote_key else None, "policy": seeded,
+                          "permission_warnings": loose})
     else:
         if wrote_config:
             output.line(f"wrote a starter config: {config} (edit [operators] and [remotes] before real use)")
@@ -295,6 +314,119 @@ def init(
             output.line(f"wrote the audit key: {wrote_key} (mode 0600; give it only to the accounts that send and "
                         "approve, keep a copy apart from the ledger)")
         output.line(f"{'created' if created else 'already a ledger (migrated if needed)'}: {shown_ledger(ledger)}")
+        output.line(f"policy: {seeded}")
+        for warning in loose:
+            output.line(f"WARNING: {warning}")
+
+
+def _seed_policy(ledger: Path | str, cfg: Config, config: Path) -> str:
+    """Record the config's policy as the ledger's when this process is the ledger's owner and the ledger has
+    none yet; check the config against it otherwise. Says what happened."""
+    conn = connect(ledger)
+    try:
+        held = policy.read(conn)
+        if held.settings is not None:
+            policy.apply_to(cfg, held)  # a conflicting config is refused here as everywhere
+            return f"the ledger's own (event {held.event_id}); 'reclaim policy show' prints it"
+        owner, is_owner = policy_owner(conn, str(ledger))
+        if not is_owner:
+            return (f"NOT SET: only the ledger's owner ({owner}) may record it; until they run 'reclaim init' or "
+                    "'reclaim policy set --from-config', every command acts under its caller's config")
+        from ledger.db import write_tx
+
+        with write_tx(conn):
+            event_id = policy.record(conn, cfg, actor=identity.os_account(), now=process_clock().now(), how="init")
+        return f"recorded from {config} (event {event_id}); 'reclaim policy show' prints it"
+    finally:
+        conn.close()
+
+
+def policy_owner(conn: sqlite3.Connection, ledger: str) -> tuple[str, bool]:
+    """(the ledger's owner, whether this process may act as the owner)."""
+    from ledger.store.policy import owner
+
+    return owner(conn, ledger)
+
+
+def _loose_permissions(ledger: Path | str) -> list[str]:
+    """Warnings for a SQLite ledger whose file, -wal, -shm or folder others than its owner may write: operators
+    should act through the CLI, not with write access to the file (any writer can edit it; verify tells)."""
+    if is_url(str(ledger)):
+        return []
+    import stat as st
+
+    p = Path(ledger)
+    out: list[str] = []
+    for path in (p, Path(f"{p}-wal"), Path(f"{p}-shm"), p.parent):
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            continue
+        if mode & (st.S_IWGRP | st.S_IWOTH) and not (path == p.parent and mode & st.S_ISVTX and not mode & st.S_IWOTH):
+            who = "group and others" if mode & st.S_IWGRP and mode & st.S_IWOTH else (
+                "others" if mode & st.S_IWOTH else "its group")
+            out.append(f"{path} is writable by {who} (mode {st.S_IMODE(mode):o}): anyone who can write it can edit "
+                       f"the ledger around reclaim; chmod go-w {path} and let operators act through the CLI")
+    return out
+
+
+policy_app = typer.Typer(help="The ledger's policy: identity source, roles, four-eyes (its owner changes it).",
+                         no_args_is_help=True)
+app.add_typer(policy_app, name="policy")
+
+
+@policy_app.command("show")
+def policy_show(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG,
+                as_json: JsonOpt = False) -> None:
+    """Print the policy the ledger holds (and who owns the ledger)."""
+    _protect(config)
+    with _guard(as_json):
+        conn = connect(ledger, readonly=True)
+        try:
+            held = policy.read(conn)
+            owner, _ = policy_owner(conn, str(ledger))
+        finally:
+            conn.close()
+    if as_json:
+        output.emit_json({"owner": owner, "event_id": held.event_id, "policy": held.settings})
+        return
+    output.line(f"ledger owner: {owner}")
+    if held.settings is None:
+        output.line("no policy recorded: commands act under their caller's config until the owner runs "
+                    "'reclaim policy set --from-config'")
+        return
+    output.line(f"policy (event {held.event_id}):")
+    for name in policy.SETTINGS:
+        output.line(f"  {name} = {json.dumps(held.settings[name], ensure_ascii=False, sort_keys=True)}")
+
+
+@policy_app.command("set")
+def policy_set(
+    from_config: Annotated[bool, typer.Option(
+        "--from-config", help="Record the policy settings of --config (the shared config) as the ledger's.")] = False,
+    ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, as_json: JsonOpt = False,
+) -> None:
+    """Change the ledger's policy (owner only; recorded as an event): identity source, roles, four-eyes."""
+    with _guard(as_json):
+        if not from_config:
+            raise BadInput("policy set: pass --from-config: edit [identity], [serve], [operators] and "
+                           "policy.four_eyes in the shared config, then record them with it")
+        cfg = _load(config)
+        conn = connect(ledger)
+        try:
+            policy.require_owner(conn, str(ledger), "policy set")
+            from ledger.db import write_tx
+
+            with write_tx(conn):
+                event_id = policy.record(conn, cfg, actor=identity.os_account(), now=process_clock().now(),
+                                         how="policy set --from-config")
+        finally:
+            conn.close()
+    if as_json:
+        output.emit_json({"recorded": event_id is not None, "event_id": event_id})
+    else:
+        output.line(f"policy recorded (event {event_id})" if event_id is not None
+                    else "policy unchanged: the config's settings are the ledger's already")
 
 
 @app.command()
@@ -471,6 +603,12 @@ def status(
         silence = cfg.policy.worker_silence_seconds
         board = heartbeat.read_board(conn)
         live = board.liveness(now, silence)
+        held_policy = policy.read(conn)
+        warnings = _loose_permissions(ledger)
+        if held_policy.settings is None:
+            warnings.insert(0, "this ledger holds no policy: identity, roles and four-eyes come from the config "
+                               "each caller passes, which any caller can write. The ledger's owner must run "
+                               "'reclaim policy set --from-config' (or 'reclaim init') with the shared config")
     if as_json:
         output.emit_json({
             "paused_remotes": {
@@ -496,8 +634,12 @@ def status(
             "identity": {"operator": who.name, "source": who.source, "verified": who.verified,
                          "roles": sorted(cfg.roles_of(who.name))},
             "pages_checked": pages_checked,
+            "policy": {"held_by_ledger": held_policy.settings is not None, "event_id": held_policy.event_id},
+            "warnings": warnings,
         })
         return
+    for warning in warnings:
+        output.line(f"WARNING: {warning}")
     output.line(f"{who.label}; roles: {', '.join(sorted(cfg.roles_of(who.name)))}")
     output.table("jobs by state", ["state", "jobs"], [[s, n] for s, n in states.items()])
     output.table("today by operation", ["operation", "used", "limit", "remaining", "held"],
@@ -765,7 +907,7 @@ def jobs(
         _within("--page", page, 1, 1_000_000)
         # Who you are matters only for a saved view or `owner:me`: a plain listing needs no config.
         needs_me = view is not None or "owner:me" in filter_text.split()
-        me = _operator(_load(config), operator) if needs_me else None
+        me = _operator(_governed(ledger, config), operator) if needs_me else None
         conn = connect(ledger, readonly=True)
         if view is not None:
             assert me is not None
@@ -799,7 +941,7 @@ def views(
     from ledger.views import delete_view, list_views, save_view
 
     with _guard(as_json):
-        me = _operator(_load(config), operator)
+        me = _operator(_governed(ledger, config), operator)
         conn = connect(ledger, readonly=save is None and delete is None)
         if save is not None:
             save_view(conn, me, save, group, filter_text, clock=process_clock())
@@ -1063,7 +1205,7 @@ def export_cmd(
     redactor = Redactor.from_config(cfg) if cfg is not None else Redactor()
     with _guard(False):
         chosen = choose_format(fmt, output_to)
-        me = _operator(_load(config), operator) if "owner:me" in filter_text.split() else None
+        me = _operator(_governed(ledger, config), operator) if "owner:me" in filter_text.split() else None
         now = process_clock().now()
         flt = export.ExportFilter(
             states=export.parse_states(state or []), operation=operation, target=target, job_id=job,
@@ -1203,7 +1345,7 @@ def console(
     from console.app import run_console
 
     with _guard(False):
-        cfg = _load(config)
+        cfg = _governed(ledger, config)
         _check_ledger_pages(ledger, CONSOLE_PAGE_CHECK_SECONDS)  # a corrupt file stops here, before the UI
         run_console(ledger, cfg, _identity(cfg, operator), read_only, config_path=config)
 
@@ -1219,7 +1361,7 @@ def serve(
 ) -> None:
     """The browser seat: one console per browser connection, as the user an authenticating proxy names."""
     with _guard(False):
-        cfg = _load(config)
+        cfg = _governed(ledger, config)
         if cfg.identity_source != "proxy":
             raise BadInput(f"serve: this config's [identity] source is {cfg.identity_source!r}; the browser seat "
                            "needs source = \"proxy\" with [serve] account, trusted_proxies and allowed_origins")

@@ -129,6 +129,8 @@ class Config:
     serve: ServeConfig = field(default_factory=ServeConfig)
     # [audit] key_file: the audit key (ledger.seal); None: "reclaim-audit.key" beside the config file.
     audit_key_file: Path | None = None
+    # The policy settings (ledger.policy.SETTINGS) this config states explicitly, by config key.
+    stated: frozenset[str] = frozenset()
 
     def key_file(self) -> Path:
         """Where the audit key is kept (RECLAIM_AUDIT_KEY_FILE, checked by ledger.seal, wins over this)."""
@@ -404,6 +406,12 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         proxy_header=proxy_header,
         serve=serve,
         audit_key_file=Path(key_file) if key_file is not None else None,
+        stated=frozenset(
+            [f"identity.{k}" for k in ("source", "proxy_header") if k in ident]
+            + [f"serve.{k}" for k in ("account", "trusted_proxies") if k in _table(raw, "serve")]
+            + (["operators"] if "operators" in raw else [])
+            + [f"policy.{k}" for k in ("four_eyes", "release_requires_finding") if k in p]
+        ),
     )
 
 

@@ -24,6 +24,7 @@ from ledger.clock import Clock, day_of, valid_time
 from ledger.config import Config
 from ledger.db import write_tx
 from ledger.errors import BadInput, JobNotFound, Refused
+from ledger.identity import acting_source
 from ledger.model import Event, Job, JobKey
 from ledger.queries import JobFilter, list_jobs
 from ledger.redaction import Redactor
@@ -208,6 +209,7 @@ def _act(
     check: Callable[[sqlite3.Connection], str | None] | None = None,
     after: Callable[[sqlite3.Connection, Applied], None] | None = None,
 ) -> Applied:
+    detail = {**detail, "identity_source": acting_source(config)}  # how the actor's name was established
     with write_tx(conn):
         now = clock.now()
         job = get_job(conn, key)
