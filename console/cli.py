@@ -343,9 +343,7 @@ def _seed_policy(ledger: Path | str, cfg: Config, config: Path) -> str:
 
 def policy_owner(conn: sqlite3.Connection, ledger: str) -> tuple[str, bool]:
     """(the ledger's owner, whether this process may act as the owner)."""
-    from ledger.store.policy import owner
-
-    return owner(conn, ledger)
+    return policy.owner(conn, ledger)
 
 
 def _loose_permissions(ledger: Path | str) -> list[str]:

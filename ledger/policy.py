@@ -106,6 +106,11 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def owner(conn: sqlite3.Connection, path: str) -> tuple[str, bool]:
+    """(who owns the ledger, whether this process may act as its owner: the owner itself, root or a superuser)."""
+    return sql.owner(conn, path)
+
+
 def require_owner(conn: sqlite3.Connection, path: str, what: str) -> str:
     """The owner's name when this process is the ledger's owner (or root / a superuser); Refused otherwise."""
     name, is_owner = sql.owner(conn, path)
