@@ -32,6 +32,7 @@ from ledger import (
     EXIT_RESERVED_NOT_SENT,
     EXIT_SEND_TAKEN_OVER,
     EXIT_VERIFY_FAILED,
+    POLICY_SETTINGS,
     SEAT_ENV,
     BadInput,
     Clock,
@@ -49,12 +50,16 @@ from ledger import (
     Preview,
     Redactor,
     WorkerBoard,
+    apply_policy,
     audit_head,
+    audit_key_path,
     check_action_input,
     check_pages,
     connect,
     console_url_for,
+    create_audit_key,
     create_ledger,
+    current_audit_key,
     database_errors,
     dry_run_action,
     duration_text,
@@ -75,17 +80,24 @@ from ledger import (
     os_account,
     parse_when,
     paused_remotes,
+    policy_owner,
     process_clock,
     quota_history,
     quota_today,
+    read_audit_key,
     read_board,
+    read_policy,
+    record_policy,
+    require_policy_owner,
     require_role,
     resolve_identity,
     resume_remote,
     shown_ledger,
     state_counts,
     take,
+    use_audit_key,
     wait_for_change,
+    write_tx,
 )
 from ledger import ActionField as Field
 from ledger import (
@@ -233,9 +245,12 @@ def _guard(as_json: bool) -> Iterator[None]:
 
 
 def _load(config: Path) -> Config:
-    """Load the config and redact the secrets it names in everything printed from now on."""
+    """Load the config, redact the secrets it names in everything printed from now on, and take the audit key
+    when this account may read it (every event this process writes is then authenticated)."""
     cfg = load_config(config)
     output.use_redactor(Redactor.from_config(cfg))
+    key_file = audit_key_path(cfg.key_file())
+    use_audit_key(read_audit_key(key_file) if key_file is not None else None)
     return cfg
 
 
@@ -250,9 +265,25 @@ def _protect(config: Path) -> Config | None:
 
 
 def _open(ledger: Path, config: Path, *, readonly: bool = False) -> tuple[Connection, Config, Clock]:
+    """The ledger, the config acting under the ledger's policy (ledger.policy), and the clock leases go by."""
     cfg = _load(config)
     conn = connect(ledger, readonly=readonly)
+    try:
+        cfg = apply_policy(cfg, read_policy(conn))
+    except BaseException:
+        conn.close()
+        raise
     return conn, cfg, ledger_clock(conn, process_clock())  # PostgreSQL: leases by the server's clock
+
+
+def _governed(ledger: Path, config: Path) -> Config:
+    """The config acting under the ledger's policy, for commands that open the ledger later (or not at all)."""
+    cfg = _load(config)
+    conn = connect(ledger, readonly=True)
+    try:
+        return apply_policy(cfg, read_policy(conn))
+    finally:
+        conn.close()
 
 
 def _check_ledger_pages(ledger: Path, budget_seconds: float) -> None:
@@ -303,21 +334,141 @@ def init(
     on 127.0.0.1:8765 is written there.
     """
     wrote_config = False
+    wrote_key: Path | None = None
     with _guard(as_json):
         if config.exists():
-            _load(config)
+            cfg = _load(config)
         elif config.parent.is_dir():
             config.write_text(STARTER_CONFIG.replace("{account}", json.dumps(os_account())), encoding="utf-8")
             wrote_config = True
+            cfg = _load(config)
+        else:
+            cfg = None
+        if cfg is not None and current_audit_key() is None:
+            key_file = audit_key_path(cfg.key_file())
+            if key_file is not None and not key_file.exists():
+                use_audit_key(create_audit_key(key_file))
+                wrote_key = key_file
         created = create_ledger(ledger)
         if not created:
             _check_ledger_pages(ledger, PAGE_CHECK_SECONDS)
+        seeded = _seed_policy(ledger, cfg, config) if cfg is not None else "no config: the ledger holds no policy yet"
+        loose = _loose_permissions(ledger)
     if as_json:
-        output.emit_json({"ledger": shown_ledger(ledger), "created": created, "wrote_config": wrote_config})
+        output.emit_json({"ledger": shown_ledger(ledger), "created": created, "wrote_config": wrote_config,
+                          "wrote_audit_key": str(wrote_key) if wrote_key else None, "policy": seeded,
+                          "permission_warnings": loose})
     else:
         if wrote_config:
             output.line(f"wrote a starter config: {config} (edit [operators] and [remotes] before real use)")
+        if wrote_key:
+            output.line(f"wrote the audit key: {wrote_key} (mode 0600; give it only to the accounts that send and "
+                        "approve, keep a copy apart from the ledger)")
         output.line(f"{'created' if created else 'already a ledger (migrated if needed)'}: {shown_ledger(ledger)}")
+        output.line(f"policy: {seeded}")
+        for warning in loose:
+            output.line(f"WARNING: {warning}")
+
+
+def _seed_policy(ledger: Path | str, cfg: Config, config: Path) -> str:
+    """Record the config's policy as the ledger's when this process is the ledger's owner and the ledger has
+    none yet; check the config against it otherwise. Says what happened."""
+    conn = connect(ledger)
+    try:
+        held = read_policy(conn)
+        if held.settings is not None:
+            apply_policy(cfg, held)  # a conflicting config is refused here as everywhere
+            return f"the ledger's own (event {held.event_id}); 'reclaim policy show' prints it"
+        owner, is_owner = policy_owner(conn, str(ledger))
+        if not is_owner:
+            return (f"NOT SET: only the ledger's owner ({owner}) may record it; until they run 'reclaim init' or "
+                    "'reclaim policy set --from-config', every command acts under its caller's config")
+
+        with write_tx(conn):
+            event_id = record_policy(conn, cfg, actor=os_account(), now=process_clock().now(), how="init")
+        return f"recorded from {config} (event {event_id}); 'reclaim policy show' prints it"
+    finally:
+        conn.close()
+
+
+def _loose_permissions(ledger: Path | str) -> list[str]:
+    """Warnings for a SQLite ledger whose file, -wal, -shm or folder others than its owner may write: operators
+    should act through the CLI, not with write access to the file (any writer can edit it; verify tells)."""
+    if is_url(str(ledger)):
+        return []
+    import stat as st
+
+    p = Path(ledger)
+    out: list[str] = []
+    for path in (p, Path(f"{p}-wal"), Path(f"{p}-shm"), p.parent):
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            continue
+        if mode & (st.S_IWGRP | st.S_IWOTH) and not (path == p.parent and mode & st.S_ISVTX and not mode & st.S_IWOTH):
+            who = "group and others" if mode & st.S_IWGRP and mode & st.S_IWOTH else (
+                "others" if mode & st.S_IWOTH else "its group")
+            out.append(f"{path} is writable by {who} (mode {st.S_IMODE(mode):o}): anyone who can write it can edit "
+                       f"the ledger around reclaim; chmod go-w {path} and let operators act through the CLI")
+    return out
+
+
+policy_app = typer.Typer(help="The ledger's policy: identity source, roles, four-eyes (its owner changes it).",
+                         no_args_is_help=True)
+app.add_typer(policy_app, name="policy")
+
+
+@policy_app.command("show")
+def policy_show(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG,
+                as_json: JsonOpt = False) -> None:
+    """Print the policy the ledger holds (and who owns the ledger)."""
+    _protect(config)
+    with _guard(as_json):
+        conn = connect(ledger, readonly=True)
+        try:
+            held = read_policy(conn)
+            owner, _ = policy_owner(conn, str(ledger))
+        finally:
+            conn.close()
+    if as_json:
+        output.emit_json({"owner": owner, "event_id": held.event_id, "policy": held.settings})
+        return
+    output.line(f"ledger owner: {owner}")
+    if held.settings is None:
+        output.line("no policy recorded: commands act under their caller's config until the owner runs "
+                    "'reclaim policy set --from-config'")
+        return
+    output.line(f"policy (event {held.event_id}):")
+    for name in POLICY_SETTINGS:
+        output.line(f"  {name} = {json.dumps(held.settings[name], ensure_ascii=False, sort_keys=True)}")
+
+
+@policy_app.command("set")
+def policy_set(
+    from_config: Annotated[bool, typer.Option(
+        "--from-config", help="Record the policy settings of --config (the shared config) as the ledger's.")] = False,
+    ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, as_json: JsonOpt = False,
+) -> None:
+    """Change the ledger's policy (owner only; recorded as an event): identity source, roles, four-eyes."""
+    with _guard(as_json):
+        if not from_config:
+            raise BadInput("policy set: pass --from-config: edit [identity], [serve], [operators] and "
+                           "policy.four_eyes in the shared config, then record them with it")
+        cfg = _load(config)
+        conn = connect(ledger)
+        try:
+            require_policy_owner(conn, str(ledger), "policy set")
+
+            with write_tx(conn):
+                event_id = record_policy(conn, cfg, actor=os_account(), now=process_clock().now(),
+                                         how="policy set --from-config")
+        finally:
+            conn.close()
+    if as_json:
+        output.emit_json({"recorded": event_id is not None, "event_id": event_id})
+    else:
+        output.line(f"policy recorded (event {event_id})" if event_id is not None
+                    else "policy unchanged: the config's settings are the ledger's already")
 
 
 @app.command()
@@ -488,6 +639,12 @@ def status(
         silence = cfg.policy.worker_silence_seconds
         board = read_board(conn)
         live = board.liveness(now, silence)
+        held_policy = read_policy(conn)
+        warnings = _loose_permissions(ledger)
+        if held_policy.settings is None:
+            warnings.insert(0, "this ledger holds no policy: identity, roles and four-eyes come from the config "
+                               "each caller passes, which any caller can write. The ledger's owner must run "
+                               "'reclaim policy set --from-config' (or 'reclaim init') with the shared config")
     if as_json:
         output.emit_json({
             "paused_remotes": {
@@ -513,8 +670,12 @@ def status(
             "identity": {"operator": who.name, "source": who.source, "verified": who.verified,
                          "roles": sorted(cfg.roles_of(who.name))},
             "pages_checked": pages_checked,
+            "policy": {"held_by_ledger": held_policy.settings is not None, "event_id": held_policy.event_id},
+            "warnings": warnings,
         })
         return
+    for warning in warnings:
+        output.line(f"WARNING: {warning}")
     output.line(f"{who.label}; roles: {', '.join(sorted(cfg.roles_of(who.name)))}")
     output.table("jobs by state", ["state", "jobs"], [[s, n] for s, n in states.items()])
     output.table("today by operation", ["operation", "used", "limit", "remaining", "held"],
@@ -636,16 +797,28 @@ def verify(
     config: ConfigOpt = DEFAULT_CONFIG,
     operator: OperatorOpt = None,
     as_json: JsonOpt = False,
+    expect_head: Annotated[str | None, typer.Option(
+        "--expect-head", help="COUNT:HASH, the head kept outside the ledger (status shows it, notifications carry "
+                              "it): a deleted tail or a re-hashed chain no longer matches.")] = None,
 ) -> None:
-    """Check the audit chain, every job against the replay of its events, and the database's integrity.
+    """Check the audit chain and (with the audit key) every event's MAC, every job against the replay of its
+    events, the quota, counts, evidence, fenced writes, webhook deliveries, the triggers, and the database's
+    integrity.
 
-    Exit 0 with the head hash and counts, or 11 naming the first event or job that does not match.
+    Exit 0 with the head and counts, or 11 naming each kind of break found.
     """
-    from ledger import verify_ledger
+    from ledger import parse_audit_head, verify_ledger
 
-    _protect(config)
+    cfg = _protect(config)
     verdict = None
     with _guard(as_json):
+        env_key = audit_key_path(None)
+        if cfg is None and env_key is not None:  # no usable config: the key file RECLAIM_AUDIT_KEY_FILE names
+            use_audit_key(read_audit_key(env_key))
+        try:
+            head = parse_audit_head(expect_head) if expect_head is not None else None
+        except ValueError as e:
+            raise BadInput(f"--expect-head {e}") from None
         try:
             conn = connect(ledger, readonly=True)
         except LedgerCorrupt as e:  # damage SQLite meets on opening (the schema) is a failed check too
@@ -653,7 +826,8 @@ def verify(
         else:
             try:
                 with database_errors(ledger):
-                    verdict = verify_ledger(conn)
+                    verdict = verify_ledger(conn, key=current_audit_key(), expect_head=head,
+                                            timezone=cfg.timezone if cfg else "UTC")
             except LedgerCorrupt as e:  # damage met while reading: a failed check (locked: exit 8 as anywhere)
                 damage = e.damage
             finally:
@@ -666,15 +840,19 @@ def verify(
     if as_json:
         output.emit_json(verdict.to_dict())
     else:
-        output.line(f"events {verdict.events}, jobs {verdict.jobs}, head hash {verdict.head_hash or '-'}")
-        for problem in (verdict.chain_break, verdict.job_mismatch, *verdict.integrity[:5]):
+        output.line(f"events {verdict.events}, jobs {verdict.jobs}, head {verdict.events}:{verdict.head_hash or '-'}")
+        for problem in (verdict.chain_break, verdict.job_mismatch, *verdict.problems, *verdict.integrity[:5]):
             if problem:
                 output.line(f"BROKEN: {problem}")
+        if not verdict.mac_checked:
+            output.line("not checked: the events' MACs (this account cannot read the audit key; run verify as an "
+                        "account that holds it, see [audit] key_file)")
         if verdict.ok:
             # SQLite checks its pages (PRAGMA integrity_check); on PostgreSQL the server's own reads of every
             # row are the check, so say only that.
             damage_check = "SQLite finds no damage" if engine == "SQLite" else "every row read back"
-            output.line(f"ok: the chain holds, every job equals the replay of its events, {damage_check}")
+            macs = "every event's MAC checks, " if verdict.mac_checked else ""
+            output.line(f"ok: the chain holds, {macs}every job equals the replay of its events, {damage_check}")
     raise typer.Exit(0 if verdict.ok else EXIT_VERIFY_FAILED)
 
 
@@ -764,7 +942,7 @@ def jobs(
         _within("--page", page, 1, 1_000_000)
         # Who you are matters only for a saved view or `owner:me`: a plain listing needs no config.
         needs_me = view is not None or "owner:me" in filter_text.split()
-        me = _operator(_load(config), operator) if needs_me else None
+        me = _operator(_governed(ledger, config), operator) if needs_me else None
         conn = connect(ledger, readonly=True)
         if view is not None:
             assert me is not None
@@ -798,7 +976,7 @@ def views(
     from ledger import delete_view, list_views, save_view
 
     with _guard(as_json):
-        me = _operator(_load(config), operator)
+        me = _operator(_governed(ledger, config), operator)
         conn = connect(ledger, readonly=save is None and delete is None)
         if save is not None:
             save_view(conn, me, save, group, filter_text, clock=process_clock())
@@ -1069,7 +1247,7 @@ def export_cmd(
     redactor = Redactor.from_config(cfg) if cfg is not None else Redactor()
     with _guard(False):
         chosen = choose_format(fmt, output_to)
-        me = _operator(_load(config), operator) if "owner:me" in filter_text.split() else None
+        me = _operator(_governed(ledger, config), operator) if "owner:me" in filter_text.split() else None
         now = process_clock().now()
         flt = ExportFilter(
             states=parse_export_states(state or []), operation=operation, target=target, job_id=job,
@@ -1209,7 +1387,7 @@ def console(
     from console.app import run_console
 
     with _guard(False):
-        cfg = _load(config)
+        cfg = _governed(ledger, config)
         _check_ledger_pages(ledger, CONSOLE_PAGE_CHECK_SECONDS)  # a corrupt file stops here, before the UI
         run_console(ledger, cfg, _identity(cfg, operator), read_only, config_path=config)
 
@@ -1225,7 +1403,7 @@ def serve(
 ) -> None:
     """The browser seat: one console per browser connection, as the user an authenticating proxy names."""
     with _guard(False):
-        cfg = _load(config)
+        cfg = _governed(ledger, config)
         if cfg.identity_source != "proxy":
             raise BadInput(f"serve: this config's [identity] source is {cfg.identity_source!r}; the browser seat "
                            "needs source = \"proxy\" with [serve] account, trusted_proxies and allowed_origins")

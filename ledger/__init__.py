@@ -59,6 +59,19 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "fsync_dir": ("ledger.files", "fsync_dir"), "place_new": ("ledger.files", "place_new"),
     # ledger.follow
     "EventCursor": ("ledger.follow", "EventCursor"), "wait_for_change": ("ledger.follow", "wait_for_change"),
+    # ledger.policy and ledger.seal
+    "POLICY_SETTINGS": ("ledger.policy", "SETTINGS"),
+    "read_policy": ("ledger.policy", "read"),
+    "apply_policy": ("ledger.policy", "apply_to"),
+    "policy_owner": ("ledger.policy", "owner"),
+    "record_policy": ("ledger.policy", "record"),
+    "require_policy_owner": ("ledger.policy", "require_owner"),
+    "create_audit_key": ("ledger.seal", "create_key"),
+    "current_audit_key": ("ledger.seal", "current_key"),
+    "audit_key_path": ("ledger.seal", "key_path"),
+    "read_audit_key": ("ledger.seal", "read_key"),
+    "use_audit_key": ("ledger.seal", "use_key"),
+    "parse_audit_head": ("ledger.audit", "parse_head"),
     # ledger.metrics
     "LedgerCollector": ("ledger.metrics", "LedgerCollector"),
     "metrics_exposition": ("ledger.metrics", "exposition"),
@@ -141,6 +154,7 @@ if TYPE_CHECKING:
     from ledger.actions import Field as ActionField
     from ledger.actions import action as get_action
     from ledger.audit import head as audit_head
+    from ledger.audit import parse_head as parse_audit_head
     from ledger.audit import verify as verify_ledger
     from ledger.clock import (
         INVALID,
@@ -238,6 +252,12 @@ if TYPE_CHECKING:
     from ledger.metrics import registry_for as metrics_registry
     from ledger.metrics import samples as metrics_samples
     from ledger.model import GROUPS, STATES, Event, Job, JobKey, idem_key
+    from ledger.policy import SETTINGS as POLICY_SETTINGS
+    from ledger.policy import apply_to as apply_policy
+    from ledger.policy import owner as policy_owner
+    from ledger.policy import read as read_policy
+    from ledger.policy import record as record_policy
+    from ledger.policy import require_owner as require_policy_owner
     from ledger.queries import (
         JobFilter,
         QuotaDay,
@@ -263,6 +283,11 @@ if TYPE_CHECKING:
     from ledger.remote_health import resume as resume_remote
     from ledger.remotes import console_url_for, preload_adapters
     from ledger.remotes.base import RemoteStatus
+    from ledger.seal import create_key as create_audit_key
+    from ledger.seal import current_key as current_audit_key
+    from ledger.seal import key_path as audit_key_path
+    from ledger.seal import read_key as read_audit_key
+    from ledger.seal import use_key as use_audit_key
     from ledger.store import is_url, ledger_clock, shown_ledger
     from ledger.triage import (
         FINDING_CATEGORIES,
@@ -315,6 +340,7 @@ __all__ = [
     "GROUPS",
     "INVALID",
     "JOB_ACTIONS",
+    "POLICY_SETTINGS",
     "SEAT_ENV",
     "STATES",
     "ActionField",
@@ -354,8 +380,10 @@ __all__ = [
     "UnknownOperation",
     "WorkerBeat",
     "WorkerBoard",
+    "apply_policy",
     "assign",
     "audit_head",
+    "audit_key_path",
     "bulk_assign",
     "check_action_input",
     "check_export_filter",
@@ -365,7 +393,9 @@ __all__ = [
     "close_quietly",
     "connect",
     "console_url_for",
+    "create_audit_key",
     "create_ledger",
+    "current_audit_key",
     "database_errors",
     "day_of",
     "delete_view",
@@ -410,6 +440,7 @@ __all__ = [
     "operations_of",
     "orphan_evidence",
     "os_account",
+    "parse_audit_head",
     "parse_config",
     "parse_due",
     "parse_export_states",
@@ -417,6 +448,7 @@ __all__ = [
     "parse_when",
     "paused_remotes",
     "place_new",
+    "policy_owner",
     "poll_submitted",
     "preload_adapters",
     "preview_action",
@@ -424,9 +456,13 @@ __all__ = [
     "query_job",
     "quota_history",
     "quota_today",
+    "read_audit_key",
     "read_board",
+    "read_policy",
     "record_finding",
+    "record_policy",
     "reject",
+    "require_policy_owner",
     "require_role",
     "reserve",
     "reserve_job",
@@ -442,6 +478,7 @@ __all__ = [
     "submit_now",
     "take",
     "tick",
+    "use_audit_key",
     "valid_time",
     "verify_ledger",
     "wait_for_change",

@@ -1,23 +1,28 @@
 """The audit chain, and `verify`: is this ledger what its own history says it is?
 
-Every event carries the hash of the event before it and its own: sha256 over the previous hash and the
-event's canonical form, written in the same transaction as the event. Triggers refuse UPDATE, DELETE and
-REPLACE on events and any event that does not chain to the last one; `verify` checks what triggers
-cannot (someone who dropped them, or edited the file): it recomputes the chain, rebuilds every job's
-state, epoch and attempt from the events and compares them with the `jobs` table, and runs SQLite's
-integrity check. The head hash (the newest event's) is shown by `status` and sent with notifications,
-so a copy outside the ledger anchors it.
-"""
+Every event carries the hash of the event before it and its own: sha256 over the previous hash, the
+event's canonical form and its seal (ledger.seal), written in the same transaction as the event. Triggers
+refuse UPDATE, DELETE and REPLACE on events and any event that does not chain to the last one; `verify`
+checks what triggers cannot (someone who dropped them, or edited the file): it recomputes the chain and,
+with the audit key, every event's MAC; rebuilds every job's state, epoch and attempt from the events and
+compares them and the sealed columns (payload, handle, idem key, result, owner, due, ...) with the `jobs`
+table; replays the quota; checks the state counts, the evidence and fenced-write chains, the webhook
+deliveries and the triggers; and runs SQLite's integrity check. The head (the number of events and the
+newest one's hash) is shown by `status` and sent with notifications; `verify --expect-head` compares it,
+so a copy outside the ledger catches a deleted tail or a re-hashed chain."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger import jsontext, replay
+from ledger import jsontext, replay, seal, store
+from ledger.clock import day_of
+from ledger.seal import mac_ok
 
 # Built once, not per event; the body is a flat list of scalars, which cannot hold itself.
 _CHAIN_BODY = jsontext.encoder(sort_keys=False, separators=(",", ":"), check_circular=False)
@@ -25,12 +30,14 @@ _CHAIN_BODY = jsontext.encoder(sort_keys=False, separators=(",", ":"), check_cir
 
 def event_hash(
     prev_hash: str | None, at: float, job_id: str, operation: str, seq: int, actor: str, kind: str,
-    from_state: str | None, to_state: str | None, epoch: int | None, detail: str,
+    from_state: str | None, to_state: str | None, epoch: int | None, detail: str, seal: str | None = None,
 ) -> str:
-    """The hash an event must carry: sha256 of the previous hash and the event's canonical JSON."""
-    body = _CHAIN_BODY(
-        [prev_hash, repr(float(at)), job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail]
-    )
+    """The hash an event must carry: sha256 of the previous hash and the event's canonical JSON (with its seal,
+    when it has one: events written before seals existed hash as they did)."""
+    fields = [prev_hash, repr(float(at)), job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail]
+    if seal is not None:
+        fields.append(seal)
+    body = _CHAIN_BODY(fields)
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
@@ -39,6 +46,11 @@ def head(conn: sqlite3.Connection) -> tuple[int, str | None]:
     row = conn.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
     count = conn.execute("SELECT COUNT(*) FROM events").fetchone()[0]
     return int(count), (row[1] if row else None)
+
+
+UNKEYED_KINDS = frozenset({"finding", "assign", "remote_query"})
+"""Events a triage account writes: without the audit key (it holds none) they carry no MAC, and are
+authenticated only by the next keyed event chained on top of them."""
 
 
 @dataclass
@@ -51,24 +63,58 @@ class Verdict:
     chain_break: str | None = None
     job_mismatch: str | None = None
     integrity: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    """Every other break, one line each: MACs, sealed job rows, quota, counts, side tables, triggers, the head."""
+    mac_checked: bool = False
+    unauthenticated: int = 0
+    """Triage events written without the key (allowed; see UNKEYED_KINDS)."""
 
     @property
     def ok(self) -> bool:
-        """True when the chain holds, the jobs equal their replay, and SQLite finds no damage."""
-        return self.chain_break is None and self.job_mismatch is None and not self.integrity
+        """True when the chain holds, the jobs equal their replay, and nothing else is broken."""
+        return self.chain_break is None and self.job_mismatch is None and not self.integrity and not self.problems
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {"ok": self.ok, **self.__dict__}
 
 
-def verify(conn: sqlite3.Connection) -> Verdict:
-    """Check the chain, the jobs against the replay of the events, and SQLite's integrity (one snapshot).
+@dataclass
+class _Replay:
+    """What the events say, gathered while the chain is walked."""
 
-    Never raises for a damaged file: what SQLite cannot read is reported in `integrity`, and the checks
-    that can still run do.
+    rows: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    quota: dict[tuple[str, str], int] = field(default_factory=dict)
+    quota_checked: set[tuple[str, str]] = field(default_factory=set)
+    evidence_head: str | None = None
+    fenced_head: str | None = None
+    problems: dict[str, str] = field(default_factory=dict)  # first problem per category
+
+    def note(self, category: str, text: str) -> None:
+        self.problems.setdefault(category, text)
+
+
+def parse_head(text: str) -> tuple[int, str]:
+    """`COUNT:HASH` (what `status` shows and notifications carry) as (count, hash); ValueError when malformed."""
+    count, sep, digest = text.partition(":")
+    if not sep or not count.isdigit() or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise ValueError(f"{text[:80]!r} is not COUNT:HASH (a number of events, a colon, a 64-hex head hash)")
+    return int(count), digest
+
+
+def verify(
+    conn: sqlite3.Connection, *, key: bytes | None = None, expect_head: tuple[int, str] | None = None,
+    timezone: str = "UTC",
+) -> Verdict:
+    """Check the chain (and, with `key`, every event's MAC), the jobs against the replay of their events (state,
+    epoch, attempt, and the sealed columns), the quota and state counts, the evidence, fenced-write and webhook
+    tables, the triggers, the head against `expect_head` (count, hash), and the database's integrity; one snapshot.
+
+    `timezone` is the quota's, for releases recorded before they named their quota day. Never raises for a
+    damaged file: what cannot be read is reported in `integrity`, and the checks that can still run do.
     """
-    v = Verdict()
+    v = Verdict(mac_checked=key is not None)
+    r = _Replay()
     own = not conn.in_transaction
     if own:
         conn.execute("BEGIN")
@@ -78,12 +124,14 @@ def verify(conn: sqlite3.Connection) -> Verdict:
         except sqlite3.DatabaseError as e:
             v.integrity = [f"SQLite's integrity check could not run: {e}"]
         try:
-            _check_chain(conn, v)
+            _check_chain(conn, v, r, key, expect_head, timezone)
         except (sqlite3.DatabaseError, ValueError, TypeError) as e:
             v.integrity.append(f"the events cannot be read: {e}")
         try:
             v.jobs = int(conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
             bad = replay.mismatches(conn)
+            _check_rows(conn, r)
+            _check_tables(conn, r)
         except (sqlite3.DatabaseError, ValueError, TypeError) as e:
             v.integrity.append(f"the jobs cannot be read: {e}")
             bad = []
@@ -91,6 +139,14 @@ def verify(conn: sqlite3.Connection) -> Verdict:
             m = bad[0]
             v.job_mismatch = (f"job {m.key.job_id} / {m.key.operation}: the table says {m.from_table} but its events "
                               f"say {m.from_events} (a write bypassed the state machine)")
+        try:
+            missing = store.missing_triggers(conn)
+        except sqlite3.DatabaseError as e:
+            missing = [f"(cannot be listed: {e})"]
+        if missing:
+            r.note("triggers", f"triggers missing or disabled: {', '.join(missing)} (someone with write access to "
+                               "the database dropped them; what they guard may have been edited)")
+        v.problems = list(r.problems.values())
     finally:
         if own:
             _end_read(conn)
@@ -107,23 +163,153 @@ def _end_read(conn: sqlite3.Connection) -> None:
                 conn.execute("ROLLBACK")
 
 
-def _check_chain(conn: sqlite3.Connection, v: Verdict) -> None:
-    """Recompute the hash chain in id order; record the first break and the head hash in `v`."""
+def _check_chain(
+    conn: sqlite3.Connection, v: Verdict, r: _Replay, key: bytes | None, expect_head: tuple[int, str] | None,
+    timezone: str,
+) -> None:
+    """Recompute the hash chain in id order, and the MACs with `key`; record the first break, the head hash,
+    and what the events say about rows and quota, in `v` and `r`."""
     prev: str | None = None
-    for row in conn.execute(
-        "SELECT id, at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, prev_hash, hash "
-        "FROM events ORDER BY id"
+    sealed_from: int | None = None  # the first event with a seal: every later one must have one
+    for row in store.stream(
+        conn,
+        "SELECT id, at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, prev_hash, hash, "
+        "seal, mac FROM events ORDER BY id",
     ):
         v.events += 1
-        if v.chain_break is not None:
-            continue
-        if row[11] != prev:
-            v.chain_break = (f"event {row[0]} ({row[2]} / {row[3]} seq {row[4]}): its previous hash does not "
-                             "match the event before it (an event was removed or inserted)")
-            continue
-        want = event_hash(prev, *row[1:11])
-        if row[12] != want:
-            v.chain_break = (f"event {row[0]} ({row[2]} / {row[3]} seq {row[4]}, {row[6]}): its content does not "
-                             "match its hash (the event was rewritten)")
+        event_id, job_id, operation, kind, actor, sealed, mac = row[0], row[2], row[3], row[6], row[5], row[13], row[14]
+        name = f"event {event_id} ({job_id} / {operation} seq {row[4]}, {kind} by {actor})"
+        if expect_head is not None and v.events == expect_head[0] and row[12] != expect_head[1]:
+            r.note("head", f"{name}: is event number {expect_head[0]}, but its hash differs from the head you kept: "
+                           "the chain was rewritten (re-hashed) up to there")
+        if v.chain_break is None:
+            if row[11] != prev:
+                v.chain_break = (f"{name}: its previous hash does not match the event before it "
+                                 "(an event was removed or inserted)")
+            elif row[12] != event_hash(prev, row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9],
+                                       row[10], sealed):
+                v.chain_break = f"{name}: its content does not match its hash (the event was rewritten)"
         prev = row[12]
+        if sealed is None:
+            if sealed_from is not None:
+                r.note("seal", f"{name}: has no seal, though events before it do (written by something other than reclaim)")
+        else:
+            if sealed_from is None:
+                sealed_from = event_id
+            _read_seal(r, (job_id, operation), sealed, name)
+        if key is not None:
+            if mac is not None:
+                if not isinstance(row[12], str) or not mac_ok(key, row[12], mac):
+                    r.note("mac", f"{name}: its MAC does not match (written or rewritten without the audit key, "
+                                  "or this key is not the ledger's)")
+            elif sealed is not None and kind not in UNKEYED_KINDS:
+                r.note("mac", f"{name}: not authenticated (no MAC: written without the audit key, which every "
+                              "sending and approving process holds)")
+            elif sealed is not None:
+                v.unauthenticated += 1
+        _count_quota(r, row, timezone)
     v.head_hash = prev
+    if expect_head is not None and v.events < expect_head[0]:
+        r.note("head", f"the ledger holds {v.events} events but the head you kept says {expect_head[0]}: "
+                       "events were deleted from the end of the chain (or this is another ledger)")
+
+
+def _read_seal(r: _Replay, job: tuple[str, str], sealed: str, name: str) -> None:
+    try:
+        doc = json.loads(sealed)
+        row, r.evidence_head, r.fenced_head = doc["row"], doc["evidence"], doc["fenced"]
+    except (ValueError, KeyError, TypeError):
+        r.note("seal", f"{name}: its seal cannot be read")
+        return
+    if isinstance(row, dict):
+        r.rows[job] = row
+
+
+def _count_quota(r: _Replay, row: Any, timezone: str) -> None:
+    """Add what a reserve or a release counted against its operation's daily quota."""
+    if row[6] not in ("reserve", "release") or row[8] != "reserving":
+        return
+    try:
+        detail = json.loads(row[10])
+    except ValueError:
+        return
+    day = detail.get("quota_day") if isinstance(detail, dict) else None
+    if not isinstance(day, str):
+        day = day_of(float(row[1]), timezone)
+    r.quota[(row[3], day)] = r.quota.get((row[3], day), 0) + 1
+    if row[13] is not None:
+        r.quota_checked.add((row[3], day))
+
+
+def _check_rows(conn: sqlite3.Connection, r: _Replay) -> None:
+    """Each job's columns that matter against what its last sealed event says they were."""
+    cols = ", ".join(seal.ROW_COLUMNS)
+    for found in store.stream(conn, f"SELECT job_id, operation, {cols} FROM jobs ORDER BY job_id, operation"):
+        row = tuple(found)
+        want = r.rows.get((row[0], row[1]))
+        if want is None:
+            continue
+        columns = dict(zip(seal.ROW_COLUMNS, row[2:], strict=True))
+        columns["payload"] = json.loads(columns["payload"])
+        columns["result"] = json.loads(columns["result"]) if columns["result"] is not None else None
+        got = seal.row_digest(columns)
+        changed = [c for c in seal.ROW_COLUMNS if got[c] != want.get(c)]
+        if changed:
+            r.note("row", f"job {row[0]} / {row[1]}: its {', '.join(changed)} differ from what its last event "
+                          "sealed (the jobs table was edited)")
+            return
+
+
+def _check_tables(conn: sqlite3.Connection, r: _Replay) -> None:
+    """The quota and state counts against the replay; the evidence and fenced-write chains against their
+    anchors in the last seal; webhook deliveries against the evidence they brought."""
+    table = {(op, day): int(n) for op, day, n in conn.execute("SELECT operation, day, used FROM quota_usage") if n}
+    # Days a sealed event counted on (older ledgers' quota may predate their events' quota days), and any day
+    # the table holds that no event counted on at all.
+    diff = sorted(k for k in (r.quota_checked | (table.keys() - r.quota.keys()))
+                  if table.get(k, 0) != r.quota.get(k, 0))
+    if diff:
+        op, day = diff[0]
+        r.note("quota", f"quota_usage for {op} on {day} says {table.get((op, day), 0)} but the events counted "
+                        f"{r.quota.get((op, day), 0)} (the quota table was edited)")
+    counts = {s: int(n) for s, n in conn.execute("SELECT state, n FROM state_counts") if n}
+    actual = {s: int(n) for s, n in conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state")}
+    if counts != actual:
+        bad = sorted(s for s in counts.keys() | actual.keys() if counts.get(s, 0) != actual.get(s, 0))[0]
+        r.note("counts", f"state_counts says {counts.get(bad, 0)} {bad} jobs but the jobs table holds "
+                         f"{actual.get(bad, 0)} (the counts were edited)")
+    _check_side_chain(conn, r, "evidence", "id, at, source, idem_key, attempt, handle, remote_state, job_id, operation, "
+                                           "ref, detail", r.evidence_head)
+    _check_side_chain(conn, r, "fenced_writes", "id, at, job_id, operation, actor, event, epoch, detail", r.fenced_head)
+    missing = conn.execute(
+        "SELECT e.id, e.ref FROM evidence e LEFT JOIN webhook_deliveries w ON w.webhook_id = e.ref "
+        "WHERE e.source = 'webhook' AND e.ref IS NOT NULL AND w.webhook_id IS NULL ORDER BY e.id LIMIT 1"
+    ).fetchone()
+    if missing is not None:
+        r.note("webhook_deliveries", f"webhook_deliveries: no row for webhook {missing[1]!r}, which brought evidence "
+                                     f"{missing[0]} (a delivery row was deleted: a replay would be accepted again)")
+
+
+def _check_side_chain(conn: sqlite3.Connection, r: _Replay, table: str, columns: str, anchor: str | None) -> None:
+    """A side table's rows chain (rows from before the chain existed carry no hash and come first), and the
+    head the last seal named is still there."""
+    prev: str | None = None
+    seen_anchor = anchor is None
+    for found in store.stream(conn, f"SELECT {columns}, prev_hash, hash FROM {table} ORDER BY id"):
+        row = tuple(found)
+        digest = row[-1]
+        if digest is None:
+            if prev is not None:
+                r.note(table, f"{table} row {row[0]}: carries no hash after rows that do (added by hand)")
+                return
+            continue
+        if row[-2] != prev:
+            r.note(table, f"{table} row {row[0]}: does not chain to the row before it (a row was deleted or inserted)")
+            return
+        if digest != seal.side_hash(prev, list(row[1:-2])):
+            r.note(table, f"{table} row {row[0]}: its content does not match its hash (the row was rewritten)")
+            return
+        prev = digest
+        seen_anchor = seen_anchor or digest == anchor
+    if not seen_anchor:
+        r.note(table, f"{table}: the newest row the last event sealed is gone (rows were deleted from the end)")

@@ -132,6 +132,15 @@ class Config:
     # With identity_source "proxy": the request header the authenticating proxy puts the user's name in.
     proxy_header: str = "X-Forwarded-User"
     serve: ServeConfig = field(default_factory=ServeConfig)
+    # [audit] key_file: the audit key (ledger.seal); None: "reclaim-audit.key" beside the config file.
+    audit_key_file: Path | None = None
+    # The policy settings (ledger.policy.SETTINGS) this config states explicitly, by config key.
+    stated: frozenset[str] = frozenset()
+
+    def key_file(self) -> Path:
+        """Where the audit key is kept (RECLAIM_AUDIT_KEY_FILE, checked by ledger.seal, wins over this)."""
+        given = self.audit_key_file if self.audit_key_file is not None else Path("reclaim-audit.key")
+        return given if given.is_absolute() else self.base_dir / given
 
     def roles_of(self, operator: str) -> frozenset[str]:
         """The operator's roles; unknown names are viewers."""
@@ -234,7 +243,8 @@ def _url(table: dict[str, Any], name: str, path: tuple[str, ...], template: bool
 
 def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
     """Validate a parsed TOML document; raise ConfigError naming the first bad key."""
-    known_top = {"timezone", "policy", "operators", "remotes", "operations", "notify", "keys", "identity", "serve"}
+    known_top = {"timezone", "policy", "operators", "remotes", "operations", "notify", "keys", "identity", "serve",
+                 "audit"}
     for k in raw:
         if k not in known_top:
             raise ConfigError(f"config key {k}: unknown key (expected one of {', '.join(sorted(known_top))})")
@@ -257,6 +267,11 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
     if not _HEADER_NAME.fullmatch(proxy_header):
         raise ConfigError(f"config key identity.proxy_header: {proxy_header[:80]!r} is not an HTTP header name")
     serve = _serve_config(_table(raw, "serve"), identity_source)
+    audit = _table(raw, "audit")
+    _known(audit, {"key_file"}, ("audit",))
+    key_file = _typed(audit, "key_file", (str,), ("audit",), None)
+    if key_file is not None and not key_file.strip():
+        raise ConfigError("config key audit.key_file: empty; name the audit key's file, or remove the key")
 
     p = _table(raw, "policy")
     pp = ("policy",)
@@ -397,6 +412,13 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         identity_source=identity_source,
         proxy_header=proxy_header,
         serve=serve,
+        audit_key_file=Path(key_file) if key_file is not None else None,
+        stated=frozenset(
+            [f"identity.{k}" for k in ("source", "proxy_header") if k in ident]
+            + [f"serve.{k}" for k in ("account", "trusted_proxies") if k in _table(raw, "serve")]
+            + (["operators"] if "operators" in raw else [])
+            + [f"policy.{k}" for k in ("four_eyes", "release_requires_finding") if k in p]
+        ),
     )
 
 

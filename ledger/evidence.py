@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ledger import seal, store
 from ledger.model import Job, JobKey, detail_json
 
 # What a piece of evidence says the remote did. "absent": positively not there (a 404 for our
@@ -70,11 +71,14 @@ def record(
     remote_state: str, job: JobKey | None, ref: str | None = None, detail: dict[str, Any] | None = None,
 ) -> int:
     """Append one piece of evidence (inside the caller's transaction); return its id."""
+    store.lock_chain(conn)  # PostgreSQL: the evidence chain is extended by one transaction at a time
+    prev = conn.execute("SELECT hash FROM evidence ORDER BY id DESC LIMIT 1").fetchone()
+    values = [at, source, idem_key, attempt, handle, remote_state, job.job_id if job else None,
+              job.operation if job else None, ref, detail_json(detail or {})]
     row = conn.execute(
-        "INSERT INTO evidence (at, source, idem_key, attempt, handle, remote_state, job_id, operation, ref, detail) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-        (at, source, idem_key, attempt, handle, remote_state, job.job_id if job else None,
-         job.operation if job else None, ref, detail_json(detail or {})),
+        "INSERT INTO evidence (at, source, idem_key, attempt, handle, remote_state, job_id, operation, ref, detail, "
+        "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (*values, prev[0] if prev else None, seal.side_hash(prev[0] if prev else None, values)),
     ).fetchone()
     return int(row[0])
 

@@ -42,7 +42,7 @@ JOB_COLUMNS = (
 
 EVENT_COLUMNS = (
     "id", "at", "job_id", "operation", "seq", "actor", "kind", "from_state", "to_state", "epoch", "detail",
-    "prev_hash", "hash",
+    "prev_hash", "hash", "seal", "mac",
 )
 """The columns of an event export, in order: every column of the events table, the chain's links last."""
 

@@ -100,6 +100,16 @@ def resolve(config: Config, declared: str | None, seat: str | None = None) -> Id
     return Identity(account, "os")
 
 
+def acting_source(config: Config) -> str:
+    """How the acting operator's name is established in this process under `config` (as `resolve` decides):
+    recorded with every decision."""
+    if config.identity_source == "declared":
+        return "declared"
+    if config.identity_source == "proxy" and os.environ.get(SEAT_ENV):
+        return "proxy"
+    return "os"
+
+
 def require_role(config: Config, who: Identity, role: str, what: str) -> None:
     """Raise Refused unless `who` holds `role` (e.g. 'sender' for commands that send)."""
     if role not in config.roles_of(who.name):

@@ -144,7 +144,8 @@ class Event:
         """Build an Event from a `SELECT * FROM events` row."""
         d = dict(zip(row.keys(), row, strict=True))
         d["detail"] = json.loads(d["detail"])
-        d.pop("prev_hash", None)
+        for authentication in ("prev_hash", "seal", "mac"):
+            d.pop(authentication, None)
         return cls(**d)
 
     def to_dict(self) -> dict[str, Any]:

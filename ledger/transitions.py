@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ledger import store
+from ledger import seal, store
 from ledger.audit import event_hash
 from ledger.config import NotifyConfig
 from ledger.model import STATES, Job, JobKey, canonical_json, detail_json
@@ -97,13 +97,16 @@ def next_state(state: str | None, event: str) -> str | None:
 
 NEXT_SEQ_AND_HEAD = (
     "SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ? AND operation = ?), "
-    "(SELECT hash FROM events ORDER BY id DESC LIMIT 1)"
+    "(SELECT hash FROM events ORDER BY id DESC LIMIT 1), "
+    "(SELECT hash FROM evidence ORDER BY id DESC LIMIT 1), "
+    "(SELECT hash FROM fenced_writes ORDER BY id DESC LIMIT 1)"
 )
-"""The job's next event sequence number and the audit chain's head hash (NULL on an empty ledger)."""
+"""The job's next event sequence number, the audit chain's head hash (NULL on an empty ledger), and the heads
+of the evidence and fenced-write chains the event's seal names."""
 
 INSERT_EVENT = (
     "INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, "
-    "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "prev_hash, hash, seal, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 """One event's row; its id comes back as the cursor's `lastrowid` on SQLite, by `RETURNING id` on PostgreSQL."""
 
@@ -119,16 +122,27 @@ def append_event(
     to_state: str | None,
     epoch: int | None,
     detail: dict[str, Any] | None = None,
+    job: Job | None = None,
 ) -> int:
-    """Append one event with the job's next sequence number, chained to the last event; return its id."""
+    """Append one event with the job's next sequence number, chained to the last event; return its id.
+
+    The event is sealed with `job`'s row as the event leaves it (None: the event changes no row) and the
+    side chains' heads, and authenticated with this process's audit key when it holds one (ledger.seal).
+    """
     pg = store.is_pg(conn)
     if pg:
         store.lock_chain(conn)  # SQLite: BEGIN IMMEDIATE already gave it
-    # One statement (one round trip on PostgreSQL, inside the chain's lock): the next seq and the chain's head.
-    seq, prev = conn.execute(NEXT_SEQ_AND_HEAD, (key.job_id, key.operation)).fetchone()
+    # One statement (one round trip on PostgreSQL, inside the chain's lock): the next seq and the chains' heads.
+    seq, prev, evidence_head, fenced_head = conn.execute(NEXT_SEQ_AND_HEAD, (key.job_id, key.operation)).fetchone()
     text = detail_json(detail or {})
-    digest = event_hash(prev, at, key.job_id, key.operation, seq, actor, kind, from_state, to_state, epoch, text)
-    params = (at, key.job_id, key.operation, seq, actor, kind, from_state, to_state, epoch, text, prev, digest)
+    row = None if job is None else seal.row_digest(job.__dict__)
+    sealed = seal.seal_text(row, evidence_head, fenced_head)
+    digest = event_hash(
+        prev, at, key.job_id, key.operation, seq, actor, kind, from_state, to_state, epoch, text, sealed)
+    audit_key = seal.current_key()
+    mac = seal.mac(audit_key, digest) if audit_key is not None else None
+    params = (at, key.job_id, key.operation, seq, actor, kind, from_state, to_state, epoch, text, prev, digest,
+              sealed, mac)
     if pg:
         return int(conn.execute(INSERT_EVENT + " RETURNING id", params).fetchone()[0])
     event_id = conn.execute(INSERT_EVENT, params).lastrowid  # SQLite: the new row's id, no result row to fetch
@@ -155,10 +169,14 @@ def record_fenced(
     A fenced *accepted* outcome still names a real remote interaction: its handle is kept as evidence
     (source `fenced_outcome`), so `query`, `show` and the release rule see it.
     """
+    store.lock_chain(conn)  # PostgreSQL: one chain of fenced writes, extended by one transaction at a time
+    prev = conn.execute("SELECT hash FROM fenced_writes ORDER BY id DESC LIMIT 1").fetchone()
+    values = [at, key.job_id, key.operation, actor, event, epoch, detail_json(detail)]
+    digest = seal.side_hash(prev[0] if prev else None, values)
     fenced_id = conn.execute(
-        "INSERT INTO fenced_writes (at, job_id, operation, actor, event, epoch, detail) VALUES (?, ?, ?, ?, ?, ?, ?) "
-        "RETURNING id",
-        (at, key.job_id, key.operation, actor, event, epoch, detail_json(detail)),
+        "INSERT INTO fenced_writes (at, job_id, operation, actor, event, epoch, detail, prev_hash, hash) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (*values, prev[0] if prev else None, digest),
     ).fetchone()[0]
     handle = detail.get("handle")
     if event in ("accepted", "orphan_found") and isinstance(handle, str) and handle:
@@ -286,6 +304,7 @@ def _record(
         to_state=job.state,
         epoch=job.epoch,
         detail=detail,
+        job=job,
     )
     if notify:
         enqueue_for_transition(conn, notify, job, event, event_id, now)

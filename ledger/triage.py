@@ -24,6 +24,7 @@ from ledger.clock import Clock, day_of, valid_time
 from ledger.config import Config
 from ledger.db import write_tx
 from ledger.errors import BadInput, JobNotFound, Refused
+from ledger.identity import acting_source
 from ledger.model import Event, Job, JobKey
 from ledger.queries import JobFilter, list_jobs
 from ledger.redaction import Redactor
@@ -208,6 +209,7 @@ def _act(
     check: Callable[[sqlite3.Connection], str | None] | None = None,
     after: Callable[[sqlite3.Connection, Applied], None] | None = None,
 ) -> Applied:
+    detail = {**detail, "identity_source": acting_source(config)}  # how the actor's name was established
     with write_tx(conn):
         now = clock.now()
         job = get_job(conn, key)
@@ -217,7 +219,9 @@ def _act(
         if why is not None:
             raise Refused(f"{action} refused for {key.job_id} / {key.operation}: {why}")
         if count_today:
-            count_quota(conn, key.operation, day_of(now, config.timezone))
+            day = day_of(now, config.timezone)
+            count_quota(conn, key.operation, day)
+            detail = {**detail, "quota_day": day}  # what `verify` replays the quota from
         # A decision bumps the epoch: a poll or send still in flight for the old state is fenced.
         applied = apply(
             conn, key, event, actor=actor, now=now, expected_state=job.state, detail=detail,

@@ -104,7 +104,7 @@ def test_verify_names_an_event_rewritten_by_replace(worked: Path, run_cli: Calla
     conn.close()
     rewrite = (f"UPDATE events SET actor = 'carol' WHERE id = {victim}" if _is_pg(worked) else
                f"REPLACE INTO events SELECT id, at, job_id, operation, seq, 'carol', kind, from_state, to_state, "
-               f"epoch, detail, prev_hash, hash FROM events WHERE id = {victim}")
+               f"epoch, detail, prev_hash, hash, seal, mac FROM events WHERE id = {victim}")
     _tamper(worked, *_drop_guards(worked), rewrite)
     out = run_cli("verify")
     assert out.rc == 11 and f"event {victim} " in out.stdout and "rewritten" in out.stdout, out

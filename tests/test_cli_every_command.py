@@ -95,7 +95,10 @@ def test_init_creates_a_ledger_then_finds_it(
                   else tmp_path / "fresh.db")
     first = run_cli("init", "--json", ledger=fresh)
     assert first.rc == 0, first
-    assert json.loads(first.stdout) == {"ledger": str(fresh), "created": True, "wrote_config": False}
+    doc = json.loads(first.stdout)
+    assert {k: doc[k] for k in ("ledger", "created", "wrote_config")} == {
+        "ledger": str(fresh), "created": True, "wrote_config": False}
+    assert doc["policy"].startswith("recorded from") and doc["wrote_audit_key"], doc  # root made it: its owner
     assert _read(fresh, "SELECT COUNT(*) FROM jobs") == [(0,)]
     again = run_cli("init", "--json", ledger=fresh)
     assert again.rc == 0 and json.loads(again.stdout)["created"] is False, again

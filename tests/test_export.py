@@ -118,7 +118,7 @@ def test_events_recompute_to_the_head_verify_reports(filled: Path, run_cli: Call
     for row in rows:
         assert row["prev_hash"] == prev
         want = event_hash(prev, row["at"], row["job_id"], row["operation"], row["seq"], row["actor"], row["kind"],
-                          row["from_state"], row["to_state"], row["epoch"], row["detail"])
+                          row["from_state"], row["to_state"], row["epoch"], row["detail"], row["seal"])
         assert row["hash"] == want, row
         prev = want
     v = run_cli("verify", "--json")
@@ -196,7 +196,7 @@ def test_filters(filled: Path, run_cli: Callable[..., Any]) -> None:
     assert _ids(run_cli, "events", "--after", str(every[-3])) == every[-2:]
     # a filtered event still proves itself: its hash covers its previous hash and its own fields
     for e in held_events:
-        assert e["hash"] == event_hash(e["prev_hash"], *(e[c] for c in EVENT_COLUMNS[1:11]))
+        assert e["hash"] == event_hash(e["prev_hash"], *(e[c] for c in EVENT_COLUMNS[1:11]), e["seal"])
 
 
 def _files(folder: Path) -> list[str]:

@@ -360,3 +360,75 @@ def test_four_eyes_between_real_accounts(seats: Seats, sim: Simulator, fingerpri
     r = seats.run(seats.bob, "release", key.job_id, "--reason", "r")
     assert r.returncode == 6 and f"four-eyes: {seats.bob} wrote a finding" in r.stderr, r.stderr
     assert fingerprint(seats.ledger) == before
+
+
+# -- the policy is the ledger's: a config of one's own changes nothing of who one is --------------------------
+def _seed_policy(seats: Seats) -> None:
+    """The ledger's owner (root, who made it) records the shared config's policy, as `reclaim init` does."""
+    from ledger import policy
+    from ledger.config import load_config
+    from ledger.db import write_tx
+
+    conn = connect(seats.ledger)
+    try:
+        with write_tx(conn):
+            assert policy.record(conn, load_config(seats.config), actor="root", now=SystemClock().now(), how="test")
+    finally:
+        conn.close()
+
+
+def test_a_config_of_her_own_makes_alice_neither_bob_nor_an_approver(
+    seats: Seats, sim: Simulator, fingerprint: Callable[[Path], str], write_config: Callable[..., Path],
+) -> None:
+    key = _held_in(seats, sim, "held-policy")
+    _seed_policy(seats)
+    r = seats.run(seats.alice, "finding", key.job_id, "--category", "not_received", "--note", "absent remotely")
+    assert r.returncode == 0, r.stderr
+    before = fingerprint(seats.ledger)
+    shared = _raw_config(seats.config)
+
+    def own(change: Callable[[dict[str, Any]], None], name: str) -> Path:
+        doc = json.loads(json.dumps(shared))
+        change(doc)
+        path = write_config(doc, seats.ledger.parent / f"{name}.toml")
+        path.chmod(0o644)
+        return path
+
+    declared = own(lambda d: d.__setitem__("identity", {"source": "declared"}), "declared")
+    proxy = own(lambda d: (d.__setitem__("identity", {"source": "proxy"}),
+                           d.__setitem__("serve", {"account": seats.alice})), "proxy")
+    self_approver = own(lambda d: (d["operators"].__setitem__(seats.alice, ["triage", "approver"]),
+                                   d.setdefault("policy", {}).__setitem__("four_eyes", False)), "self-approver")
+    no_four_eyes = own(lambda d: d.setdefault("policy", {}).__setitem__("four_eyes", False), "no-four-eyes")
+    cases = [
+        (declared, {"RECLAIM_OPERATOR": seats.bob}, "config key identity.source: differs from the ledger's policy"),
+        (proxy, {"RECLAIM_SEAT_OPERATOR": seats.bob}, "config key identity.source: differs from the ledger's policy"),
+        (self_approver, {}, "config key operators: differs from the ledger's policy"),
+        (no_four_eyes, {}, "config key policy.four_eyes: differs from the ledger's policy"),
+    ]
+    for path, env, said in cases:
+        r = seats.run(seats.alice, "release", key.job_id, "--reason", "r", env={"RECLAIM_CONFIG": str(path), **env})
+        assert r.returncode == 2 and said in r.stderr and "reclaim policy" in r.stderr, (path.name, r.stderr)
+    # A config that leaves identity and rights out (presentation and connection only): the ledger's policy.
+    quiet = own(lambda d: [d.pop(k, None) for k in ("identity", "operators", "policy")], "quiet")
+    r = seats.run(seats.alice, "release", key.job_id, "--reason", "r", env={"RECLAIM_CONFIG": str(quiet)})
+    assert r.returncode == 6 and f"{seats.alice} lacks the approver role" in r.stderr, r.stderr
+    # Only the ledger's owner may change the policy.
+    r = seats.run(seats.alice, "policy", "set", "--from-config", env={"RECLAIM_CONFIG": str(self_approver)})
+    assert r.returncode == 6 and "only the ledger's owner (root)" in r.stderr, r.stderr
+    assert fingerprint(seats.ledger) == before
+    # status, as alice: the ledger file is writable by others here, and status says so.
+    r = seats.run(seats.alice, "status", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["policy"]["held_by_ledger"] and any("writable by" in w and "chmod go-w" in w for w in doc["warnings"])
+    # bob, as himself under the ledger's policy, releases; the decision records how his name was established.
+    r = seats.run(seats.bob, "release", key.job_id, "--reason", "alice found nothing remotely")
+    assert r.returncode == 0, r.stderr
+    conn = connect(seats.ledger, readonly=True)
+    try:
+        decisions = {e.kind: e for e in queries.job_events(conn, key) if e.kind in ("finding", "release")}
+    finally:
+        conn.close()
+    assert decisions["release"].actor == seats.bob and decisions["release"].detail["identity_source"] == "os"
+    assert decisions["finding"].detail["identity_source"] == "os"

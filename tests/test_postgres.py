@@ -393,20 +393,34 @@ def test_a_ledger_of_schema_version_9_migrates_forward_to_the_current_schema(pg:
     from ledger.store.postgres import BASE_VERSION, schema_version
 
     conn = connect(pg)
-    try:
-        assert reserve(conn, cfg, OP, {"input": "old"}, clock=ManualClock(T0), job_id="old").outcome == "reserved"
-    finally:
-        conn.close()
+    conn.close()
     with psycopg.connect(pg, autocommit=True) as c:  # as a ledger made before picks existed
         c.execute("DROP TABLE picks")
         c.execute("DROP INDEX jobs_held_target")
+        for table, trigger in (("fenced_writes", "fenced_writes_no_change"), ("fenced_writes", "fenced_writes_no_truncate"),
+                               ("webhook_deliveries", "webhook_deliveries_no_change"),
+                               ("webhook_deliveries", "webhook_deliveries_no_truncate")):
+            c.execute(f"DROP TRIGGER {trigger} ON {table}")
+        c.execute("ALTER TABLE events DROP COLUMN seal, DROP COLUMN mac")
+        c.execute("ALTER TABLE evidence DROP COLUMN prev_hash, DROP COLUMN hash")
+        c.execute("ALTER TABLE fenced_writes DROP COLUMN prev_hash, DROP COLUMN hash")
         c.execute("UPDATE reclaim_meta SET value = %s WHERE key = 'schema_version'", (str(BASE_VERSION),))
+        # A reservation as that version wrote it: the job, its quota, its event chained without a seal.
+        c.execute("INSERT INTO jobs (job_id, operation, idem_key, payload, state, quota_day, created_at, updated_at) "
+                  "VALUES ('old', %s, 'k-old', '{\"input\": \"old\"}', 'reserving', '2026-12-01', %s, %s)",
+                  (OP, T0, T0))
+        c.execute("INSERT INTO quota_usage (operation, day, used) VALUES (%s, '2026-12-01', 1)", (OP,))
+        detail = '{"quota_day": "2026-12-01"}'
+        digest = audit.event_hash(None, T0, "old", OP, 1, "reclaim", "reserve", None, "reserving", 0, detail)
+        c.execute("INSERT INTO events (at, job_id, operation, seq, actor, kind, to_state, epoch, detail, prev_hash, "
+                  "hash) VALUES (%s, 'old', %s, 1, 'reclaim', 'reserve', 'reserving', 0, %s, NULL, %s)",
+                  (T0, OP, detail, digest))
     with pytest.raises(Exception, match="older than"):
         connect(pg, readonly=True).close()  # a viewer does not migrate
     conn = connect(pg)  # migrates forward
     try:
         version = conn.execute("SELECT value FROM reclaim_meta WHERE key = 'schema_version'").fetchone()[0]
-        assert int(version) == schema_version() == 11
+        assert int(version) == schema_version() == 12
         assert conn.execute("SELECT count(*) FROM picks").fetchone()[0] == 0
         assert conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'jobs_held_target'").fetchone()[0] == 1
         assert audit.verify(conn).ok

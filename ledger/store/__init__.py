@@ -77,6 +77,15 @@ def order_text(conn: sqlite3.Connection) -> str:
     return ' COLLATE "C"' if is_pg(conn) else ""
 
 
+def missing_triggers(conn: sqlite3.Connection) -> list[str]:
+    """The triggers a current ledger must have that this one lacks (dropped, or disabled on PostgreSQL), sorted."""
+    if is_pg(conn):
+        from ledger.store import postgres as backend
+    else:
+        from ledger.store import sqlite as backend  # type: ignore[no-redef]
+    return sorted(backend.TRIGGERS - backend.triggers(conn))
+
+
 def lock_chain(conn: sqlite3.Connection) -> None:
     """Inside a write transaction, wait for the right to append to the audit chain.
 

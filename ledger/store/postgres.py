@@ -267,7 +267,40 @@ CREATE INDEX picks_worker ON picks (worker);
     11: """
 CREATE INDEX jobs_held_target ON jobs (target, held_at, job_id, operation) WHERE state = 'held';
 """,
+    # A history that cannot be forged (ledger.seal): each event's seal and MAC; evidence and fenced writes
+    # hash-chained; fenced writes and webhook deliveries append-only.
+    12: """
+ALTER TABLE events ADD COLUMN seal TEXT;
+ALTER TABLE events ADD COLUMN mac TEXT;
+ALTER TABLE evidence ADD COLUMN prev_hash TEXT;
+ALTER TABLE evidence ADD COLUMN hash TEXT;
+ALTER TABLE fenced_writes ADD COLUMN prev_hash TEXT;
+ALTER TABLE fenced_writes ADD COLUMN hash TEXT;
+CREATE TRIGGER fenced_writes_no_change BEFORE UPDATE OR DELETE ON fenced_writes
+    FOR EACH ROW EXECUTE FUNCTION reclaim_append_only();
+CREATE TRIGGER fenced_writes_no_truncate BEFORE TRUNCATE ON fenced_writes
+    FOR EACH STATEMENT EXECUTE FUNCTION reclaim_append_only();
+CREATE TRIGGER webhook_deliveries_no_change BEFORE UPDATE OR DELETE ON webhook_deliveries
+    FOR EACH ROW EXECUTE FUNCTION reclaim_append_only();
+CREATE TRIGGER webhook_deliveries_no_truncate BEFORE TRUNCATE ON webhook_deliveries
+    FOR EACH STATEMENT EXECUTE FUNCTION reclaim_append_only();
+""",
 }
+
+TRIGGERS = frozenset({
+    "events_no_change", "events_no_truncate", "events_chain", "evidence_no_change", "evidence_no_truncate",
+    "fenced_writes_no_change", "fenced_writes_no_truncate", "webhook_deliveries_no_change",
+    "webhook_deliveries_no_truncate", "jobs_count",
+})
+"""The triggers a current ledger has: `verify` names any that is missing or disabled."""
+
+
+def triggers(conn: Any) -> set[str]:
+    """The names of the enabled triggers on the ledger's tables (in the connection's schema)."""
+    return {r[0] for r in conn.execute(
+        "SELECT t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+        "WHERE NOT t.tgisinternal AND t.tgenabled <> 'D' AND c.relnamespace = current_schema()::regnamespace"
+    )}
 
 
 def schema_version() -> int:

@@ -276,7 +276,38 @@ _V11 = """
 CREATE INDEX jobs_held_target ON jobs (target, held_at, job_id, operation) WHERE state = 'held';
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11]
+# A history that cannot be forged (ledger.seal): each event's seal (its job row's digest and the side chains'
+# heads) and MAC; evidence and fenced writes hash-chained; fenced writes and webhook deliveries append-only.
+_V12 = """
+ALTER TABLE events ADD COLUMN seal TEXT;
+ALTER TABLE events ADD COLUMN mac TEXT;
+ALTER TABLE evidence ADD COLUMN prev_hash TEXT;
+ALTER TABLE evidence ADD COLUMN hash TEXT;
+ALTER TABLE fenced_writes ADD COLUMN prev_hash TEXT;
+ALTER TABLE fenced_writes ADD COLUMN hash TEXT;
+CREATE TRIGGER fenced_writes_no_update BEFORE UPDATE ON fenced_writes
+BEGIN SELECT RAISE(ABORT, 'fenced_writes are append-only'); END;
+CREATE TRIGGER fenced_writes_no_delete BEFORE DELETE ON fenced_writes
+BEGIN SELECT RAISE(ABORT, 'fenced_writes are append-only'); END;
+CREATE TRIGGER webhook_deliveries_no_update BEFORE UPDATE ON webhook_deliveries
+BEGIN SELECT RAISE(ABORT, 'webhook_deliveries are append-only'); END;
+CREATE TRIGGER webhook_deliveries_no_delete BEFORE DELETE ON webhook_deliveries
+BEGIN SELECT RAISE(ABORT, 'webhook_deliveries are append-only'); END;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12]
+
+TRIGGERS = frozenset({
+    "events_no_update", "events_no_delete", "events_no_replace", "events_chain", "evidence_no_update",
+    "evidence_no_delete", "fenced_writes_no_update", "fenced_writes_no_delete", "webhook_deliveries_no_update",
+    "webhook_deliveries_no_delete", "jobs_count_insert", "jobs_count_update", "jobs_count_delete",
+})
+"""The triggers a current ledger has: `verify` names any that is missing."""
+
+
+def triggers(conn: sqlite3.Connection) -> set[str]:
+    """The names of the triggers the ledger file holds."""
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
