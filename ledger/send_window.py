@@ -87,17 +87,28 @@ class OpenWindow(SendWindow):
         super().__init__(lease_seconds=float("inf"), deadline_seconds=0.0, margin_seconds=0.0)
 
 
+STALL_SECONDS = 0.25
+"""A wait that overran its step by more than this means the waiting thread did not run (the process was
+stopped, suspended or starved): that time is not counted against the deadline (see call_with_deadline)."""
+
+
 def call_with_deadline(
     fn: Callable[[], T], limit: Callable[[], float], step: float = 0.05,
-    while_waiting: Callable[[], None] | None = None,
+    while_waiting: Callable[[], None] | None = None, monotonic: Callable[[], float] = time.monotonic,
 ) -> tuple[bool, T | None]:
     """Run `fn` on a daemon thread until it returns or `limit()` (a monotonic time) passes.
 
     Returns (True, result) or (False, None); an exception from `fn` is re-raised here. `limit` is asked
     again every `step` seconds, so it may move (e.g. once the request was written); `while_waiting`, when
-    given, is called on this thread at each of those steps (it must be quick and must not raise). On
-    (False, None) the call may still be running: the caller closes its SendWindow so it can no longer
-    write anything.
+    given, is called on this thread at each of those steps (it must be quick and must not raise).
+
+    A call that finished wins over the clock: the result is taken whenever `fn` has returned, also when
+    the limit has passed meanwhile. Time during which this waiter did not run (a wake-up later than
+    `step` + STALL_SECONDS: the process was stopped or starved) is added to the limit, since `fn`'s thread
+    could not run either: a reply that reached the socket while the process was stopped is read and used
+    after it resumes, not thrown away. `fn` must bound its own waits (the adapters bound every phase by
+    the request's deadline), so the added time ends as soon as `fn` does. On (False, None) the call may
+    still be running: the caller closes its SendWindow so it can no longer write anything.
     """
     box: dict[str, object] = {}
     done = threading.Event()
@@ -111,10 +122,17 @@ def call_with_deadline(
             done.set()
 
     threading.Thread(target=run, name="reclaim-send", daemon=True).start()
+    stalled = 0.0
+    last = monotonic()
     while not done.wait(step):
+        now = monotonic()
+        overrun = now - last - step
+        if overrun > STALL_SECONDS:
+            stalled += overrun
+        last = now
         if while_waiting is not None:
             while_waiting()
-        if time.monotonic() >= limit():
+        if now >= limit() + stalled and not done.is_set():
             return False, None
     if "error" in box:
         raise box["error"]  # type: ignore[misc]

@@ -369,6 +369,9 @@ def send_within_window(
     Nothing is written once the lease left is not more than the deadline plus the margin (`abandoned`).
     The deadline counts from the moment the request was allowed out; when it passes with no answer the
     window is closed, and the outcome is `unknown` (timeout) if the request went out, else `abandoned`.
+    A send that finished is used whatever the clock says: time the process spent stopped does not count
+    against the deadline (ledger.send_window.call_with_deadline), so a reply that reached the socket
+    during a pause is read after it and its handle kept.
     `while_waiting` is called now and then on this thread while the reply is awaited (e.g. to renew picks).
     """
     policy = config.policy

@@ -244,3 +244,32 @@ def test_submit_whose_accepted_send_was_taken_over_exits_10_and_says_the_state_n
         assert event == "accepted" and json.loads(detail)["handle"]
     finally:
         conn.close()
+
+
+def test_a_sender_stopped_while_the_reply_is_in_flight_keeps_the_handle_after_its_deadline(
+    sim: Simulator, ledger_path: Path, window_config: Path, start_cli: Callable[..., subprocess.Popen[str]],
+    wait_for: Callable[..., Any],
+) -> None:
+    # The sender stops itself right after the create was written; the remote accepts it and answers while
+    # the sender is stopped; it resumes after its whole request deadline. The reply in its socket wins.
+    proc = start_cli("submit", OP, "--payload", '{"input": "in flight"}', "--job-id", "w-inflight",
+                     env={"RECLAIM_PAUSE_AT": "after_request_written"})
+    wait_for(lambda: _state(proc.pid) == "T", timeout=30, what="submit to stop after writing its create")
+    stopped_at = time.monotonic()
+    [accepted] = wait_for(lambda: sim.interactions(), timeout=30, what="the remote to accept the create")
+    wait_for(lambda: time.monotonic() > stopped_at + TIMEOUT + MARGIN, timeout=TIMEOUT + MARGIN + 10,
+             what="the stopped sender's request deadline to pass")
+    os.kill(proc.pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, (out, err)
+    assert sim.count("create") == 1
+    conn = _fresh(ledger_path)
+    try:
+        job = queries.find_job(conn, JobKey("w-inflight", OP))
+        assert job is not None and job.state == "submitted" and job.handle == accepted["id"], job
+        assert sim.count("create", job.idem_key) == 1
+        kinds = [e.kind for e in queries.job_events(conn, JobKey("w-inflight", OP))]
+        assert "send_unknown" not in kinds and kinds[-1] == "accepted", kinds
+        assert replay.mismatches(conn) == []
+    finally:
+        conn.close()
