@@ -426,8 +426,11 @@ def worker(
         _sender(cfg, operator, "run a worker (it sends)")
         from ledger.worker import run_worker
 
+        def on_outage(error: BaseException, wait: float) -> None:
+            output.notice(f"the ledger is not usable now ({error}); the worker waits {wait:.3g} s and tries again")
+
         passes = run_worker(conn, cfg, clock=clock, stop=stop, interval=interval,
-                            on_pass=(lambda r: _print_report(r, as_json)) if as_json else None)
+                            on_pass=(lambda r: _print_report(r, as_json)) if as_json else None, on_outage=on_outage)
     if not as_json:
         output.line(f"worker stopped after {passes} passes")
 

@@ -24,7 +24,7 @@ from ledger.clock import Clock
 from ledger.config import Config
 from ledger.crashpoints import crashpoint
 from ledger.db import ledger_path, write_tx
-from ledger.errors import LedgerError, LedgerLocked, LedgerUnusable, ReservedNotSent
+from ledger.errors import LedgerError, LedgerLocked, LedgerUnavailable, LedgerUnusable, ReservedNotSent
 from ledger.heartbeat import WorkerBeat
 from ledger.leases import Claim, claim_for_send, claim_stale
 from ledger.model import Job, JobKey
@@ -770,6 +770,20 @@ def _one_pass(
     return report
 
 
+OUTAGE_BACKOFF_MAX = 30.0
+"""The longest a worker waits between passes while the ledger stays locked or unavailable."""
+
+OUTAGES: tuple[type[BaseException], ...] = (LedgerLocked, LedgerUnavailable, OutcomeNotRecorded)
+"""What a looping worker waits out: the ledger locked past its timeout, its server unreachable or restarted,
+a send's outcome journaled because the ledger would not take it (the next pass replays it)."""
+
+
+def outage_backoff(interval: float, failures: int) -> float:
+    """Seconds to wait after the `failures`-th pass in a row that met an outage: doubling from the pass
+    interval (at least 0.1 s), at most OUTAGE_BACKOFF_MAX."""
+    return float(min(max(interval, 0.1) * 2 ** max(failures - 1, 0), OUTAGE_BACKOFF_MAX))
+
+
 def run_worker(
     conn: sqlite3.Connection,
     config: Config,
@@ -778,19 +792,37 @@ def run_worker(
     stop: threading.Event,
     interval: float = 1.0,
     on_pass: Callable[[TickReport], None] | None = None,
+    on_outage: Callable[[BaseException, float], None] | None = None,
 ) -> int:
     """Run passes until `stop` is set; the pass under way finishes its current job first. Returns passes run.
 
-    Its heartbeat (kind 'worker') records every pass; a clean exit marks it stopped, and so does an error
-    (with what it was) on its way out.
+    A pass that meets an outage (OUTAGES: the ledger locked past its timeout, its PostgreSQL server restarted
+    or the session killed, an outcome journaled) does not end the worker: it waits `outage_backoff` (cut
+    short by `stop`), says so through `on_outage(error, seconds)` and in its heartbeat when the ledger takes
+    the write, and tries again; a PostgreSQL connection opens a new session by itself. Anything else (a
+    damaged ledger, a bad config, a bug) ends it. Its heartbeat (kind 'worker') records every pass; a clean
+    exit marks it stopped, and so does an error (with what it was) on its way out.
     """
     remotes = RemoteCache(config)
     owner = worker_id()
     beat = WorkerBeat(conn, clock, owner, kind="worker", interval=interval)
     passes = 0
+    failures = 0
     try:
         while not stop.is_set():
-            report = tick(conn, config, clock=clock, remotes=remotes, owner=owner, stop=stop, beat=beat)
+            try:
+                report = tick(conn, config, clock=clock, remotes=remotes, owner=owner, stop=stop, beat=beat)
+            except OUTAGES as e:
+                failures += 1
+                wait = outage_backoff(interval, failures)
+                if on_outage is not None:
+                    on_outage(e, wait)
+                beat.waiting(e, wait)
+                stop.wait(wait)
+                continue
+            if failures:
+                failures = 0
+                beat.resumed()
             passes += 1
             if on_pass:
                 on_pass(report)
