@@ -458,6 +458,7 @@ def status(
         silence = cfg.policy.worker_silence_seconds
         board = heartbeat.read_board(conn)
         live = board.liveness(now, silence)
+        outcomes = _journal_report(conn, cfg, ledger)
     if as_json:
         output.emit_json({
             "paused_remotes": {
@@ -483,6 +484,7 @@ def status(
             "identity": {"operator": who.name, "source": who.source, "verified": who.verified,
                          "roles": sorted(cfg.roles_of(who.name))},
             "pages_checked": pages_checked,
+            "journal": outcomes,
         })
         return
     output.line(f"{who.label}; roles: {', '.join(sorted(cfg.roles_of(who.name)))}")
@@ -493,6 +495,7 @@ def status(
     if not pages_checked:
         output.line(f"pages: not all checked for damage within {PAGE_CHECK_SECONDS:g} s; 'reclaim verify' checks them all")
     _print_workers(board, live, now)
+    _print_journal(outcomes)
     if fenced:
         output.line(f"fenced writes refused so far: {fenced}")
     if duplicates:
@@ -505,6 +508,43 @@ def status(
             f"remote {name} is PAUSED since {iso(p.paused_at)} ({p.reason}; {p.refusals} refusal(s)); "
             f"next probe {iso(p.probe_at)}; 'reclaim resume {name} --reason ...' once it is fixed"
         )
+
+
+def _journal_report(conn: sqlite3.Connection, cfg: Config, ledger: Path) -> dict[str, Any]:
+    """The outcome journal's state for `status`: where it is, whether its space is allocated in advance,
+    and every record waiting in it with why it waits (the next pass records it, or it cannot be yet)."""
+    from ledger import journal
+    from ledger.db import ledger_path
+
+    try:
+        where: str | Path = ledger_path(conn)
+    except sqlite3.Error:
+        where = ledger
+    st = journal.state(where)
+    return {
+        "path": str(st.path), "bytes": st.size, "preallocated": st.ready, "preallocate_bytes": journal.JOURNAL_BYTES,
+        "records": [
+            {"job_id": r.job_id, "operation": r.operation, "epoch": r.epoch, "kind": r.kind, "handle": r.handle,
+             "at": iso(r.at), "waits_because": journal.kept_reason(conn, cfg, r) or "the next worker pass records it"}
+            for r in st.records
+        ],
+    }
+
+
+def _print_journal(report: dict[str, Any]) -> None:
+    """The outcome journal line: ready, or NOT preallocated (with what to do), and any records waiting."""
+    path, records = report["path"], report["records"]
+    if report["preallocated"]:
+        output.line(f"outcome journal: {report['preallocate_bytes'] // 1024} KiB allocated in advance at {path}")
+    else:
+        have = "missing" if report["bytes"] is None else f"only {report['bytes']} bytes"
+        output.line(f"OUTCOME JOURNAL: not allocated in advance at {path} ({have}); run 'reclaim init' (after "
+                    "freeing disk space if it is full) so an outcome the ledger refuses can still be kept")
+    if records:
+        output.table(f"OUTCOME JOURNAL: {len(records)} send outcome(s) waiting to be recorded",
+                     ["job", "operation", "epoch", "outcome", "handle", "journaled", "waits because"],
+                     [[r["job_id"], r["operation"], r["epoch"], r["kind"], r["handle"] or "-", r["at"],
+                       r["waits_because"]] for r in records])
 
 
 def _print_workers(board: heartbeat.WorkerBoard, live: heartbeat.Liveness, now: float) -> None:

@@ -64,6 +64,7 @@ class TickReport:
     abandoned: int = 0
     remote_refused: int = 0
     journal_replayed: int = 0
+    journal_kept: int = 0
     evidence_polled: int = 0
     reconciled_by_evidence: int = 0
     duplicates: int = 0
@@ -204,7 +205,7 @@ def commit_outcome(
     record = journal.OutcomeRecord(
         job_id=job.job_id, operation=job.operation, epoch=claim.epoch, owner=claim.owner, attempt=job.attempt,
         tries=job.tries, kind=outcome.kind, handle=outcome.handle, error=outcome.error, reason=outcome.reason,
-        retry_after=outcome.retry_after, at=clock.now(), cause=str(error)[:300],
+        retry_after=outcome.retry_after, at=store.host_clock(clock).now(), cause=str(error)[:300],
     )
     ledger = _ledger_file(conn)
     try:
@@ -226,26 +227,33 @@ def commit_outcome(
 def _ledger_file(conn: sqlite3.Connection) -> str:
     try:
         return ledger_path(conn)
-    except sqlite3.Error:
+    except (LedgerError, sqlite3.Error):
         return getattr(conn, "reclaim_path", "reclaim.db")
 
 
 def replay_journal(conn: sqlite3.Connection, config: Config, *, clock: Clock, report: TickReport) -> None:
     """Record every outcome the journal holds, idempotently by (job, epoch), then clear it.
 
-    An outcome whose epoch moved on is kept as a fenced write (evidence); one already recorded is
-    skipped. A ledger that still refuses the writes leaves the journal as it is, for the next pass.
+    The journal is allocated first when it is missing or short (deleted, a migrated ledger, a PostgreSQL
+    ledger's host-side journal). An outcome whose epoch moved on is kept as a fenced write (evidence); one
+    already recorded is skipped. A record that cannot be recorded now (its operation is not declared in this
+    config, or its job row is missing) is never dropped: it stays in the journal, is counted in
+    `report.journal_kept`, and `reclaim status` lists it. A ledger that still refuses the writes leaves the
+    journal as it is, for the next pass.
     """
     ledger = _ledger_file(conn)
+    journal.reserve_space(ledger)
     if not journal.journal_path(ledger).exists():
         return
     with journal.replaying(ledger) as records:
         for rec in records:
+            if journal.kept_reason(conn, config, rec) is not None:
+                records.keep(rec)
+                report.journal_kept += 1
+                continue
             row = conn.execute(
                 "SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (rec.job_id, rec.operation)
             ).fetchone()
-            if row is None or rec.operation not in config.operations:
-                continue
             job = Job.from_row(row)
             job = dataclasses.replace(job, attempt=rec.attempt, tries=rec.tries)
             claim = Claim(job=job, epoch=rec.epoch, owner=rec.owner, claimed_at=0.0)

@@ -435,10 +435,10 @@ class PgConnection:
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> PgCursor:
         """Run one statement (`?` placeholders) and return its rows."""
-        self._session()
         special = self._special(sql.strip())
         if special is not None:
             return special
+        self._session()
         args: Any = params
         if isinstance(params, (list, tuple)):
             args = [int(p) if isinstance(p, bool) else p for p in params]
@@ -500,7 +500,10 @@ class PgConnection:
         """SQLite statements that have a PostgreSQL meaning of their own."""
         upper = sql.upper()
         if upper == "BEGIN":  # a read snapshot, like SQLite's deferred transaction
-            self.raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            try:
+                self._session().execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            except psycopg.Error as e:
+                raise _as_sqlite_error(e, self.url) from None
             return PgCursor([], -1)
         if not upper.startswith("PRAGMA"):
             return None
