@@ -6,18 +6,39 @@ the adapter calls `SendWindow.check()`: measured on the monotonic clock from the
 lease left must exceed the whole request's deadline plus a margin, or nothing is sent. One window lets
 exactly one request through: a redirect or a retry inside a client is refused, not sent.
 
-What remains is the pause between `check()` returning and the socket write (a few system calls); the
-README states it as measured by `make bench`.
+What remains is the pause between `check()` returning and the socket write (a few system calls), and the
+body's transfer: the kernel keeps sending a body after the request was given up, so a body is sent only when
+at `policy.min_send_rate` it fits in the send margin (`transfer_refusal`); the README states both.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+
+def body_bytes(payload: dict[str, Any]) -> int:
+    """The size of a payload as it goes on the wire (compact UTF-8 JSON; the request adds a few hundred bytes)."""
+    return len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+def transfer_refusal(size: int, *, margin_seconds: float, min_send_rate: float) -> str | None:
+    """Why a body of `size` bytes may not be sent, or None: at `min_send_rate` its transfer must fit in the send
+    margin, since the kernel keeps sending a body after the request was given up (and recovery waits only the
+    margin past the lease)."""
+    need = size / min_send_rate
+    if need <= margin_seconds:
+        return None
+    return (
+        f"payload of {size:,} bytes: its transfer may take {need:.3g} s at policy.min_send_rate "
+        f"{min_send_rate:,.0f} bytes/s, more than policy.send_margin_seconds {margin_seconds:g} s; send a smaller "
+        "payload, or raise send_margin_seconds (and lease_seconds) if the link is known to be faster"
+    )
 
 
 class SendWindowClosed(Exception):

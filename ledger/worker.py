@@ -33,7 +33,7 @@ from ledger.redaction import Redactor
 from ledger.remote_health import RemotePause, lift, paused_remotes, record_refusal
 from ledger.remotes import remote_for
 from ledger.remotes.base import Remote, RemoteStatus, SendOutcome, redact_outcome, redact_status
-from ledger.send_window import SendWindow, call_with_deadline
+from ledger.send_window import SendWindow, body_bytes, call_with_deadline, transfer_refusal
 from ledger.sink import deliver_to_folder
 from ledger.transitions import Applied, apply
 
@@ -374,7 +374,8 @@ def send_within_window(
 ) -> SendOutcome:
     """Send once through a SendWindow for this claim, waiting at most the request's total deadline.
 
-    Nothing is written once the lease left is not more than the deadline plus the margin (`abandoned`).
+    Nothing is written once the lease left is not more than the deadline plus the margin (`abandoned`), nor
+    when the payload's transfer at `policy.min_send_rate` would outlast the margin (`invalid`, saying why).
     The deadline counts from the moment the request was allowed out; when it passes with no answer the
     window is closed, and the outcome is `unknown` (timeout) if the request went out, else `abandoned`.
     A send that finished is used whatever the clock says: time the process spent stopped does not count
@@ -384,6 +385,10 @@ def send_within_window(
     """
     policy = config.policy
     rc = config.remotes[config.operations[claim.job.operation].remote]
+    too_big = transfer_refusal(body_bytes(claim.job.payload), margin_seconds=policy.send_margin_seconds,
+                               min_send_rate=policy.min_send_rate)
+    if too_big is not None:  # reserved under another config: never sent, said why (an approver may release)
+        return SendOutcome("invalid", error=f"not sent: {too_big}")
     window = SendWindow(
         lease_seconds=policy.lease_seconds, deadline_seconds=rc.timeout_seconds,
         margin_seconds=policy.send_margin_seconds, claimed_at=claim.claimed_at,

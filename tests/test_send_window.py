@@ -273,3 +273,59 @@ def test_a_sender_stopped_while_the_reply_is_in_flight_keeps_the_handle_after_it
         assert replay.mismatches(conn) == []
     finally:
         conn.close()
+
+
+def test_a_payload_whose_transfer_would_outlast_the_margin_is_refused_at_submit_and_never_sent(
+    sim: Simulator, ledger_path: Path, make_config: Callable[..., dict[str, Any]], write_config: Callable[..., Path],
+    run_cli: Callable[..., Any], fingerprint: Callable[[Path], str], tmp_path: Path,
+) -> None:
+    # margin 0.5 s at 10,000 bytes/s: at most 5,000 bytes of payload.
+    policy = {"lease_seconds": LEASE, "send_margin_seconds": MARGIN, "min_send_rate": 10_000}
+    strict = write_config(make_config(timeout_seconds=TIMEOUT, policy=policy))
+    big = json.dumps({"input": "x" * 6_000})
+    before = fingerprint(ledger_path)
+    res = run_cli("submit", OP, "--payload", big, "--job-id", "w-big")
+    assert res.rc == 2, res
+    assert "min_send_rate" in res.stderr and "send_margin_seconds" in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert fingerprint(ledger_path) == before and sim.count("create") == 0
+    assert run_cli("submit", OP, "--payload", json.dumps({"input": "x" * 4_000}), "--job-id", "w-fits").rc == 0
+    assert sim.count("create") == 1
+
+    # Reserved under a looser config, then sent under a stricter one: nothing goes out, the job says why.
+    loose = write_config(make_config(timeout_seconds=TIMEOUT, policy={**policy, "min_send_rate": 1_000_000}),
+                         tmp_path / "loose.toml")
+    _reserve(ledger_path, loose, "w-late")
+    from ledger.config import load_config
+    from ledger.worker import RemoteCache, send_one
+
+    cfg = load_config(strict)
+    conn = connect(ledger_path)
+    try:
+        import dataclasses
+
+        tight = dataclasses.replace(cfg, policy=dataclasses.replace(cfg.policy, min_send_rate=10.0))
+        outcome, applied = send_one(conn, tight, JobKey("w-late", OP), RemoteCache(tight).for_operation(OP),
+                                    clock=SystemClock(), owner="test")
+    finally:
+        conn.close()
+    assert outcome is not None and outcome.kind == "invalid" and "min_send_rate" in (outcome.error or "")
+    assert applied is not None and applied.ok
+    assert sim.count("create") == 1  # still only w-fits
+    conn = _fresh(ledger_path)
+    try:
+        job = queries.find_job(conn, JobKey("w-late", OP))
+        assert job is not None and job.state == "failed" and "not sent" in (job.last_error or "")
+    finally:
+        conn.close()
+
+
+def test_config_refuses_a_min_send_rate_that_is_not_a_positive_number(
+    make_config: Callable[..., dict[str, Any]], tmp_path: Path,
+) -> None:
+    from ledger.errors import ConfigError
+
+    for bad in (0, -5, float("inf")):
+        with pytest.raises(ConfigError, match=r"policy\.min_send_rate"):
+            parse_config(make_config(policy={"min_send_rate": bad}), base_dir=tmp_path)
+    assert parse_config(make_config(), base_dir=tmp_path).policy.min_send_rate == 1_000_000.0
