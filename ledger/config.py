@@ -493,6 +493,10 @@ def load_config(path: str | Path) -> Config:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config file {p}: not valid TOML ({e})") from None
+    except RecursionError:
+        raise ConfigError(
+            f"config file {p}: arrays or tables nested too deeply to read; a reclaim config needs only a few levels"
+        ) from None
     try:
         return parse_config(raw, base_dir=p.resolve().parent)
     except ConfigError as e:
