@@ -610,8 +610,11 @@ def worker(
         _sender(cfg, operator, "run a worker (it sends)")
         from ledger import run_worker
 
+        def on_outage(error: BaseException, wait: float) -> None:
+            output.notice(f"the ledger is not usable now ({error}); the worker waits {wait:.3g} s and tries again")
+
         passes = run_worker(conn, cfg, clock=clock, stop=stop, interval=interval,
-                            on_pass=(lambda r: _print_report(r, as_json)) if as_json else None)
+                            on_pass=(lambda r: _print_report(r, as_json)) if as_json else None, on_outage=on_outage)
     if not as_json:
         output.line(f"worker stopped after {passes} passes")
 
@@ -645,6 +648,7 @@ def status(
             warnings.insert(0, "this ledger holds no policy: identity, roles and four-eyes come from the config "
                                "each caller passes, which any caller can write. The ledger's owner must run "
                                "'reclaim policy set --from-config' (or 'reclaim init') with the shared config")
+        outcomes = _journal_report(conn, cfg, ledger)
     if as_json:
         output.emit_json({
             "paused_remotes": {
@@ -672,6 +676,7 @@ def status(
             "pages_checked": pages_checked,
             "policy": {"held_by_ledger": held_policy.settings is not None, "event_id": held_policy.event_id},
             "warnings": warnings,
+            "journal": outcomes,
         })
         return
     for warning in warnings:
@@ -684,6 +689,7 @@ def status(
     if not pages_checked:
         output.line(f"pages: not all checked for damage within {PAGE_CHECK_SECONDS:g} s; 'reclaim verify' checks them all")
     _print_workers(board, live, now)
+    _print_journal(outcomes)
     if fenced:
         output.line(f"fenced writes refused so far: {fenced}")
     if duplicates:
@@ -696,6 +702,38 @@ def status(
             f"remote {name} is PAUSED since {iso(p.paused_at)} ({p.reason}; {p.refusals} refusal(s)); "
             f"next probe {iso(p.probe_at)}; 'reclaim resume {name} --reason ...' once it is fixed"
         )
+
+
+def _journal_report(conn: Connection, cfg: Config, ledger: Path) -> dict[str, Any]:
+    """The outcome journal's state for `status`: where it is, whether its space is allocated in advance,
+    and every record waiting in it with why it waits (the next pass records it, or it cannot be yet)."""
+    from ledger import JOURNAL_BYTES, journal_kept_reason, journal_state
+
+    st = journal_state(ledger)
+    return {
+        "path": str(st.path), "bytes": st.size, "preallocated": st.ready, "preallocate_bytes": JOURNAL_BYTES,
+        "records": [
+            {"job_id": r.job_id, "operation": r.operation, "epoch": r.epoch, "kind": r.kind, "handle": r.handle,
+             "at": iso(r.at), "waits_because": journal_kept_reason(conn, cfg, r) or "the next worker pass records it"}
+            for r in st.records
+        ],
+    }
+
+
+def _print_journal(report: dict[str, Any]) -> None:
+    """The outcome journal line: ready, or NOT preallocated (with what to do), and any records waiting."""
+    path, records = report["path"], report["records"]
+    if report["preallocated"]:
+        output.line(f"outcome journal: {report['preallocate_bytes'] // 1024} KiB allocated in advance at {path}")
+    else:
+        have = "missing" if report["bytes"] is None else f"only {report['bytes']} bytes"
+        output.line(f"OUTCOME JOURNAL: not allocated in advance at {path} ({have}); run 'reclaim init' (after "
+                    "freeing disk space if it is full) so an outcome the ledger refuses can still be kept")
+    if records:
+        output.table(f"OUTCOME JOURNAL: {len(records)} send outcome(s) waiting to be recorded",
+                     ["job", "operation", "epoch", "outcome", "handle", "journaled", "waits because"],
+                     [[r["job_id"], r["operation"], r["epoch"], r["kind"], r["handle"] or "-", r["at"],
+                       r["waits_because"]] for r in records])
 
 
 def _print_workers(board: WorkerBoard, live: Liveness, now: float) -> None:

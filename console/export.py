@@ -22,6 +22,7 @@ import csv
 import io
 import json
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -63,7 +64,8 @@ class Target:
 
 def check_target(output: str, *, force: bool, ledger: str | Path | None = None) -> Target:
     """The destination `output` ('-' is stdout), refused (BadInput, one line, nothing written) when the file
-    exists without `force`, is a folder, is the ledger itself, or its folder does not exist."""
+    exists without `force`, is anything but a regular file (a FIFO, a device, a socket, a symbolic link: even
+    with `force`), is a folder, is the ledger itself, or its folder does not exist."""
     if output == "-":
         return Target(None)
     if not output.strip():
@@ -77,6 +79,16 @@ def check_target(output: str, *, force: bool, ledger: str | Path | None = None) 
         for own in (ledger, Path(f"{ledger}-wal"), Path(f"{ledger}-shm"), Path(f"{ledger}-journal")):
             if own.exists() and path.resolve() == own.resolve():
                 raise BadInput(f"--output {output}: is the ledger's own file; give another name")
+    try:
+        mode: int | None = path.lstat().st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = ("a symbolic link" if stat.S_ISLNK(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "not a regular file")
+        raise BadInput(f"--output {output}: is {kind}, not a regular file; --force replaces only a regular file, "
+                       "give another name")
     if (path.exists() or path.is_symlink()) and not force:
         raise BadInput(f"--output {output}: already exists; pass --force to replace it, or give another name")
     return Target(path, force)

@@ -72,6 +72,10 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "read_audit_key": ("ledger.seal", "read_key"),
     "use_audit_key": ("ledger.seal", "use_key"),
     "parse_audit_head": ("ledger.audit", "parse_head"),
+    # ledger.journal
+    "JOURNAL_BYTES": ("ledger.journal", "JOURNAL_BYTES"),
+    "journal_kept_reason": ("ledger.journal", "kept_reason"),
+    "journal_state": ("ledger.journal", "state"),
     # ledger.metrics
     "LedgerCollector": ("ledger.metrics", "LedgerCollector"),
     "metrics_exposition": ("ledger.metrics", "exposition"),
@@ -244,6 +248,9 @@ if TYPE_CHECKING:
         resolve as resolve_identity,
     )
     from ledger.integrity import check_pages
+    from ledger.journal import JOURNAL_BYTES
+    from ledger.journal import kept_reason as journal_kept_reason
+    from ledger.journal import state as journal_state
     from ledger.leases import claim_for_send
     from ledger.metrics import LedgerCollector
     from ledger.metrics import exposition as metrics_exposition
@@ -340,6 +347,7 @@ __all__ = [
     "GROUPS",
     "INVALID",
     "JOB_ACTIONS",
+    "JOURNAL_BYTES",
     "POLICY_SETTINGS",
     "SEAT_ENV",
     "STATES",
@@ -421,6 +429,8 @@ __all__ = [
     "is_url",
     "iso",
     "job_events",
+    "journal_kept_reason",
+    "journal_state",
     "known_handle",
     "last_event_id",
     "latest_finding",

@@ -55,6 +55,10 @@ class Policy:
     # A worker's pick of a due job (ledger.picks) lasts this long (at most the lease), renewed while the
     # worker works through its batch: a dead or stopped worker's picks hold jobs back at most this long.
     pick_seconds: float = 10.0
+    # The slowest rate (bytes per second) a request's body is assumed to leave at. The kernel keeps sending a
+    # body after the socket was given up, so its transfer must fit in the send margin: a payload larger than
+    # send_margin_seconds * min_send_rate is refused (reserve) and never sent (send).
+    min_send_rate: float = 1_000_000.0
 
 
 @dataclass(frozen=True)
@@ -192,6 +196,15 @@ def _known(table: dict[str, Any], allowed: set[str], path: tuple[str, ...]) -> N
             raise ConfigError(f"config key {_key(*path, k)}: unknown key (expected one of {', '.join(sorted(allowed))})")
 
 
+def _rate(table: dict[str, Any], name: str, path: tuple[str, ...], default: float) -> float:
+    """A rate key in bytes per second: a finite number > 0."""
+    key = _key(*path, name)
+    value = _typed(table, name, (int, float), path, default)
+    if (isinstance(value, float) and not math.isfinite(value)) or value <= 0:
+        raise ConfigError(f"config key {key}: must be a finite number of bytes per second > 0, got {value!r}")
+    return float(value)
+
+
 def _seconds(
     table: dict[str, Any], name: str, path: tuple[str, ...], default: float, allow_zero: bool = False
 ) -> float:
@@ -289,6 +302,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         reconcile_on_evidence=_typed(p, "reconcile_on_evidence", (bool,), pp, True),
         worker_silence_seconds=_seconds(p, "worker_silence_seconds", pp, 300),
         pick_seconds=_seconds(p, "pick_seconds", pp, 10),
+        min_send_rate=_rate(p, "min_send_rate", pp, 1_000_000.0),
     )
 
     operators: dict[str, frozenset[str]] = {}
@@ -512,6 +526,10 @@ def load_config(path: str | Path) -> Config:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config file {p}: not valid TOML ({e})") from None
+    except RecursionError:
+        raise ConfigError(
+            f"config file {p}: arrays or tables nested too deeply to read; a reclaim config needs only a few levels"
+        ) from None
     try:
         return parse_config(raw, base_dir=p.resolve().parent)
     except ConfigError as e:

@@ -13,6 +13,7 @@ POINTS = (
     "after_pick_read",
     "after_send_claim",
     "after_window_check",
+    "after_request_written",
     "after_remote_accept",
     "after_done",
     "after_deliver",

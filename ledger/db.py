@@ -23,12 +23,19 @@ from ledger.store.sqlite import ledger_path as ledger_path
 def create_ledger(path: str | Path) -> bool:
     """Create a ledger at `path` (a file, or a `postgresql://` database) or migrate one forward; return True
     when a new ledger was made. Refuses with one line (LedgerUnusable), writing nothing, when the place is
-    unusable or holds something that is not a reclaim ledger of this version or older."""
+    unusable or holds something that is not a reclaim ledger of this version or older. The outcome journal is
+    allocated too, wherever it lives (beside the file, or on this host for PostgreSQL), also for a ledger
+    that already existed or was migrated; when it cannot be (a full disk), `reclaim status` says so."""
+    from ledger import journal
+
     if store.is_url(path):
         from ledger.store import postgres
 
-        return postgres.create(str(path))
-    return sqlite_store.create_ledger(path)
+        created = postgres.create(str(path))
+    else:
+        created = sqlite_store.create_ledger(path)
+    journal.reserve_space(path)
+    return created
 
 
 def connect(

@@ -53,6 +53,13 @@ class LedgerUnusable(LedgerError):
     exit_code = EXIT_LEDGER_UNUSABLE
 
 
+class LedgerUnavailable(LedgerUnusable):
+    """The ledger's server cannot be reached or dropped the connection (a restart, a killed backend).
+
+    The same exit code as LedgerUnusable for a one-shot command; a looping worker waits and tries again.
+    """
+
+
 class LedgerCorrupt(LedgerUnusable):
     """SQLite found damaged pages or schema in the ledger file: restore it from a backup."""
 

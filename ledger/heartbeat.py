@@ -90,6 +90,23 @@ class WorkerBeat:
         did_something = any(bool(v) for v in report.values())
         return self._write(now) if did_something or self._due(now) else False
 
+    def waiting(self, error: BaseException, retry_in: float) -> bool:
+        """Note that the ledger refused the last pass (locked, or its server unavailable) and the worker waits
+        `retry_in` seconds before the next; written if the ledger takes it now (best effort, never raises)."""
+        self.error = f"waiting for the ledger, next try in {retry_in:.3g} s: {describe(error)}"
+        try:
+            now = self.clock.now()  # the server's clock on PostgreSQL: it may be the thing that is down
+        except (LedgerError, sqlite3.Error):
+            return False
+        return self._write(now)
+
+    def resumed(self) -> bool:
+        """Note that a pass went through again after waiting for the ledger (clears the waiting note)."""
+        if self.error is None:
+            return False
+        self.error = None
+        return self._write(self.clock.now())
+
     def stopped(self, error: BaseException | None = None) -> bool:
         """Mark the worker stopped (with what stopped it, when it was an error); always written."""
         now = self.clock.now()

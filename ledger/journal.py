@@ -21,9 +21,14 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.files import place_new
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from ledger.config import Config
 
 JOURNAL_BYTES = 256 * 1024
 """Space allocated in advance: about 800 outcomes of 300 bytes."""
@@ -149,8 +154,7 @@ def append(ledger: str | Path, record: OutcomeRecord) -> Path:
     path = journal_path(ledger)
     if not path.exists() and not reserve_space(ledger):
         raise JournalFull(f"journal {path}: could not be created")
-    body = record.to_json().encode("ascii")
-    line = _checksum(body) + b" " + body + b"\n"
+    line = _line(record)
     try:
         with _locked(path) as fd:
             complete, used = _read(fd)
@@ -189,24 +193,84 @@ def _parse(data: bytes) -> list[OutcomeRecord]:
     return out
 
 
+class Replay(list[OutcomeRecord]):
+    """The records a replay holds; those passed to `keep` stay in the journal when the replay ends."""
+
+    def __init__(self, records: list[OutcomeRecord]) -> None:
+        super().__init__(records)
+        self.kept: list[OutcomeRecord] = []
+
+    def keep(self, record: OutcomeRecord) -> None:
+        """Leave `record` in the journal (it could not be applied now; a later pass tries again)."""
+        self.kept.append(record)
+
+
+def _line(record: OutcomeRecord) -> bytes:
+    body = record.to_json().encode("ascii")
+    return _checksum(body) + b" " + body + b"\n"
+
+
 @contextlib.contextmanager
-def replaying(ledger: str | Path) -> Iterator[list[OutcomeRecord]]:
-    """Hold the journal while the caller applies its records; clear them when the block ends cleanly.
+def replaying(ledger: str | Path) -> Iterator[Replay]:
+    """Hold the journal while the caller applies its records; when the block ends cleanly, clear every
+    record except those the caller kept (`Replay.keep`), which are written back at the start of the file.
 
     The space stays allocated (cleared by writing zeros), so the next append still fits on a full
     disk. When the block raises, nothing is cleared and the records are replayed again next pass.
     """
     path = journal_path(ledger)
     if not path.exists():
-        yield []
+        yield Replay([])
         return
     with _locked(path) as fd:
         complete, used = _read(fd)
-        records = _parse(complete)
+        records = Replay(_parse(complete))
         yield records
-        if used:
-            os.pwrite(fd, b"\0" * used, 0)
+        kept = b"".join(_line(r) for r in records.kept)
+        if used or kept:
+            os.pwrite(fd, kept + b"\0" * max(used - len(kept), 0), 0)
             os.fsync(fd)
+
+
+@dataclass(frozen=True)
+class JournalState:
+    """What `reclaim status` says about a ledger's journal."""
+
+    path: Path
+    size: int | None
+    """Bytes the file holds (None: there is no journal)."""
+    records: list[OutcomeRecord]
+
+    @property
+    def ready(self) -> bool:
+        """True when the journal exists with all its space allocated in advance."""
+        return self.size is not None and self.size >= JOURNAL_BYTES
+
+
+def state(ledger: str | Path) -> JournalState:
+    """The journal's path, allocated size and waiting records, read without changing anything."""
+    path = journal_path(ledger)
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return JournalState(path, None, [])
+    try:
+        records = pending(ledger)
+    except OSError:
+        records = []
+    return JournalState(path, size, records)
+
+
+def kept_reason(conn: sqlite3.Connection, config: Config, record: OutcomeRecord) -> str | None:
+    """Why a replay cannot record `record` now (so it stays in the journal), or None when it can."""
+    from ledger.model import JobKey
+    from ledger.queries import find_job
+
+    if record.operation not in config.operations:
+        return f"operation {record.operation!r} is not declared in the config this process runs with"
+    if find_job(conn, JobKey(record.job_id, record.operation)) is None:
+        return "no such job in the ledger (restored from an older backup, or another ledger's record)"
+    return None
 
 
 def describe(record: OutcomeRecord) -> dict[str, Any]:

@@ -6,18 +6,39 @@ the adapter calls `SendWindow.check()`: measured on the monotonic clock from the
 lease left must exceed the whole request's deadline plus a margin, or nothing is sent. One window lets
 exactly one request through: a redirect or a retry inside a client is refused, not sent.
 
-What remains is the pause between `check()` returning and the socket write (a few system calls); the
-README states it as measured by `make bench`.
+What remains is the pause between `check()` returning and the socket write (a few system calls), and the
+body's transfer: the kernel keeps sending a body after the request was given up, so a body is sent only when
+at `policy.min_send_rate` it fits in the send margin (`transfer_refusal`); the README states both.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+
+def body_bytes(payload: dict[str, Any]) -> int:
+    """The size of a payload as it goes on the wire (compact UTF-8 JSON; the request adds a few hundred bytes)."""
+    return len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+def transfer_refusal(size: int, *, margin_seconds: float, min_send_rate: float) -> str | None:
+    """Why a body of `size` bytes may not be sent, or None: at `min_send_rate` its transfer must fit in the send
+    margin, since the kernel keeps sending a body after the request was given up (and recovery waits only the
+    margin past the lease)."""
+    need = size / min_send_rate
+    if need <= margin_seconds:
+        return None
+    return (
+        f"payload of {size:,} bytes: its transfer may take {need:.3g} s at policy.min_send_rate "
+        f"{min_send_rate:,.0f} bytes/s, more than policy.send_margin_seconds {margin_seconds:g} s; send a smaller "
+        "payload, or raise send_margin_seconds (and lease_seconds) if the link is known to be faster"
+    )
 
 
 class SendWindowClosed(Exception):
@@ -87,17 +108,28 @@ class OpenWindow(SendWindow):
         super().__init__(lease_seconds=float("inf"), deadline_seconds=0.0, margin_seconds=0.0)
 
 
+STALL_SECONDS = 0.25
+"""A wait that overran its step by more than this means the waiting thread did not run (the process was
+stopped, suspended or starved): that time is not counted against the deadline (see call_with_deadline)."""
+
+
 def call_with_deadline(
     fn: Callable[[], T], limit: Callable[[], float], step: float = 0.05,
-    while_waiting: Callable[[], None] | None = None,
+    while_waiting: Callable[[], None] | None = None, monotonic: Callable[[], float] = time.monotonic,
 ) -> tuple[bool, T | None]:
     """Run `fn` on a daemon thread until it returns or `limit()` (a monotonic time) passes.
 
     Returns (True, result) or (False, None); an exception from `fn` is re-raised here. `limit` is asked
     again every `step` seconds, so it may move (e.g. once the request was written); `while_waiting`, when
-    given, is called on this thread at each of those steps (it must be quick and must not raise). On
-    (False, None) the call may still be running: the caller closes its SendWindow so it can no longer
-    write anything.
+    given, is called on this thread at each of those steps (it must be quick and must not raise).
+
+    A call that finished wins over the clock: the result is taken whenever `fn` has returned, also when
+    the limit has passed meanwhile. Time during which this waiter did not run (a wake-up later than
+    `step` + STALL_SECONDS: the process was stopped or starved) is added to the limit, since `fn`'s thread
+    could not run either: a reply that reached the socket while the process was stopped is read and used
+    after it resumes, not thrown away. `fn` must bound its own waits (the adapters bound every phase by
+    the request's deadline), so the added time ends as soon as `fn` does. On (False, None) the call may
+    still be running: the caller closes its SendWindow so it can no longer write anything.
     """
     box: dict[str, object] = {}
     done = threading.Event()
@@ -111,10 +143,17 @@ def call_with_deadline(
             done.set()
 
     threading.Thread(target=run, name="reclaim-send", daemon=True).start()
+    stalled = 0.0
+    last = monotonic()
     while not done.wait(step):
+        now = monotonic()
+        overrun = now - last - step
+        if overrun > STALL_SECONDS:
+            stalled += overrun
+        last = now
         if while_waiting is not None:
             while_waiting()
-        if time.monotonic() >= limit():
+        if now >= limit() + stalled and not done.is_set():
             return False, None
     if "error" in box:
         raise box["error"]  # type: ignore[misc]

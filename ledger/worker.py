@@ -24,7 +24,7 @@ from ledger.clock import Clock
 from ledger.config import Config
 from ledger.crashpoints import crashpoint
 from ledger.db import ledger_path, write_tx
-from ledger.errors import LedgerError, LedgerLocked, LedgerUnusable, ReservedNotSent
+from ledger.errors import LedgerError, LedgerLocked, LedgerUnavailable, LedgerUnusable, ReservedNotSent
 from ledger.heartbeat import WorkerBeat
 from ledger.leases import Claim, claim_for_send, claim_stale
 from ledger.model import Job, JobKey
@@ -33,7 +33,7 @@ from ledger.redaction import Redactor
 from ledger.remote_health import RemotePause, lift, paused_remotes, record_refusal
 from ledger.remotes import remote_for
 from ledger.remotes.base import Remote, RemoteStatus, SendOutcome, redact_outcome, redact_status
-from ledger.send_window import SendWindow, call_with_deadline
+from ledger.send_window import SendWindow, body_bytes, call_with_deadline, transfer_refusal
 from ledger.sink import deliver_to_folder
 from ledger.transitions import Applied, apply
 
@@ -64,6 +64,7 @@ class TickReport:
     abandoned: int = 0
     remote_refused: int = 0
     journal_replayed: int = 0
+    journal_kept: int = 0
     evidence_polled: int = 0
     evidence_attributed: int = 0
     duplicates_cancelled: int = 0
@@ -211,7 +212,7 @@ def commit_outcome(
     record = journal.OutcomeRecord(
         job_id=job.job_id, operation=job.operation, epoch=claim.epoch, owner=claim.owner, attempt=job.attempt,
         tries=job.tries, kind=outcome.kind, handle=outcome.handle, error=outcome.error, reason=outcome.reason,
-        retry_after=outcome.retry_after, at=clock.now(), cause=str(error)[:300],
+        retry_after=outcome.retry_after, at=store.host_clock(clock).now(), cause=str(error)[:300],
     )
     ledger = _ledger_file(conn)
     try:
@@ -233,26 +234,33 @@ def commit_outcome(
 def _ledger_file(conn: sqlite3.Connection) -> str:
     try:
         return ledger_path(conn)
-    except sqlite3.Error:
+    except (LedgerError, sqlite3.Error):
         return getattr(conn, "reclaim_path", "reclaim.db")
 
 
 def replay_journal(conn: sqlite3.Connection, config: Config, *, clock: Clock, report: TickReport) -> None:
     """Record every outcome the journal holds, idempotently by (job, epoch), then clear it.
 
-    An outcome whose epoch moved on is kept as a fenced write (evidence); one already recorded is
-    skipped. A ledger that still refuses the writes leaves the journal as it is, for the next pass.
+    The journal is allocated first when it is missing or short (deleted, a migrated ledger, a PostgreSQL
+    ledger's host-side journal). An outcome whose epoch moved on is kept as a fenced write (evidence); one
+    already recorded is skipped. A record that cannot be recorded now (its operation is not declared in this
+    config, or its job row is missing) is never dropped: it stays in the journal, is counted in
+    `report.journal_kept`, and `reclaim status` lists it. A ledger that still refuses the writes leaves the
+    journal as it is, for the next pass.
     """
     ledger = _ledger_file(conn)
+    journal.reserve_space(ledger)
     if not journal.journal_path(ledger).exists():
         return
     with journal.replaying(ledger) as records:
         for rec in records:
+            if journal.kept_reason(conn, config, rec) is not None:
+                records.keep(rec)
+                report.journal_kept += 1
+                continue
             row = conn.execute(
                 "SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (rec.job_id, rec.operation)
             ).fetchone()
-            if row is None or rec.operation not in config.operations:
-                continue
             job = Job.from_row(row)
             job = dataclasses.replace(job, attempt=rec.attempt, tries=rec.tries)
             claim = Claim(job=job, epoch=rec.epoch, owner=rec.owner, claimed_at=0.0)
@@ -465,13 +473,21 @@ def send_within_window(
 ) -> SendOutcome:
     """Send once through a SendWindow for this claim, waiting at most the request's total deadline.
 
-    Nothing is written once the lease left is not more than the deadline plus the margin (`abandoned`).
+    Nothing is written once the lease left is not more than the deadline plus the margin (`abandoned`), nor
+    when the payload's transfer at `policy.min_send_rate` would outlast the margin (`invalid`, saying why).
     The deadline counts from the moment the request was allowed out; when it passes with no answer the
     window is closed, and the outcome is `unknown` (timeout) if the request went out, else `abandoned`.
+    A send that finished is used whatever the clock says: time the process spent stopped does not count
+    against the deadline (ledger.send_window.call_with_deadline), so a reply that reached the socket
+    during a pause is read after it and its handle kept.
     `while_waiting` is called now and then on this thread while the reply is awaited (e.g. to renew picks).
     """
     policy = config.policy
     rc = config.remotes[config.operations[claim.job.operation].remote]
+    too_big = transfer_refusal(body_bytes(claim.job.payload), margin_seconds=policy.send_margin_seconds,
+                               min_send_rate=policy.min_send_rate)
+    if too_big is not None:  # reserved under another config: never sent, said why (an approver may release)
+        return SendOutcome("invalid", error=f"not sent: {too_big}")
     window = SendWindow(
         lease_seconds=policy.lease_seconds, deadline_seconds=rc.timeout_seconds,
         margin_seconds=policy.send_margin_seconds, claimed_at=claim.claimed_at,
@@ -867,6 +883,20 @@ def _one_pass(
     return report
 
 
+OUTAGE_BACKOFF_MAX = 30.0
+"""The longest a worker waits between passes while the ledger stays locked or unavailable."""
+
+OUTAGES: tuple[type[BaseException], ...] = (LedgerLocked, LedgerUnavailable, OutcomeNotRecorded)
+"""What a looping worker waits out: the ledger locked past its timeout, its server unreachable or restarted,
+a send's outcome journaled because the ledger would not take it (the next pass replays it)."""
+
+
+def outage_backoff(interval: float, failures: int) -> float:
+    """Seconds to wait after the `failures`-th pass in a row that met an outage: doubling from the pass
+    interval (at least 0.1 s), at most OUTAGE_BACKOFF_MAX."""
+    return float(min(max(interval, 0.1) * 2 ** max(failures - 1, 0), OUTAGE_BACKOFF_MAX))
+
+
 def run_worker(
     conn: sqlite3.Connection,
     config: Config,
@@ -875,24 +905,45 @@ def run_worker(
     stop: threading.Event,
     interval: float = 1.0,
     on_pass: Callable[[TickReport], None] | None = None,
+    on_outage: Callable[[BaseException, float], None] | None = None,
 ) -> int:
     """Run passes until `stop` is set; the pass under way finishes its current job first. Returns passes run.
 
-    Its heartbeat (kind 'worker') records every pass; a clean exit marks it stopped, and so does an error
-    (with what it was) on its way out.
+    A pass that meets an outage (OUTAGES: the ledger locked past its timeout, its PostgreSQL server restarted
+    or the session killed, an outcome journaled) does not end the worker: it waits `outage_backoff` (cut
+    short by `stop`), says so through `on_outage(error, seconds)` and in its heartbeat when the ledger takes
+    the write, and tries again; a PostgreSQL connection opens a new session by itself. Anything else (a
+    damaged ledger, a bad config, a bug) ends it. Its heartbeat (kind 'worker') records every pass; a clean
+    exit marks it stopped, and so does an error (with what it was) on its way out.
     """
     remotes = RemoteCache(config)
     owner = worker_id()
     beat = WorkerBeat(conn, clock, owner, kind="worker", interval=interval)
     passes = 0
+    failures = 0
     try:
         while not stop.is_set():
-            seen = evidence.latest_id(conn)  # evidence recorded while the pass runs wakes the next one at once
-            report = tick(conn, config, clock=clock, remotes=remotes, owner=owner, stop=stop, beat=beat)
+            try:
+                seen = evidence.latest_id(conn)  # evidence recorded while the pass runs wakes the next one
+                report = tick(conn, config, clock=clock, remotes=remotes, owner=owner, stop=stop, beat=beat)
+            except OUTAGES as e:
+                failures += 1
+                wait = outage_backoff(interval, failures)
+                if on_outage is not None:
+                    on_outage(e, wait)
+                beat.waiting(e, wait)
+                stop.wait(wait)
+                continue
+            if failures:
+                failures = 0
+                beat.resumed()
             passes += 1
             if on_pass:
                 on_pass(report)
-            wait_for_evidence(conn, interval, stop, since=seen)
+            try:
+                wait_for_evidence(conn, interval, stop, since=seen)
+            except OUTAGES:  # the next pass meets the outage and backs off
+                stop.wait(interval)
     except BaseException as e:
         beat.stopped(e)
         raise

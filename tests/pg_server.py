@@ -70,6 +70,11 @@ class PgServer:
         out = self._run("initdb", "-D", str(self.data), "-U", self.user, "-A", "trust", "-E", "UTF8", "--no-sync")
         if out.returncode:
             raise RuntimeError(f"initdb failed: {out.stderr.strip()[-400:]}")
+        self.resume()
+        return self
+
+    def resume(self) -> None:
+        """Start the server on its existing data folder (after `start()` made it, or after `halt()`)."""
         opts = (
             f"-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c listen_addresses='' "
             f"-c unix_socket_directories={self.sock} -c max_connections=200 -c shared_buffers=32MB"
@@ -79,7 +84,13 @@ class PgServer:
         if out.returncode:
             log = (self.root / "log").read_text(errors="replace")[-600:] if (self.root / "log").exists() else ""
             raise RuntimeError(f"pg_ctl start failed: {out.stderr.strip()[-300:]} {log}")
-        return self
+
+    def halt(self) -> None:
+        """Stop the server (fast shutdown: every session is cut, what was committed is kept; an immediate one
+        would lose commits with this server's fsync=off), keeping its data for `resume()`."""
+        out = self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+        if out.returncode:
+            raise RuntimeError(f"pg_ctl stop failed: {out.stderr.strip()[-300:]}")
 
     def url(self, dbname: str = "postgres") -> str:
         """The URL of `dbname` on this server, over its unix socket."""

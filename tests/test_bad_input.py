@@ -88,6 +88,20 @@ def test_ledger_in_a_missing_folder_is_not_created(tmp_path: Path, sim: Simulato
     assert sim.count(None) == 0
 
 
+def test_an_empty_ledger_file_gives_advice_that_works(tmp_path: Path, config_path: Path,
+                                                     run_cli: Callable[..., Any]) -> None:
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    for args in (["status"], ["init"], ["submit", OP, "--payload", GOOD_PAYLOAD]):
+        r = run_cli(*args, ledger=empty)
+        assert_one_line_error(r, 7, str(empty), "an empty file (0 bytes)")
+        assert "remove it, then run 'reclaim init'" in r.stderr
+    assert empty.stat().st_size == 0 and _sidecars(empty) == []
+    empty.unlink()  # what the advice says
+    assert run_cli("init", ledger=empty).rc == 0
+    assert run_cli("status", ledger=empty).rc == 0
+
+
 def test_a_sqlite_file_that_is_not_a_ledger(tmp_path: Path, config_path: Path, run_cli: Callable[..., Any],
                                             file_digest: Callable[[Path], str]) -> None:
     other = tmp_path / "other.db"

@@ -213,3 +213,16 @@ def test_load_config_missing_and_not_toml(tmp_path: Path) -> None:
     broken.write_text("[policy\nfour_eyes = true\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"broken\.toml: not valid TOML"):
         load_config(broken)
+
+
+def test_a_config_nested_five_thousand_deep_is_one_clear_line_with_exit_2(
+    tmp_path: Path, run_cli: Any,
+) -> None:
+    deep = tmp_path / "deep.toml"
+    deep.write_text("x = " + "[" * 5000 + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        load_config(deep)
+    res = run_cli("status", config=deep)
+    assert res.rc == 2, res
+    assert "Traceback" not in res.stderr and "RecursionError" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "nested too deeply" in res.stderr and str(deep) in res.stderr

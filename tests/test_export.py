@@ -246,6 +246,22 @@ def test_force_replaces_a_file_whole(filled: Path, run_cli: Callable[..., Any], 
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".events.json")] == []
 
 
+def test_force_replaces_only_a_regular_file(filled: Path, run_cli: Callable[..., Any], tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    target = tmp_path / "kept.json"
+    target.write_text("keep me\n", encoding="utf-8")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    for out, kind in ((fifo, "a FIFO"), (Path("/dev/null"), "a device"), (link, "a symbolic link")):
+        r = run_cli("export", "events", "--output", str(out), "--force")
+        assert r.rc == 2, r
+        assert f"is {kind}, not a regular file" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and stat.S_ISCHR(Path("/dev/null").lstat().st_mode)
+    assert link.is_symlink() and target.read_text(encoding="utf-8") == "keep me\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
 @pytest.mark.sqlite_only
 def test_a_read_only_ledger_file_exports_and_stays_as_it_was(
     filled: Path, run_cli: Callable[..., Any], tmp_path: Path, file_digest: Callable[[Path], str],

@@ -267,3 +267,115 @@ def test_when_even_the_journal_fails_one_stderr_line_carries_the_job_and_the_han
     assert raised.value.exit_code == 8 and "stderr only" in str(raised.value)
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "UNRECORDED" in line and "'nowhere'" in line and "v1_keepme" in line
+
+
+def test_on_postgresql_a_reply_accepted_while_the_server_is_down_is_journaled_by_the_process_clock(
+    sim: Simulator, pg_server: Any, pg_url: str, journal_config: Path, run_cli: Callable[..., Any],
+    start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server stops while the create's reply is in flight: a stopped server has no clock, so the journal
+    record is timed by the process's own clock, and the handle is journaled (not "not sent")."""
+    import time
+
+    create_ledger(pg_url)
+    ledger: Any = pg_url
+    env = {"RECLAIM_JOURNAL_DIR": str(tmp_path / "journal")}
+    monkeypatch.setenv("RECLAIM_JOURNAL_DIR", env["RECLAIM_JOURNAL_DIR"])
+    proc = start_cli("submit", OP, "--payload", '{"input": "server down"}', "--job-id", "pg-down", ledger=ledger,
+                     env={"RECLAIM_PAUSE_AT": "after_request_written", **env})
+    wait_for(lambda: _state(proc.pid) == "T", timeout=30, what="submit to stop after writing its create")
+    wait_for(lambda: sim.interactions(), timeout=30, what="the remote to accept the create")
+    before = time.time()
+    pg_server.halt()
+    try:
+        rc, out, err = _finish(proc)
+    finally:
+        pg_server.resume()
+    after = time.time()
+    assert rc == 7, (out, err)
+    assert "journaled" in out + err and "not sent" not in out + err, (out, err)
+    [record] = journal.pending(ledger)
+    assert (record.job_id, record.kind) == ("pg-down", "accepted") and record.handle == sim.interactions()[0]["id"]
+    assert before <= record.at <= after
+
+    assert run_cli("tick", ledger=ledger, env=env).rc == 0
+    job, _, mismatches = _job(ledger, "pg-down")
+    assert job.handle == record.handle and job.state in ("submitted", "done", "consumed")
+    assert sim.count("create") == 1 and journal.pending(ledger) == [] and mismatches == []
+
+
+def _record(job_id: str, operation: str = OP) -> journal.OutcomeRecord:
+    return journal.OutcomeRecord(job_id=job_id, operation=operation, epoch=1, owner="w", attempt=1, tries=1,
+                                 kind="accepted", handle=f"h-{job_id}", error=None, reason=None, retry_after=None,
+                                 at=1.0, cause="test")
+
+
+def test_replay_keeps_and_reports_records_it_cannot_apply_and_applies_the_rest(
+    sim: Simulator, ledger_path: Path, journal_config: Path, run_cli: Callable[..., Any],
+    start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any],
+) -> None:
+    import json
+
+    # A real accepted send journaled (the ledger locked past the busy timeout), next to two records a replay
+    # cannot apply: an operation this config does not declare, and a job the ledger does not hold.
+    _reserve(ledger_path, journal_config, "real")
+    worker = _stopped(start_cli, wait_for, ledger_path, "tick")
+    holder = sqlite3.connect(ledger_path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        rc, out, err = _finish(worker)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert rc == 8, (out, err)
+    journal.append(ledger_path, _record("elsewhere", "other.operation"))
+    journal.append(ledger_path, _record("missing-row"))
+
+    res = run_cli("tick", "--json")
+    assert res.rc == 0, res.stderr
+    report = json.loads(res.stdout)
+    assert (report["journal_replayed"], report["journal_kept"]) == (1, 2), report
+    job, _, mismatches = _job(ledger_path, "real")
+    assert job.handle and job.state in ("submitted", "done", "consumed") and mismatches == []
+    assert [(r.job_id, r.operation) for r in journal.pending(ledger_path)] == [
+        ("elsewhere", "other.operation"), ("missing-row", OP)]
+
+    # Kept, not dropped, on every later pass too; and `status` lists them with why they wait.
+    again = json.loads(run_cli("tick", "--json").stdout)
+    assert (again["journal_replayed"], again["journal_kept"]) == (0, 2)
+    status = json.loads(run_cli("status", "--json").stdout)["journal"]
+    assert status["preallocated"] is True and status["bytes"] == journal.JOURNAL_BYTES
+    waits = {r["job_id"]: r["waits_because"] for r in status["records"]}
+    assert "not declared" in waits["elsewhere"] and "no such job" in waits["missing-row"]
+    assert {r["handle"] for r in status["records"]} == {"h-elsewhere", "h-missing-row"}
+    text = run_cli("status")
+    assert "OUTCOME JOURNAL: 2 send outcome(s) waiting" in text.stdout and "h-missing-row" in text.stdout
+    assert sim.count("create") == 1
+
+
+def test_the_journal_is_allocated_after_deletion_and_migration_and_for_postgresql_and_status_checks_it(
+    sim: Simulator, ledger_path: Path, journal_config: Path, run_cli: Callable[..., Any], pg_url: str,
+    tmp_path: Path,
+) -> None:
+    import json
+
+    path = journal.journal_path(ledger_path)
+    assert path.stat().st_size == journal.JOURNAL_BYTES  # init of a new SQLite ledger
+    path.unlink()
+    status = run_cli("status")
+    assert status.rc == 0 and "OUTCOME JOURNAL: not allocated in advance" in status.stdout
+    assert json.loads(run_cli("status", "--json").stdout)["journal"]["preallocated"] is False
+    assert not path.exists()  # status only reads
+    assert run_cli("tick").rc == 0  # every pass allocates a missing journal
+    assert path.stat().st_size == journal.JOURNAL_BYTES
+    assert "outcome journal: 256 KiB allocated in advance" in run_cli("status").stdout
+
+    path.unlink()
+    assert run_cli("init").rc == 0  # an existing (or migrated) ledger: init allocates it too
+    assert path.stat().st_size == journal.JOURNAL_BYTES
+
+    env = {"RECLAIM_JOURNAL_DIR": str(tmp_path / "pg-journal")}
+    assert run_cli("init", ledger=pg_url, env=env).rc == 0  # type: ignore[arg-type]
+    status = json.loads(run_cli("status", "--json", ledger=pg_url, env=env).stdout)["journal"]  # type: ignore[arg-type]
+    assert status["preallocated"] is True and status["path"].startswith(env["RECLAIM_JOURNAL_DIR"])

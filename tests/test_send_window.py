@@ -244,3 +244,88 @@ def test_submit_whose_accepted_send_was_taken_over_exits_10_and_says_the_state_n
         assert event == "accepted" and json.loads(detail)["handle"]
     finally:
         conn.close()
+
+
+def test_a_sender_stopped_while_the_reply_is_in_flight_keeps_the_handle_after_its_deadline(
+    sim: Simulator, ledger_path: Path, window_config: Path, start_cli: Callable[..., subprocess.Popen[str]],
+    wait_for: Callable[..., Any],
+) -> None:
+    # The sender stops itself right after the create was written; the remote accepts it and answers while
+    # the sender is stopped; it resumes after its whole request deadline. The reply in its socket wins.
+    proc = start_cli("submit", OP, "--payload", '{"input": "in flight"}', "--job-id", "w-inflight",
+                     env={"RECLAIM_PAUSE_AT": "after_request_written"})
+    wait_for(lambda: _state(proc.pid) == "T", timeout=30, what="submit to stop after writing its create")
+    stopped_at = time.monotonic()
+    [accepted] = wait_for(lambda: sim.interactions(), timeout=30, what="the remote to accept the create")
+    wait_for(lambda: time.monotonic() > stopped_at + TIMEOUT + MARGIN, timeout=TIMEOUT + MARGIN + 10,
+             what="the stopped sender's request deadline to pass")
+    os.kill(proc.pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, (out, err)
+    assert sim.count("create") == 1
+    conn = _fresh(ledger_path)
+    try:
+        job = queries.find_job(conn, JobKey("w-inflight", OP))
+        assert job is not None and job.state == "submitted" and job.handle == accepted["id"], job
+        assert sim.count("create", job.idem_key) == 1
+        kinds = [e.kind for e in queries.job_events(conn, JobKey("w-inflight", OP))]
+        assert "send_unknown" not in kinds and kinds[-1] == "accepted", kinds
+        assert replay.mismatches(conn) == []
+    finally:
+        conn.close()
+
+
+def test_a_payload_whose_transfer_would_outlast_the_margin_is_refused_at_submit_and_never_sent(
+    sim: Simulator, ledger_path: Path, make_config: Callable[..., dict[str, Any]], write_config: Callable[..., Path],
+    run_cli: Callable[..., Any], fingerprint: Callable[[Path], str], tmp_path: Path,
+) -> None:
+    # margin 0.5 s at 10,000 bytes/s: at most 5,000 bytes of payload.
+    policy = {"lease_seconds": LEASE, "send_margin_seconds": MARGIN, "min_send_rate": 10_000}
+    strict = write_config(make_config(timeout_seconds=TIMEOUT, policy=policy))
+    big = json.dumps({"input": "x" * 6_000})
+    before = fingerprint(ledger_path)
+    res = run_cli("submit", OP, "--payload", big, "--job-id", "w-big")
+    assert res.rc == 2, res
+    assert "min_send_rate" in res.stderr and "send_margin_seconds" in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert fingerprint(ledger_path) == before and sim.count("create") == 0
+    assert run_cli("submit", OP, "--payload", json.dumps({"input": "x" * 4_000}), "--job-id", "w-fits").rc == 0
+    assert sim.count("create") == 1
+
+    # Reserved under a looser config, then sent under a stricter one: nothing goes out, the job says why.
+    loose = write_config(make_config(timeout_seconds=TIMEOUT, policy={**policy, "min_send_rate": 1_000_000}),
+                         tmp_path / "loose.toml")
+    _reserve(ledger_path, loose, "w-late")
+    from ledger.config import load_config
+    from ledger.worker import RemoteCache, send_one
+
+    cfg = load_config(strict)
+    conn = connect(ledger_path)
+    try:
+        import dataclasses
+
+        tight = dataclasses.replace(cfg, policy=dataclasses.replace(cfg.policy, min_send_rate=10.0))
+        outcome, applied = send_one(conn, tight, JobKey("w-late", OP), RemoteCache(tight).for_operation(OP),
+                                    clock=SystemClock(), owner="test")
+    finally:
+        conn.close()
+    assert outcome is not None and outcome.kind == "invalid" and "min_send_rate" in (outcome.error or "")
+    assert applied is not None and applied.ok
+    assert sim.count("create") == 1  # still only w-fits
+    conn = _fresh(ledger_path)
+    try:
+        job = queries.find_job(conn, JobKey("w-late", OP))
+        assert job is not None and job.state == "failed" and "not sent" in (job.last_error or "")
+    finally:
+        conn.close()
+
+
+def test_config_refuses_a_min_send_rate_that_is_not_a_positive_number(
+    make_config: Callable[..., dict[str, Any]], tmp_path: Path,
+) -> None:
+    from ledger.errors import ConfigError
+
+    for bad in (0, -5, float("inf")):
+        with pytest.raises(ConfigError, match=r"policy\.min_send_rate"):
+            parse_config(make_config(policy={"min_send_rate": bad}), base_dir=tmp_path)
+    assert parse_config(make_config(), base_dir=tmp_path).policy.min_send_rate == 1_000_000.0

@@ -216,6 +216,8 @@ class _SendContext:
             self.window.check()  # the last thing before the first byte of the request is written
             self.written = True
             crashpoint("after_window_check")  # tests stop a sender inside the window's residual gap here
+        if step == "receive_response_headers":
+            crashpoint("after_request_written")  # tests stop a sender while the create's reply is in flight
         if step in ("send_request_headers", "receive_response_headers", "receive_response_body"):
             self._bound(info)
 

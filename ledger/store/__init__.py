@@ -45,8 +45,10 @@ def is_pg(conn: Any) -> TypeGuard[PgConnection]:
 class DbClock:
     """The database server's clock: every host that shares a PostgreSQL ledger measures leases by it."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, host: Clock | None = None) -> None:
         self.conn = conn
+        self.host: Clock = host if host is not None else SystemClock()
+        """This process's own clock, for what must be timed when the server cannot answer (host_clock)."""
 
     def now(self) -> float:
         """Seconds since the epoch by the server's clock (clock_timestamp(), not the transaction start)."""
@@ -60,6 +62,12 @@ def ledger_clock(conn: sqlite3.Connection, clock: Clock) -> Clock:
     if is_pg(conn) and type(clock) is SystemClock and clock.offset == 0.0:
         return DbClock(cast(sqlite3.Connection, conn))
     return clock
+
+
+def host_clock(clock: Clock) -> Clock:
+    """The process's own clock behind `clock`: a DbClock's host clock, else `clock` itself. For what is written
+    outside the ledger when it may be down (the outcome journal): a stopped server has no clock."""
+    return clock.host if isinstance(clock, DbClock) else clock
 
 
 def stream(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = (), batch: int = 1000) -> Iterator[Any]:

@@ -26,7 +26,7 @@ import psycopg
 from psycopg import errors as pgerr
 from psycopg.pq import ExecStatus, TransactionStatus
 
-from ledger.errors import BadInput, LedgerLocked, LedgerUnusable
+from ledger.errors import BadInput, LedgerLocked, LedgerUnavailable, LedgerUnusable
 
 LOCK_TIMEOUT_MS = 5000
 CHAIN_LOCK = 0x52434C4D00000001  # the audit chain (and every general write transaction)
@@ -388,7 +388,7 @@ def _as_sqlite_error(e: psycopg.Error, url: str) -> Exception:
     if isinstance(e, (pgerr.InsufficientPrivilege, pgerr.ReadOnlySqlTransaction)):
         return LedgerUnusable(f"ledger {_redact(url)}: {str(e).splitlines()[0]}")
     if isinstance(e, psycopg.OperationalError):
-        return LedgerUnusable(f"ledger {_redact(url)}: the server refused or dropped the connection ({_first(e)})")
+        return LedgerUnavailable(f"ledger {_redact(url)}: the server refused or dropped the connection ({_first(e)})")
     return sqlite3.DatabaseError(_first(e))
 
 
@@ -442,14 +442,36 @@ class PgConnection:
     # -- the sqlite3.Connection subset ------------------------------------------------------------------
     @property
     def in_transaction(self) -> bool:
-        """True inside an open transaction."""
+        """True inside an open transaction (never on a session the server dropped)."""
+        if self.raw.broken or self.raw.closed:
+            return False
         return self.raw.info.transaction_status != TransactionStatus.IDLE
+
+    def _session(self) -> psycopg.Connection[Any]:
+        """The live session: a new one when the server dropped this one (a restart, a killed backend).
+
+        The statement that met the dropped session already raised LedgerUnavailable, and its transaction was
+        lost with it; the next statement opens a fresh session (lock timeout set, LISTEN renewed on demand).
+        Raises LedgerUnavailable while the server cannot be reached. A session closed by `close()` stays closed.
+        """
+        if not self.raw.broken:
+            return self.raw
+        raw = _connect_raw(self.url)
+        try:
+            raw.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+        except psycopg.Error as e:
+            raw.close()
+            raise _as_sqlite_error(e, self.url) from None
+        self.raw = raw
+        self._listening = False
+        return raw
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> PgCursor:
         """Run one statement (`?` placeholders) and return its rows."""
         special = self._special(sql.strip())
         if special is not None:
             return special
+        self._session()
         args: Any = params
         if isinstance(params, (list, tuple)):
             args = [int(p) if isinstance(p, bool) else p for p in params]
@@ -470,7 +492,7 @@ class PgConnection:
         if not self.in_transaction:
             raise RuntimeError("stream() needs an open transaction (a server-side cursor lives in one)")
         try:
-            with self.raw.cursor(name=f"reclaim_stream_{next(_STREAMS)}") as cur:
+            with self._session().cursor(name=f"reclaim_stream_{next(_STREAMS)}") as cur:
                 cur.itersize = batch
                 cur.execute(translate(sql), list(params) or None)
                 yield from cur
@@ -511,7 +533,10 @@ class PgConnection:
         """SQLite statements that have a PostgreSQL meaning of their own."""
         upper = sql.upper()
         if upper == "BEGIN":  # a read snapshot, like SQLite's deferred transaction
-            self.raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            try:
+                self._session().execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            except psycopg.Error as e:
+                raise _as_sqlite_error(e, self.url) from None
             return PgCursor([], -1)
         if not upper.startswith("PRAGMA"):
             return None
@@ -529,7 +554,7 @@ class PgConnection:
         """A number that moves whenever a writing transaction starts or ends on the server (the polling
         fallback's data_version): the current snapshot's xmin, xmax and in-progress list."""
         try:
-            snap = self.raw.execute("SELECT pg_current_snapshot()::text").fetchone()
+            snap = self._session().execute("SELECT pg_current_snapshot()::text").fetchone()
         except psycopg.Error as e:
             raise _as_sqlite_error(e, self.url) from None
         assert snap is not None
@@ -537,8 +562,9 @@ class PgConnection:
 
     def listen(self) -> None:
         """Subscribe to the ledger's change notifications (sent on every appended event)."""
+        raw = self._session()
         if not self._listening:
-            self.raw.execute("LISTEN reclaim_events")
+            raw.execute("LISTEN reclaim_events")
             self._listening = True
 
     def wait_change(self, timeout: float) -> bool:
@@ -572,7 +598,7 @@ class PgConnection:
         try:
             # One round trip: the three statements go as one simple query (integers only, no parameters).
             advisory = "" if lock is None else f"; SELECT pg_advisory_xact_lock({int(lock)})"
-            self.raw.execute(
+            self._session().execute(
                 f"BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {int(timeout_ms)}{advisory}"
             )
         except psycopg.Error as e:
@@ -607,7 +633,9 @@ def _connect_raw(url: str) -> psycopg.Connection[Any]:
     try:
         return psycopg.connect(url, autocommit=True, row_factory=_row_factory, connect_timeout=10)
     except psycopg.Error as e:
-        raise LedgerUnusable(f"ledger {_redact(url)}: cannot connect ({_first(e)}); check the URL and the server") from None
+        raise LedgerUnavailable(
+            f"ledger {_redact(url)}: cannot connect ({_first(e)}); check the URL and the server"
+        ) from None
 
 
 def _version(raw: psycopg.Connection[Any]) -> int | None:

@@ -346,8 +346,18 @@ def _check_identity(conn: sqlite3.Connection, path: Path) -> int:
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if app_id != APPLICATION_ID:
+        try:
+            empty = path.stat().st_size == 0
+        except OSError:
+            empty = False
+        if empty:
+            raise LedgerUnusable(
+                f"ledger {path}: an empty file (0 bytes), not a reclaim ledger; remove it, then run 'reclaim init' "
+                "to make the ledger there"
+            )
         raise LedgerUnusable(
-            f"ledger {path}: a SQLite file that is not a reclaim ledger; choose another path or run 'reclaim init'"
+            f"ledger {path}: a SQLite file that is not a reclaim ledger; point --ledger at a ledger, or at a new "
+            "path and run 'reclaim init' there"
         )
     if version > SCHEMA_VERSION:
         raise LedgerUnusable(
