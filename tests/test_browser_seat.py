@@ -1,5 +1,5 @@
 """The browser seat (`reclaim serve`) in a real browser (Debian's chromium driven by Playwright) behind real nginx
-running the README's own example and started by the README's own command: bob logs in with basic auth, sees his name and roles, queries a held job and
+running docs/browser-seat.md's own example and started by its own command: bob logs in with basic auth, sees his name and roles, queries a held job and
 records a finding, and the ledger read afresh says bob did it. Refusals (no header, a header from an untrusted
 address, a foreign Origin) start no process; closing a tab, or the browser vanishing, ends that tab's console
 within 5 s, counted in /proc.
@@ -213,16 +213,19 @@ def serve_seat(tmp_path: Path, write_config: Callable[..., Path]) -> Iterator[Ca
         assert not left, f"consoles left running after reclaim serve stopped: {left}"
 
 
-# -- nginx, from the README ------------------------------------------------------------------------------------
+# -- nginx, from docs/browser-seat.md ---------------------------------------------------------------------------
+SEAT_DOC = ROOT / "docs" / "browser-seat.md"
+
+
 def readme_block(name: str, lang: str) -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = SEAT_DOC.read_text(encoding="utf-8")
     block = re.search(rf"<!-- {name} -->\s*```{lang}\n(.*?)```\s*<!-- /{name} -->", text, re.S)
-    assert block, f"the README lost its {name} block"
+    assert block, f"{SEAT_DOC.name} lost its {name} block"
     return block.group(1)
 
 
 def readme_serve_command(paths: dict[str, Path]) -> list[str]:
-    """The README's one command that runs the seat, as `reclaim` arguments, with its paths replaced by `paths`
+    """The seat document's one command that runs the seat, as `reclaim` arguments, with its paths replaced by `paths`
     (the tests run as the seat account already, so its `sudo -u reclaim-seat` is dropped)."""
     words = shlex.split(readme_block("seat-command", "sh").strip())
     assert words[:5] == ["sudo", "-u", "reclaim-seat", "reclaim", "serve"], words
@@ -243,7 +246,7 @@ class Nginx:
 
 @pytest.fixture
 def nginx(tmp_path: Path) -> Iterator[Callable[[Path], Nginx]]:
-    """`nginx(sock)`: the README's nginx example with basic auth for bob, in front of the unix socket `sock`,
+    """`nginx(sock)`: the nginx example of docs/browser-seat.md with basic auth for bob, in front of the unix socket `sock`,
     on a free loopback port with a throwaway certificate."""
     procs: list[subprocess.Popen[str]] = []
 
@@ -268,7 +271,7 @@ def nginx(tmp_path: Path) -> Iterator[Callable[[Path], Nginx]]:
             "/etc/nginx/reclaim.htpasswd": str(prefix / "htpasswd"),
             "/run/reclaim-seat/seat.sock": str(sock),
         }.items():
-            assert old in site, f"the README's nginx example lost {old!r}"
+            assert old in site, f"the nginx example in {SEAT_DOC.name} lost {old!r}"
             site = site.replace(old, new)
         temp = "\n".join(f"    {k}_temp_path {prefix / 'tmp' / k};" for k in ("client_body", "proxy", "fastcgi",
                                                                                "uwsgi", "scgi"))
