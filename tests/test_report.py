@@ -218,3 +218,45 @@ def test_bad_windows_are_refused_in_one_line(
     done = run_cli("report", *args, config=known)
     assert done.rc == 2 and words in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert fingerprint(ledger_path) == before
+
+
+def test_the_history_file_holds_every_job_event_hold_and_decision(
+    known: Path, ledger_path: Path, run_cli: Callable[..., Any], tmp_path: Path, fingerprint: Callable[..., str],
+) -> None:
+    import sqlite_utils
+
+    before = fingerprint(ledger_path)
+    dest = tmp_path / "history.db"
+    done = run_cli("report", "--to", str(dest), "--json", config=known)
+    assert done.rc == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["rows"] == {"jobs": 9, "events": summary["events_in_ledger"], "holds": 9, "decisions": 7,
+                               "findings": 1}
+    assert fingerprint(ledger_path) == before
+    db = sqlite_utils.Database(dest, execute_plugins=False)
+    assert db["jobs"].count == 9 and db["holds"].count == 9 and db["decisions"].count == 7
+    assert db["events"].count == summary["events_in_ledger"]
+    fks = {(fk.table, fk.column, fk.other_table, fk.other_column) for t in ("events", "holds", "decisions", "findings")
+           for fk in db[t].foreign_keys}
+    assert ("holds", "decided_event", "events", "id") in fks and ("events", "job", "jobs", "id") in fks
+    assert ("decisions", "hold", "holds", "id") in fks
+    assert db.execute("PRAGMA foreign_key_check").fetchall() == []
+    assert db["jobs"].columns_dict["created_at"] is float and db["holds"].columns_dict["job"] is int
+    hits = list(db["findings"].search("logs idem"))
+    assert [h["note"] for h in hits] == ["nothing in the remote's logs for this idem key"]
+    b_hold = next(db["holds"].rows_where("job = (SELECT id FROM jobs WHERE job_id = 'B')"))
+    assert (b_hold["how"], b_hold["decided_by"], b_hold["time_to_decision_seconds"]) == ("released", "bob", 1000.0)
+    a_hold = next(db["holds"].rows_where("job = (SELECT id FROM jobs WHERE job_id = 'A')"))
+    assert (a_hold["how"], a_hold["decided_by"]) == ("evidence", "reclaim")
+    assert [r["reason"] for r in db["decisions"].search("hand")] == ["the clean-up was done by hand"]
+    assert len(list(db["holds"].search("died"))) == 1
+
+    again = run_cli("report", "--to", str(dest), config=known)
+    assert again.rc == 2 and "already exists" in again.stderr and len(again.stderr.strip().splitlines()) == 1
+    windowed = run_cli("report", "--to", str(dest), "--force", *WINDOW, "--json", config=known)
+    assert windowed.rc == 0, windowed.stderr
+    rows = json.loads(windowed.stdout)["rows"]
+    assert rows["holds"] == 8 and rows["jobs"] == 9  # G's reject is in the window, its hold is not
+    db = sqlite_utils.Database(dest, execute_plugins=False)
+    assert db.execute("PRAGMA foreign_key_check").fetchall() == []
+    assert next(db["holds"].rows_where("job = (SELECT id FROM jobs WHERE job_id = 'H')"))["how"] == "open"
