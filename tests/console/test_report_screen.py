@@ -46,3 +46,26 @@ async def test_the_report_screen_shows_the_reports_figures(demo: Demo, size: tup
             assert row[1] == f"{f.holds:,}" and row[2 + len(ENDINGS) - 1] == f"{f.endings.get('open', 0):,}"
         await pilot.press("escape")
         assert not isinstance(app.screen, ReportScreen)
+
+
+async def test_the_held_job_screens_show_what_the_remote_can_answer(demo: Demo) -> None:
+    from console.screens.job import JobScreen
+    from console.screens.triage import TriageScreen
+    from ledger.remote_answers import answers
+
+    key = demo.jobs["held_reset"]
+    conn = connect(demo.ledger, readonly=True)
+    try:
+        remote = demo.config.operations[key.operation].remote
+        expected = next(a.line() for a in answers(conn, demo.config, demo.clock.now()) if a.name == remote)
+    finally:
+        conn.close()
+    assert expected.startswith(f"{remote} (gemini): lookup by handle only")
+    app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)  # type: ignore[arg-type]
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.open_job(key)
+        await wait_loaded(pilot, JobScreen)
+        assert expected in str(app.screen.query_one("#job-remote").content)
+        app.open_triage(key)
+        await wait_loaded(pilot, TriageScreen)
+        assert expected in str(app.screen.query_one("#triage-remote").content)
