@@ -1323,10 +1323,10 @@ def report_cmd(
 
         write_rows(sys.stdout, "csv", report.CSV_COLUMNS, built.csv_rows(), terminal=sys.stdout.isatty())
     else:
-        _print_report(built)
+        _print_hold_report(built)
 
 
-def _print_report(r: Any) -> None:
+def _print_hold_report(r: Any) -> None:
     """The report as tables: holds and how they ended, causes, releases, queries, quota per day."""
     from ledger.clock import span
     from ledger.report import ENDINGS, RELEASE_OUTCOMES
