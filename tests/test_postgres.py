@@ -399,15 +399,17 @@ def test_a_ledger_of_schema_version_9_migrates_forward_to_the_current_schema(pg:
     with psycopg.connect(pg, autocommit=True) as c:  # as a ledger made before picks existed
         c.execute("DROP TABLE picks")
         c.execute("DROP INDEX jobs_held_target")
+        c.execute("DROP INDEX events_kind_at")
         c.execute("UPDATE reclaim_meta SET value = %s WHERE key = 'schema_version'", (str(BASE_VERSION),))
     with pytest.raises(Exception, match="older than"):
         connect(pg, readonly=True).close()  # a viewer does not migrate
     conn = connect(pg)  # migrates forward
     try:
         version = conn.execute("SELECT value FROM reclaim_meta WHERE key = 'schema_version'").fetchone()[0]
-        assert int(version) == schema_version() == 11
+        assert int(version) == schema_version() == 12
         assert conn.execute("SELECT count(*) FROM picks").fetchone()[0] == 0
         assert conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'jobs_held_target'").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'events_kind_at'").fetchone()[0] == 1
         assert audit.verify(conn).ok
         assert queries.find_job(conn, JobKey("old", OP)) is not None
     finally:

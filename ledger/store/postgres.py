@@ -267,6 +267,10 @@ CREATE INDEX picks_worker ON picks (worker);
     11: """
 CREATE INDEX jobs_held_target ON jobs (target, held_at, job_id, operation) WHERE state = 'held';
 """,
+    # Events of a few kinds in a time window (`reclaim report`), by kind and time instead of a scan of every event.
+    12: """
+CREATE INDEX events_kind_at ON events (kind, at);
+""",
 }
 
 

@@ -276,7 +276,13 @@ _V11 = """
 CREATE INDEX jobs_held_target ON jobs (target, held_at, job_id, operation) WHERE state = 'held';
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11]
+# Events of a few kinds in a time window (`reclaim report`: holds, releases, remote queries) found by kind and time
+# instead of by a scan of every event.
+_V12 = """
+CREATE INDEX events_kind_at ON events (kind, at);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
