@@ -1335,20 +1335,24 @@ def _print_hold_report(r: Any) -> None:
         return "-" if v is None else span(v, parts=2)
 
     scopes = [r.total, *r.remotes, *r.operations]
+
+    def who(f: Any) -> str:
+        return "all" if f.scope == "all" else f"{'op' if f.scope == 'operation' else f.scope} {f.name}"
+
     output.line(f"report {iso(r.since)} .. {iso(r.until)} ({r.timezone}): holds begun in the window, "
                 "and how each had ended by its end")
-    output.table("holds and how they ended; time to decision", [
-        "scope", "name", "holds", *ENDINGS, "p50", "p90", "max"], [
-        [f.scope, f.name, f.holds, *[f.endings.get(e, 0) for e in ENDINGS],
-         took(f.time_to_decision.p50), took(f.time_to_decision.p90), took(f.time_to_decision.max)] for f in scopes])
-    output.table("holds by cause", ["scope", "name", "cause", "holds"], [
-        [f.scope, f.name, cause, n] for f in scopes for cause, n in sorted(f.causes.items())] or [["-", "-", "none", 0]])
-    output.table("releases authorised and what the next attempt came to", ["scope", "name", "releases",
-                                                                           *RELEASE_OUTCOMES], [
-        [f.scope, f.name, f.releases, *[f.release_outcomes.get(o, 0) for o in RELEASE_OUTCOMES]] for f in scopes])
-    output.table("remote queries and what they could answer", ["scope", "name", "queries", "answer", "count"], [
-        [f.scope, f.name, f.queries, answer, n] for f in scopes for answer, n in sorted(f.answers.items())]
-        or [["-", "-", 0, "none", 0]])
+    output.table("holds and how they ended", ["for", "holds", *ENDINGS], [
+        [who(f), f.holds, *[f.endings.get(e, 0) for e in ENDINGS]] for f in scopes], ids=["for"])
+    output.table("time from hold to decision", ["for", "decided", "p50", "p90", "max"], [
+        [who(f), f.time_to_decision.count, took(f.time_to_decision.p50), took(f.time_to_decision.p90),
+         took(f.time_to_decision.max)] for f in scopes], ids=["for"])
+    output.table("holds by cause", ["for", "cause", "holds"], [
+        [who(f), cause, n] for f in scopes for cause, n in sorted(f.causes.items())] or [["-", "none", 0]])
+    output.table("releases authorised and what the next attempt came to", ["for", "releases", *RELEASE_OUTCOMES], [
+        [who(f), f.releases, *[f.release_outcomes.get(o, 0) for o in RELEASE_OUTCOMES]] for f in scopes])
+    output.table("remote queries and what they could answer", ["for", "queries", "answer", "count"], [
+        [who(f), f.queries, answer, n] for f in scopes for answer, n in sorted(f.answers.items())]
+        or [["-", 0, "none", 0]])
     ops = [f for f in r.operations if f.quota_used]
     output.table("quota used per day", ["day", *[f"{f.name} (of {f.quota_limit})" for f in ops], "held", "decided"], [
         [d.day, *[f.quota_used.get(d.day, 0) for f in ops], d.held, d.decided] for d in r.days])
