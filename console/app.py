@@ -42,6 +42,7 @@ from console.screens.notifications import NotificationsScreen
 from console.screens.overview import OverviewScreen
 from console.screens.pick import PickJobScreen
 from console.screens.quotas import QuotasScreen
+from console.screens.report import ReportScreen
 from console.screens.triage import TriageScreen
 from ledger import (
     Clock,
@@ -267,6 +268,7 @@ class ReclaimApp(App[int]):
             self.notify(clean(problem, 300), severity="warning", markup=False)
         self.install_screen(JobListScreen(), "jobs")
         self.install_screen(QuotasScreen(), "quotas")
+        self.install_screen(ReportScreen(), "report")
         self.install_screen(EvidenceScreen(), "evidence")
         self.install_screen(NotificationsScreen(), "notifications")
         self.push_screen(OverviewScreen())
@@ -583,6 +585,10 @@ class ReclaimApp(App[int]):
     def action_quotas(self) -> None:
         """Show the quotas."""
         self.show_screen("quotas")
+
+    def action_report(self) -> None:
+        """Show the hold-resolution report of the last 7 days."""
+        self.show_screen("report")
 
     def action_orphan_evidence(self) -> None:
         """Show the evidence for idem keys no job carries."""

@@ -21,6 +21,7 @@ APP: list[Binding] = [
     Binding("o", "overview", "Overview", id="app.overview"),
     Binding("j", "jobs", "Jobs", id="app.jobs"),
     Binding("u", "quotas", "Quotas", id="app.quotas"),
+    Binding("R", "report", "Report", id="app.report", show=False),
     Binding("n", "notifications", "Notifications", id="app.notifications"),
     Binding("v", "orphan_evidence", "Orphan evidence", id="app.orphan_evidence", show=False),
     Binding("p", "toggle_pause", "Pause live", id="app.pause"),
@@ -86,6 +87,10 @@ QUOTAS: list[Binding] = [
     Binding("escape", "back", "Back", id="quotas.back"),
 ]
 
+REPORT: list[Binding] = [
+    Binding("escape", "back", "Back", id="report.back"),
+]
+
 EVIDENCE: list[Binding] = [
     Binding("escape", "back", "Back", id="evidence.back"),
 ]
@@ -120,6 +125,7 @@ SCOPES: dict[str, list[Binding]] = {
     "Triage": TRIAGE,
     "Notifications": NOTIFICATIONS,
     "Quotas": QUOTAS,
+    "Report": REPORT,
     "Orphan evidence": EVIDENCE,
     "Confirmation": CONFIRM,
     "Command line": COMMAND,

@@ -1511,6 +1511,109 @@ def remotes_cmd(
         ])
 
 
+REPORT_SINCE = "7d"
+"""The report's window when --since is not given."""
+
+
+@app.command(name="report")
+def report_cmd(
+    since: Annotated[str | None, typer.Option(
+        "--since", help="The window's start: ISO time, epoch seconds, or 7d, 12h back (default: 7d).")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="The window's end (same forms; default: now).")] = None,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print the figures as CSV rows (scope, name, figure, key, "
+                                         "value).")] = False,
+    to: Annotated[str | None, typer.Option(
+        "--to", help="Write the history (jobs, events, holds, decisions, findings) to this new SQLite file instead; "
+        "the whole history unless --since/--until are given.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="With --to: replace the file when it exists.")] = False,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """How holds came about and ended over a window, per operation and per remote (read-only).
+
+    For the holds begun in the window: their cause, how each ended by the window's end (on the remote's evidence,
+    reconciled / released / rejected / remediated by a person, still open) and the time to decision (p50, p90,
+    max); releases authorised and what their next attempt came to; remote queries and what they could answer;
+    quota used per day. --to FILE writes the history as a SQLite file to explore instead."""
+    from ledger import report
+
+    with _guard(as_json):
+        if as_json and as_csv:
+            raise BadInput("report: give --json or --csv, not both")
+        if to is None and force:
+            raise BadInput("report: --force only applies to --to FILE")
+        conn, cfg, clock = _open(ledger, config, readonly=True)
+        try:
+            now = clock.now()
+            start = parse_when(since or REPORT_SINCE, now, name="--since")
+            end = parse_when(until, now, name="--until") if until is not None else now
+            if to is not None:
+                from ledger import history
+
+                windowed = since is not None or until is not None
+                if windowed and start >= end:
+                    raise BadInput(f"--since {iso(start)} is not before --until {iso(end)}; give an earlier --since")
+                dest = history.check_destination(to, force=force, ledger=ledger)
+                window = (start, end) if windowed else (None, None)
+                written = history.write(conn, cfg, dest, since=window[0], until=window[1],
+                                        redactor=Redactor.from_config(cfg), replace=force)
+            else:
+                built = report.build(conn, cfg, start, end)
+        finally:
+            conn.close()
+    if to is not None:
+        summary = {"to": str(written.path), "rows": written.rows, "events_in_ledger": written.events_in_ledger,
+                   "head_hash": written.head_hash}
+        if as_json:
+            output.emit_json(summary)
+        else:
+            counts = ", ".join(f"{n:,} {t}" for t, n in written.rows.items())
+            output.line(f"history written to {written.path}: {counts}")
+        return
+    if as_json:
+        output.emit_json(built.to_dict())
+    elif as_csv:
+        from console.export import write_rows
+
+        write_rows(sys.stdout, "csv", report.CSV_COLUMNS, built.csv_rows(), terminal=sys.stdout.isatty())
+    else:
+        _print_hold_report(built)
+
+
+def _print_hold_report(r: Any) -> None:
+    """The report as tables: holds and how they ended, causes, releases, queries, quota per day."""
+    from ledger.clock import span
+    from ledger.report import ENDINGS, RELEASE_OUTCOMES
+
+    def took(v: float | None) -> str:
+        return "-" if v is None else span(v, parts=2)
+
+    scopes = [r.total, *r.remotes, *r.operations]
+
+    def who(f: Any) -> str:
+        return "all" if f.scope == "all" else f"{'op' if f.scope == 'operation' else f.scope} {f.name}"
+
+    output.line(f"report {iso(r.since)} .. {iso(r.until)} ({r.timezone}): holds begun in the window, "
+                "and how each had ended by its end")
+    output.table("holds and how they ended", ["for", "holds", *ENDINGS], [
+        [who(f), f.holds, *[f.endings.get(e, 0) for e in ENDINGS]] for f in scopes], ids=["for"])
+    output.table("time from hold to decision", ["for", "decided", "p50", "p90", "max"], [
+        [who(f), f.time_to_decision.count, took(f.time_to_decision.p50), took(f.time_to_decision.p90),
+         took(f.time_to_decision.max)] for f in scopes], ids=["for"])
+    output.table("holds by cause", ["for", "cause", "holds"], [
+        [who(f), cause, n] for f in scopes for cause, n in sorted(f.causes.items())] or [["-", "none", 0]])
+    output.table("releases authorised and what the next attempt came to", ["for", "releases", *RELEASE_OUTCOMES], [
+        [who(f), f.releases, *[f.release_outcomes.get(o, 0) for o in RELEASE_OUTCOMES]] for f in scopes])
+    output.table("remote queries and what they could answer", ["for", "queries", "answer", "count"], [
+        [who(f), f.queries, answer, n] for f in scopes for answer, n in sorted(f.answers.items())]
+        or [["-", 0, "none", 0]])
+    ops = [f for f in r.operations if f.quota_used]
+    output.table("quota used per day", ["day", *[f"{f.name} (of {f.quota_limit})" for f in ops], "held", "decided"], [
+        [d.day, *[f.quota_used.get(d.day, 0) for f in ops], d.held, d.decided] for d in r.days])
+
+
 @app.command(name="metrics")
 def metrics_cmd(
     listen: Annotated[str | None, typer.Option(

@@ -1,5 +1,5 @@
 """Every runtime dependency in pyproject.toml is imported by the product (ledger/ or console/), so none is
-carried for nothing; sqlite-utils, once declared and never used, stays out."""
+carried for nothing."""
 
 from __future__ import annotations
 
@@ -36,7 +36,3 @@ def test_every_runtime_dependency_is_imported_by_the_product() -> None:
     unused = [d for d in declared() if MODULE.get(d, d.replace("-", "_")) not in used]
     assert not unused, f"declared in pyproject.toml but imported nowhere in ledger/ or console/: {unused}"
 
-
-def test_sqlite_utils_is_neither_declared_nor_imported() -> None:
-    assert "sqlite-utils" not in declared()
-    assert "sqlite_utils" not in imported()

@@ -397,6 +397,7 @@ def test_a_ledger_of_schema_version_9_migrates_forward_to_the_current_schema(pg:
     with psycopg.connect(pg, autocommit=True) as c:  # as a ledger made before picks existed
         c.execute("DROP TABLE picks")
         c.execute("DROP INDEX jobs_held_target")
+        c.execute("DROP INDEX events_kind_at")
         for table, trigger in (("fenced_writes", "fenced_writes_no_change"), ("fenced_writes", "fenced_writes_no_truncate"),
                                ("webhook_deliveries", "webhook_deliveries_no_change"),
                                ("webhook_deliveries", "webhook_deliveries_no_truncate")):
@@ -420,9 +421,10 @@ def test_a_ledger_of_schema_version_9_migrates_forward_to_the_current_schema(pg:
     conn = connect(pg)  # migrates forward
     try:
         version = conn.execute("SELECT value FROM reclaim_meta WHERE key = 'schema_version'").fetchone()[0]
-        assert int(version) == schema_version() == 12
+        assert int(version) == schema_version() == 13
         assert conn.execute("SELECT count(*) FROM picks").fetchone()[0] == 0
         assert conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'jobs_held_target'").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'events_kind_at'").fetchone()[0] == 1
         assert audit.verify(conn).ok
         assert queries.find_job(conn, JobKey("old", OP)) is not None
     finally:

@@ -3,12 +3,20 @@ remote can answer (building the remote's adapter the first time imports its SDK,
 
 from __future__ import annotations
 
+
 from textual.message import Message
 from textual.worker import get_current_worker
 
 from console.live import JobDetail, load_job, remote_lines, warm_remote
 from console.screens.base import ReclaimScreen
-from ledger import JobKey
+from ledger import Config, Connection, JobKey, what_remotes_answer
+
+
+def remote_answers_line(conn: Connection, config: Config, operation: str, now: float) -> list[str]:
+    """`RemoteAnswers.line()` of the remote `operation` is sent to, as `reclaim remotes` says it (no remote is
+    called); none for an operation the config does not declare."""
+    op = config.operations.get(operation)
+    return [a.line() for a in what_remotes_answer(conn, config, now) if op is not None and a.name == op.remote]
 
 
 class JobRead(Message):
@@ -33,7 +41,7 @@ def read_job_then_remote(
 ) -> None:
     """From a thread worker of `screen`: read `key` (and, `with_previews`, a preview of every triage action for the
     operator) and post `loaded(detail)`; then, with no read open while the remote's adapter is built, post
-    `answered(lines)`. Nothing is posted once the worker is cancelled, nor a remote for a job not in the ledger."""
+    `answered(lines)` (ending with what the remote can answer, as `reclaim remotes` says). Nothing is posted once the worker is cancelled, nor a remote for a job not in the ledger."""
     app = screen.reclaim
     worker = get_current_worker()
     with app.source.reading() as conn:
@@ -47,5 +55,6 @@ def read_job_then_remote(
     warm_remote(app.remotes, detail.job.operation)
     with app.source.reading() as conn:
         lines = remote_lines(app.config, app.remotes, detail.job, conn)
+        lines += remote_answers_line(conn, app.config, detail.job.operation, app.clock.now())
     if not worker.is_cancelled:
         screen.post_message(answered(lines))

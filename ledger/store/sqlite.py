@@ -295,7 +295,13 @@ CREATE TRIGGER webhook_deliveries_no_delete BEFORE DELETE ON webhook_deliveries
 BEGIN SELECT RAISE(ABORT, 'webhook_deliveries are append-only'); END;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12]
+# Events of a few kinds in a time window (`reclaim report`: holds, releases, remote queries) found by kind and time
+# instead of by a scan of every event.
+_V13 = """
+CREATE INDEX events_kind_at ON events (kind, at);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, _V13]
 
 TRIGGERS = frozenset({
     "events_no_update", "events_no_delete", "events_no_replace", "events_chain", "evidence_no_update",

@@ -1,0 +1,157 @@
+"""The named read queries behind `reclaim report` and its history file (ledger.report, ledger.history).
+
+A hold is an event that moved a job into `held` from another state; its decision is the job's next event that
+moved it out of `held`. A release's outcome is the job's next event that moved it out of `reserving` (the next
+attempt's send). The same SQL on both backends except where an event's JSON detail is read. Only reads; none
+opens or ends a transaction (the caller reads inside one, for one consistent snapshot).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ledger import store
+from ledger.store.metrics import _json_text
+from ledger.transitions import TRANSITIONS
+
+HOLD_KINDS = tuple(sorted({ev for (frm, ev), to in TRANSITIONS.items() if to == "held" and frm not in (None, "held")}))
+"""The events that put a job on hold (send_unknown, orphan_held, handle_unknown, remote_needs_person)."""
+DECISION_KINDS = tuple(sorted({ev for (frm, ev), to in TRANSITIONS.items() if frm == "held" and to != "held"}))
+"""The events that end a hold: reconcile, reject, release, remediate."""
+FINDING_KIND = "finding"
+QUERY_KIND = "remote_query"
+
+
+def _next_event_out_of(state: str, alias: str) -> str:
+    """SQL for the id of the job's first event after `alias` that moved it out of `state`."""
+    return (f"(SELECT MIN(x.id) FROM events x WHERE x.job_id = {alias}.job_id AND x.operation = {alias}.operation "
+            f"AND x.id > {alias}.id AND x.from_state = '{state}' AND x.to_state <> '{state}')")
+
+
+@dataclass(frozen=True)
+class HoldRow:
+    """One hold: the event that held the job, and the event that decided it (None: not decided yet)."""
+
+    held_event_id: int
+    held_at: float
+    job_id: str
+    operation: str
+    held_kind: str
+    held_reason: str | None
+    cause: str | None
+    decided_event_id: int | None
+    decided_at: float | None
+    decision: str | None
+    decided_by: str | None
+    decision_reason: str | None
+
+
+def holds(conn: sqlite3.Connection, since: float, until: float) -> list[HoldRow]:
+    """Every hold that began at `since` <= time < `until`, oldest first, with its decision whenever it came."""
+    marks = ", ".join("?" for _ in HOLD_KINDS)
+    reason = f"COALESCE({_json_text(conn, 'd.detail', 'reason')}, {_json_text(conn, 'd.detail', 'note')})"
+    rows = conn.execute(
+        f"SELECT h.id, h.at, h.job_id, h.operation, h.kind, {_json_text(conn, 'h.detail', 'held_reason')}, "
+        f"{_json_text(conn, 'h.detail', 'cause')}, d.id, d.at, d.kind, d.actor, {reason} "
+        f"FROM events h LEFT JOIN events d ON d.id = {_next_event_out_of('held', 'h')} "
+        f"WHERE h.kind IN ({marks}) AND h.at >= ? AND h.at < ? ORDER BY h.id",
+        (*HOLD_KINDS, since, until),
+    ).fetchall()
+    return [HoldRow(int(r[0]), float(r[1]), r[2], r[3], r[4], r[5], r[6], None if r[7] is None else int(r[7]),
+                    None if r[8] is None else float(r[8]), r[9], r[10], r[11]) for r in rows]
+
+
+@dataclass(frozen=True)
+class ReleaseRow:
+    """One release: when, by whom, from which state, and the job's next send outcome (None: none yet)."""
+
+    event_id: int
+    at: float
+    job_id: str
+    operation: str
+    from_state: str
+    actor: str
+    next_kind: str | None
+    next_state: str | None
+    next_at: float | None
+
+
+def releases(conn: sqlite3.Connection, since: float, until: float) -> list[ReleaseRow]:
+    """Every release authorised at `since` <= time < `until`, oldest first, with what the next attempt came to."""
+    rows = conn.execute(
+        "SELECT r.id, r.at, r.job_id, r.operation, r.from_state, r.actor, n.kind, n.to_state, n.at "
+        f"FROM events r LEFT JOIN events n ON n.id = {_next_event_out_of('reserving', 'r')} "
+        "WHERE r.kind = 'release' AND r.at >= ? AND r.at < ? ORDER BY r.id",
+        (since, until),
+    ).fetchall()
+    return [ReleaseRow(int(r[0]), float(r[1]), r[2], r[3], r[4], r[5], r[6], r[7],
+                       None if r[8] is None else float(r[8])) for r in rows]
+
+
+def queries(conn: sqlite3.Connection, since: float, until: float) -> list[tuple[str, str, bool, int]]:
+    """(operation, the remote state the query recorded, whether the remote could be asked at all, queries) for
+    the remote queries made at `since` <= time < `until`."""
+    state = _json_text(conn, "detail", "remote_state")
+    if store.is_pg(conn):
+        asked = "COALESCE((detail::jsonb #>> '{snapshot,asked}'), 'true')"
+    else:
+        asked = "COALESCE(json_extract(detail, '$.snapshot.asked'), 1)"
+    rows = conn.execute(
+        f"SELECT operation, COALESCE({state}, 'error'), {asked}, COUNT(*) FROM events "
+        f"WHERE kind = ? AND at >= ? AND at < ? GROUP BY operation, COALESCE({state}, 'error'), {asked}",
+        (QUERY_KIND, since, until),
+    ).fetchall()
+    return [(r[0], r[1], r[2] not in (0, "0", "false", False), int(r[3])) for r in rows]
+
+
+def quota_days(conn: sqlite3.Connection, first_day: str, last_day: str) -> list[tuple[str, str, int]]:
+    """(operation, day, reservations counted) for the days `first_day` .. `last_day` (YYYY-MM-DD) inclusive."""
+    rows = conn.execute(
+        "SELECT operation, day, used FROM quota_usage WHERE day >= ? AND day <= ? ORDER BY day, operation",
+        (first_day, last_day),
+    ).fetchall()
+    return [(r[0], r[1], int(r[2])) for r in rows]
+
+
+# -- the history file: every row, streamed ---------------------------------------------------------------------
+def _window(column: str, since: float | None, until: float | None) -> tuple[str, list[Any]]:
+    terms, params = [], []
+    if since is not None:
+        terms.append(f"{column} >= ?")
+        params.append(since)
+    if until is not None:
+        terms.append(f"{column} < ?")
+        params.append(until)
+    return (" AND ".join(terms) or "1 = 1"), params
+
+
+JOB_COLUMNS = ("job_id", "operation", "idem_key", "target", "state", "attempt", "epoch", "handle", "quota_day",
+               "created_at", "updated_at", "tries", "last_error", "held_reason", "held_at", "owner", "due_at",
+               "payload", "result", "result_at")
+EVENT_COLUMNS = ("id", "at", "job_id", "operation", "seq", "actor", "kind", "from_state", "to_state", "epoch",
+                 "detail", "hash")
+
+
+def job_rows(conn: sqlite3.Connection, since: float | None, until: float | None) -> Iterator[dict[str, Any]]:
+    """Every job (with a window: every job with an event in it), by job id and operation, streamed."""
+    where, params = _window("e.at", since, until)
+    order = store.order_text(conn)
+    cols = ", ".join(f"j.{c}" for c in JOB_COLUMNS)
+    if since is None and until is None:
+        sql = f"SELECT {cols} FROM jobs j ORDER BY j.job_id{order}, j.operation{order}"
+    else:
+        sql = (f"SELECT {cols} FROM jobs j WHERE EXISTS (SELECT 1 FROM events e WHERE e.job_id = j.job_id AND "
+               f"e.operation = j.operation AND {where}) ORDER BY j.job_id{order}, j.operation{order}")
+    for r in store.stream(conn, sql, params):
+        yield dict(zip(JOB_COLUMNS, r, strict=True))
+
+
+def event_rows(conn: sqlite3.Connection, since: float | None, until: float | None) -> Iterator[dict[str, Any]]:
+    """Every event in the window (all without one), by id, streamed."""
+    where, params = _window("at", since, until)
+    sql = f"SELECT {', '.join(EVENT_COLUMNS)} FROM events WHERE {where} ORDER BY id"
+    for r in store.stream(conn, sql, params):
+        yield dict(zip(EVENT_COLUMNS, r, strict=True))
