@@ -1537,7 +1537,7 @@ def report_cmd(
     reconciled / released / rejected / remediated by a person, still open) and the time to decision (p50, p90,
     max); releases authorised and what their next attempt came to; remote queries and what they could answer;
     quota used per day. --to FILE writes the history as a SQLite file to explore instead."""
-    from ledger import report
+    from ledger import REPORT_CSV_COLUMNS, build_report, history_destination, write_history
 
     with _guard(as_json):
         if as_json and as_csv:
@@ -1550,17 +1550,15 @@ def report_cmd(
             start = parse_when(since or REPORT_SINCE, now, name="--since")
             end = parse_when(until, now, name="--until") if until is not None else now
             if to is not None:
-                from ledger import history
-
                 windowed = since is not None or until is not None
                 if windowed and start >= end:
                     raise BadInput(f"--since {iso(start)} is not before --until {iso(end)}; give an earlier --since")
-                dest = history.check_destination(to, force=force, ledger=ledger)
+                dest = history_destination(to, force=force, ledger=ledger)
                 window = (start, end) if windowed else (None, None)
-                written = history.write(conn, cfg, dest, since=window[0], until=window[1],
+                written = write_history(conn, cfg, dest, since=window[0], until=window[1],
                                         redactor=Redactor.from_config(cfg), replace=force)
             else:
-                built = report.build(conn, cfg, start, end)
+                built = build_report(conn, cfg, start, end)
         finally:
             conn.close()
     if to is not None:
@@ -1577,15 +1575,15 @@ def report_cmd(
     elif as_csv:
         from console.export import write_rows
 
-        write_rows(sys.stdout, "csv", report.CSV_COLUMNS, built.csv_rows(), terminal=sys.stdout.isatty())
+        write_rows(sys.stdout, "csv", REPORT_CSV_COLUMNS, built.csv_rows(), terminal=sys.stdout.isatty())
     else:
         _print_hold_report(built)
 
 
 def _print_hold_report(r: Any) -> None:
     """The report as tables: holds and how they ended, causes, releases, queries, quota per day."""
-    from ledger.clock import span
-    from ledger.report import ENDINGS, RELEASE_OUTCOMES
+    from ledger import RELEASE_OUTCOMES, span
+    from ledger import REPORT_ENDINGS as ENDINGS
 
     def took(v: float | None) -> str:
         return "-" if v is None else span(v, parts=2)

@@ -76,6 +76,15 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "JOURNAL_BYTES": ("ledger.journal", "JOURNAL_BYTES"),
     "journal_kept_reason": ("ledger.journal", "kept_reason"),
     "journal_state": ("ledger.journal", "state"),
+    # ledger.report and ledger.history
+    "build_report": ("ledger.report", "build"),
+    "REPORT_CSV_COLUMNS": ("ledger.report", "CSV_COLUMNS"),
+    "REPORT_ENDINGS": ("ledger.report", "ENDINGS"),
+    "RELEASE_OUTCOMES": ("ledger.report", "RELEASE_OUTCOMES"),
+    "ReportFigures": ("ledger.report", "Figures"),
+    "Report": ("ledger.report", "Report"),
+    "history_destination": ("ledger.history", "check_destination"),
+    "write_history": ("ledger.history", "write"),
     # ledger.metrics
     "LedgerCollector": ("ledger.metrics", "LedgerCollector"),
     "metrics_exposition": ("ledger.metrics", "exposition"),
@@ -237,6 +246,8 @@ if TYPE_CHECKING:
     from ledger.follow import EventCursor, wait_for_change
     from ledger.heartbeat import Liveness, WorkerBeat, WorkerBoard, read_board
     from ledger.heartbeat import duration as duration_text
+    from ledger.history import check_destination as history_destination
+    from ledger.history import write as write_history
     from ledger.identity import (
         SEAT_ENV,
         Identity,
@@ -290,6 +301,11 @@ if TYPE_CHECKING:
     from ledger.remote_health import resume as resume_remote
     from ledger.remotes import console_url_for, preload_adapters
     from ledger.remotes.base import RemoteStatus
+    from ledger.report import CSV_COLUMNS as REPORT_CSV_COLUMNS
+    from ledger.report import ENDINGS as REPORT_ENDINGS
+    from ledger.report import RELEASE_OUTCOMES, Report
+    from ledger.report import Figures as ReportFigures
+    from ledger.report import build as build_report
     from ledger.seal import create_key as create_audit_key
     from ledger.seal import current_key as current_audit_key
     from ledger.seal import key_path as audit_key_path
@@ -349,6 +365,9 @@ __all__ = [
     "JOB_ACTIONS",
     "JOURNAL_BYTES",
     "POLICY_SETTINGS",
+    "RELEASE_OUTCOMES",
+    "REPORT_CSV_COLUMNS",
+    "REPORT_ENDINGS",
     "SEAT_ENV",
     "STATES",
     "ActionField",
@@ -381,6 +400,8 @@ __all__ = [
     "Refused",
     "RemoteCache",
     "RemoteStatus",
+    "Report",
+    "ReportFigures",
     "ReserveResult",
     "SavedView",
     "SystemClock",
@@ -392,6 +413,7 @@ __all__ = [
     "assign",
     "audit_head",
     "audit_key_path",
+    "build_report",
     "bulk_assign",
     "check_action_input",
     "check_export_filter",
@@ -425,6 +447,7 @@ __all__ = [
     "group_counts",
     "held_by_operation",
     "held_jobs",
+    "history_destination",
     "idem_key",
     "is_url",
     "iso",
@@ -495,5 +518,6 @@ __all__ = [
     "what_remotes_answer",
     "where_to_look",
     "worker_id",
+    "write_history",
     "write_tx",
 ]

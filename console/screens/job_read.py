@@ -3,7 +3,6 @@ remote can answer (building the remote's adapter the first time imports its SDK,
 
 from __future__ import annotations
 
-
 from textual.message import Message
 from textual.worker import get_current_worker
 

@@ -16,8 +16,10 @@ from console.sanitize import safe_text
 from console.screens.base import ReclaimScreen
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
-from ledger.clock import iso, span
-from ledger.report import ENDINGS, Figures, Report, build
+from ledger import REPORT_ENDINGS as ENDINGS
+from ledger import Report, iso, span
+from ledger import ReportFigures as Figures
+from ledger import build_report as build
 
 WINDOW_SECONDS = 7 * 86_400.0
 """The screen's window: the last seven days, as `reclaim report` by default."""
