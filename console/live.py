@@ -39,6 +39,7 @@ from ledger import (
     Preview,
     QuotaDay,
     Refused,
+    RemoteAnswers,
     RemoteCache,
     RemoteStatus,
     WorkerBoard,
@@ -67,10 +68,12 @@ from ledger import (
     quota_history,
     quota_today,
     read_board,
+    remote_capabilities,
     span,
     take,
     valid_time,
     wait_for_change,
+    what_remotes_answer,
     where_to_look,
 )
 from ledger import parse_due as parse_due_text
@@ -352,11 +355,24 @@ class JobDetail:
     evidence: list[Evidence] = field(default_factory=list)
     console_url: str | None = None
     """Where a person checks the remote's own records of this job (shown whole, copyable), if anywhere."""
+    query_helps: bool = True
+    """Whether a query can ask the remote anything: a handle is recorded, evidence names one, or the remote can be
+    searched by idem key. When not, the screens offer no query and say what is known instead."""
+    answers: RemoteAnswers | None = None
+    """What the job's remote can answer, from the config and the ledger (no adapter built)."""
 
     @property
     def duplicates(self) -> list[Event]:
         """Second remote interactions detected for this job's idem key (a send twice), oldest first."""
         return [e for e in self.events if e.kind == "duplicate_send"]
+
+    def known_state(self) -> Evidence | None:
+        """The newest evidence for the current attempt that says what the remote did (running, completed, absent,
+        gone, failed), if any."""
+        for ev in reversed(self.evidence):
+            if ev.attempt in (None, self.job.attempt) and ev.remote_state:
+                return ev
+        return None
 
     def suggested_handle(self) -> str | None:
         """The handle evidence names for the current attempt (a webhook, a fenced accepted send, a query)."""
@@ -440,13 +456,18 @@ def load_job(
     job = find_job(conn, key)
     if job is None:
         return None
+    helps, cannot_ask = query_helps(conn, config, job)
     previews: dict[str, Preview] = {}
     if with_previews:
         for action in JOB_ACTIONS:
             p = preview_action(conn, config, key, action, operator, clock)
             if read_only:
                 p = Preview(action, False, READ_ONLY_REASON, p.summary)
+            elif action == "query" and p.allowed and not helps:
+                p = Preview(action, False, cannot_ask, p.summary)
             previews[action] = p
+    rc_name = config.operations[job.operation].remote if job.operation in config.operations else None
+    answers = next((a for a in what_remotes_answer(conn, config, clock.now()) if a.name == rc_name), None)
     return JobDetail(
         job=job,
         events=job_events(conn, key),
@@ -457,7 +478,29 @@ def load_job(
         previews=previews,
         evidence=evidence_for_job(conn, job),
         console_url=console_url_for(config, job.operation, job.idem_key),
+        query_helps=helps,
+        answers=answers,
     )
+
+
+def query_helps(conn: Connection, config: Config, job: Job) -> tuple[bool, str]:
+    """Whether a query can ask the job's remote anything (a handle recorded, evidence naming one, or a search by
+    idem key), and when not, why, in one line. Reads the config and the ledger; builds no adapter."""
+    op = config.operations.get(job.operation)
+    rc = config.remotes.get(op.remote) if op is not None else None
+    if rc is None:
+        return False, f"operation {job.operation} has no declared remote: a query cannot ask anything"
+    caps = remote_capabilities(rc)
+    if job.handle:
+        return (True, "") if caps.lookup_by_handle else (
+            False, f"{rc.kind} remote {rc.name} cannot look a handle up: a query cannot ask anything")
+    found = known_handle(conn, job)
+    if found is not None and found.handle and caps.lookup_by_handle:
+        return True, ""
+    if caps.search_by_key:
+        return True, ""
+    return False, (f"a query cannot help: no handle is recorded, no evidence names one, and {rc.kind} cannot be "
+                   "searched by idem key: record what you found (step 2)")
 
 
 def warm_remote(remotes: RemoteCache, operation: str) -> None:

@@ -67,6 +67,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "metrics_server": ("ledger.metrics", "make_server"),
     # ledger.remote_answers
     "what_remotes_answer": ("ledger.remote_answers", "answers"),
+    "RemoteAnswers": ("ledger.remote_answers", "RemoteAnswers"),
+    "remote_capabilities": ("ledger.remote_answers", "capabilities_of"),
     # ledger.heartbeat
     "duration_text": ("ledger.heartbeat", "duration"), "Liveness": ("ledger.heartbeat", "Liveness"),
     "read_board": ("ledger.heartbeat", "read_board"), "WorkerBeat": ("ledger.heartbeat", "WorkerBeat"),
@@ -258,7 +260,9 @@ if TYPE_CHECKING:
     )
     from ledger.receiver import make_server as make_webhook_server
     from ledger.redaction import Redactor
+    from ledger.remote_answers import RemoteAnswers
     from ledger.remote_answers import answers as what_remotes_answer
+    from ledger.remote_answers import capabilities_of as remote_capabilities
     from ledger.remote_health import paused_remotes
     from ledger.remote_health import resume as resume_remote
     from ledger.remotes import console_url_for, preload_adapters
@@ -345,6 +349,7 @@ __all__ = [
     "QuotaDay",
     "Redactor",
     "Refused",
+    "RemoteAnswers",
     "RemoteCache",
     "RemoteStatus",
     "ReserveResult",
@@ -427,6 +432,7 @@ __all__ = [
     "read_board",
     "record_finding",
     "reject",
+    "remote_capabilities",
     "require_role",
     "reserve",
     "reserve_job",
