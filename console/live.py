@@ -42,6 +42,7 @@ from ledger import (
     RemoteAnswers,
     RemoteCache,
     RemoteStatus,
+    Stage,
     WorkerBoard,
     close_quietly,
     connect,
@@ -56,6 +57,7 @@ from ledger import (
     held_jobs,
     is_url,
     job_events,
+    job_stage,
     known_handle,
     last_event_id,
     latest_finding,
@@ -165,6 +167,7 @@ class Pulse:
     reset: bool = False
     paused_remotes: tuple[str, ...] = ()  # remotes that refuse every job: nothing is sent to them
     head_hash: str | None = None  # the newest event's hash: the audit chain's head, to compare with a kept copy
+    awaiting_me: int | None = None  # held jobs awaiting the operator's approval (None: not an approver)
 
     def touches(self, key: JobKey) -> bool:
         """True when this pulse may concern the job `key` (any new event for it, or a full reload)."""
@@ -188,8 +191,11 @@ class Follower:
     def __init__(
         self, source: LedgerSource, clock: Clock, feed_size: int = FEED_SIZE, *,
         silence_seconds: float = Policy.worker_silence_seconds,
+        awaiting: Callable[[Connection], int | None] | None = None,
     ) -> None:
         self.source = source
+        self.awaiting = awaiting
+        """Counts the held jobs awaiting the operator's approval, with each change (None: not counted)."""
         self.clock = clock
         self.feed_size = feed_size
         self.silence_seconds = silence_seconds
@@ -248,7 +254,8 @@ class Follower:
         if events:
             self._head = events[-1].hash
         version = self._events.version or 0
-        return Pulse(version, counts, events, self.clock.now(), paused_remotes=self._paused(), head_hash=self._head)
+        return Pulse(version, counts, events, self.clock.now(), paused_remotes=self._paused(), head_hash=self._head,
+                     awaiting_me=self._awaiting())
 
     def _reload(self) -> Pulse:
         assert self._conn is not None
@@ -258,7 +265,11 @@ class Follower:
         self._board = read_board(self._conn)
         self._head = events[-1].hash if events else None
         return Pulse(self._events.version or 0, counts, events, self.clock.now(), reset=True,
-                     paused_remotes=self._paused(), head_hash=self._head)
+                     paused_remotes=self._paused(), head_hash=self._head, awaiting_me=self._awaiting())
+
+    def _awaiting(self) -> int | None:
+        assert self._conn is not None
+        return self.awaiting(self._conn) if self.awaiting is not None else None
 
     def wait(self, seconds: float, wake: threading.Event) -> None:
         """Until the next poll is worth it: `seconds`, cut short by `wake` (our own write) or, on PostgreSQL,
@@ -284,11 +295,23 @@ class OverviewData:
 
     held: list[Job]
     quotas: list[QuotaDay]
+    stages: dict[JobKey, Stage] = field(default_factory=dict)
+
+
+def stages_of(conn: Connection, jobs: list[Job], tz: str) -> dict[JobKey, Stage]:
+    """The stage of each held or failed job among `jobs` (due times absolute, in `tz`)."""
+    out: dict[JobKey, Stage] = {}
+    for job in jobs:
+        stage = job_stage(conn, job, clock_time(job.due_at, tz, with_date=True) if job.due_at is not None else "")
+        if stage is not None:
+            out[job.key] = stage
+    return out
 
 
 def load_overview(conn: Connection, config: Config, now: float, held_limit: int = 50) -> OverviewData:
-    """Held jobs (oldest hold first) and today's quotas."""
-    return OverviewData(held_jobs(conn, limit=held_limit), quota_today(conn, config, now))
+    """Held jobs (oldest hold first) with their stages, and today's quotas."""
+    held = held_jobs(conn, limit=held_limit)
+    return OverviewData(held, quota_today(conn, config, now), stages_of(conn, held, config.timezone))
 
 
 @dataclass(frozen=True)
@@ -303,6 +326,8 @@ class JobPage:
     filter_text: str
     error: str | None = None
     """Why the filter was refused (an unknown key): the page is then empty."""
+    stages: dict[JobKey, Stage] = field(default_factory=dict)
+    """The stage of each held or failed job on the page."""
 
 
 class PageRequest(NamedTuple):
@@ -317,16 +342,18 @@ class PageRequest(NamedTuple):
 
 def load_page(
     conn: Connection, group: str, *, offset: int, oldest_first: bool, filter_text: str, me: str,
-    page_size: int = PAGE_SIZE,
+    page_size: int = PAGE_SIZE, four_eyes: bool = True, tz: str = "UTC",
 ) -> JobPage:
-    """Read one page (plus one row to know if another page follows); never the whole group. A filter that cannot
-    be parsed reads nothing: the page is empty and says why."""
+    """Read one page (plus one row to know if another page follows), with the stage of its held and failed jobs;
+    never the whole group. A filter that cannot be parsed reads nothing: the page is empty and says why."""
     try:
-        flt = JobFilter.parse(filter_text, me=me) if filter_text.strip() else None
+        flt = JobFilter.parse(filter_text, me=me, four_eyes=four_eyes) if filter_text.strip() else None
     except BadInput as e:
         return JobPage(group, [], offset, False, oldest_first, filter_text, error=str(e))
     rows = list_jobs(conn, group, limit=page_size + 1, offset=offset, oldest_first=oldest_first, flt=flt)
-    return JobPage(group, rows[:page_size], offset, len(rows) > page_size, oldest_first, filter_text)
+    page = rows[:page_size]
+    return JobPage(group, page, offset, len(rows) > page_size, oldest_first, filter_text,
+                   stages=stages_of(conn, page, tz))
 
 
 # The three ways a send can end unknown, in the words operators use.

@@ -67,6 +67,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "metrics_server": ("ledger.metrics", "make_server"),
     # ledger.remote_answers
     "what_remotes_answer": ("ledger.remote_answers", "answers"),
+    # ledger.stages
+    "Stage": ("ledger.stages", "Stage"), "STAGES": ("ledger.stages", "STAGES"),
+    "job_stage": ("ledger.stages", "job_stage"), "awaiting_count": ("ledger.stages", "awaiting_count"),
     "RemoteAnswers": ("ledger.remote_answers", "RemoteAnswers"),
     "remote_capabilities": ("ledger.remote_answers", "capabilities_of"),
     # ledger.heartbeat
@@ -121,7 +124,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # ledger.views
     "delete_view": ("ledger.views", "delete_view"), "get_view": ("ledger.views", "get_view"),
     "list_views": ("ledger.views", "list_views"), "save_view": ("ledger.views", "save_view"),
-    "SavedView": ("ledger.views", "SavedView"),
+    "SavedView": ("ledger.views", "SavedView"), "builtin_views": ("ledger.views", "builtin_views"),
     # ledger.worker
     "poll_submitted": ("ledger.worker", "poll_submitted"), "RemoteCache": ("ledger.worker", "RemoteCache"),
     "run_worker": ("ledger.worker", "run_worker"), "send_one": ("ledger.worker", "send_one"),
@@ -267,6 +270,7 @@ if TYPE_CHECKING:
     from ledger.remote_health import resume as resume_remote
     from ledger.remotes import console_url_for, preload_adapters
     from ledger.remotes.base import RemoteStatus
+    from ledger.stages import STAGES, Stage, awaiting_count, job_stage
     from ledger.store import is_url, ledger_clock, shown_ledger
     from ledger.triage import (
         FINDING_CATEGORIES,
@@ -291,7 +295,7 @@ if TYPE_CHECKING:
     from ledger.triage import (
         preview as preview_action,
     )
-    from ledger.views import SavedView, delete_view, get_view, list_views, save_view
+    from ledger.views import SavedView, builtin_views, delete_view, get_view, list_views, save_view
     from ledger.worker import RemoteCache, TickReport, poll_submitted, run_worker, send_one, submit_now, tick, worker_id
 
 
@@ -320,6 +324,7 @@ __all__ = [
     "INVALID",
     "JOB_ACTIONS",
     "SEAT_ENV",
+    "STAGES",
     "STATES",
     "ActionField",
     "BadInput",
@@ -354,6 +359,7 @@ __all__ = [
     "RemoteStatus",
     "ReserveResult",
     "SavedView",
+    "Stage",
     "SystemClock",
     "TickReport",
     "UnknownOperation",
@@ -361,6 +367,8 @@ __all__ = [
     "WorkerBoard",
     "assign",
     "audit_head",
+    "awaiting_count",
+    "builtin_views",
     "bulk_assign",
     "check_action_input",
     "check_export_filter",
@@ -396,6 +404,7 @@ __all__ = [
     "is_url",
     "iso",
     "job_events",
+    "job_stage",
     "known_handle",
     "last_event_id",
     "latest_finding",

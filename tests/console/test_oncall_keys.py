@@ -175,3 +175,71 @@ async def test_reconcile_in_eight_keys_with_the_handle_evidence_names(tmp_path: 
     assert events["finding"].actor == "alice" and events["finding"].detail["category"] == "completed_reply_lost"
     assert events["reconcile"].actor == "bob" and events["reconcile"].detail["verified"] is True
     assert events["reconcile"].detail["handle"] == handle
+
+
+async def test_stage_and_awaiting_my_approval_across_two_seats(tmp_path: Path, console_sim: Simulator) -> None:
+    """Two held jobs on one ledger; alice writes a finding on the first, bob on the second. bob's seat sees each
+    row's stage change live, his header counts the one awaiting *his* approval (four-eyes leaves out his own), and
+    his built-in view lists that one only; alice (no approver role) has no count and no such view."""
+    from console.screens.jobs import JobListScreen
+    from console.widgets.job_table import JobTable
+    from ledger import triage
+
+    config = load_config(write_config(tmp_path, console_sim.url))
+    ledger = tmp_path / "ledger.db"
+    create_ledger(ledger)
+    clock = ManualClock(T - 3600)
+    keys = [JobKey(f"stage {n}", ARTICLE) for n in ("one", "two")]
+    conn = connect(ledger)
+    try:
+        for key in keys:
+            console_sim.add_fault("drop_before_accept", match_idem=idem_key(key.job_id, key.operation))
+            res = submit_now(conn, config, ARTICLE, {"input": key.job_id}, clock=clock, job_id=key.job_id,
+                             target=key.job_id, remotes=RemoteCache(config))
+            assert res.state == "held"
+    finally:
+        conn.close()
+    clock.set(T)
+    alice = make_app(ledger, config, "alice", clock=clock)
+    bob = make_app(ledger, config, "bob", clock=clock)
+    async with alice.run_test(size=(80, 24)) as a, bob.run_test(size=(80, 24)) as b:
+        await wait_loaded(a, OverviewScreen)
+        await wait_loaded(b, OverviewScreen)
+        held = bob.screen.query_one(HeldTable)
+
+        def stages() -> list[str]:
+            return [str(held.get_row_at(i)[2].plain) for i in range(held.row_count)]
+
+        await wait_until(b, lambda: stages() == ["needs a finding", "needs a finding"], what="both need a finding")
+        assert bob.awaiting_me == 0 and alice.awaiting_me is None
+        conn = connect(ledger)
+        try:  # written by each seat's own operator through the ledger, as the triage screen does
+            triage.record_finding(conn, config, keys[0], "not_received", "nothing at the remote", actor="alice",
+                                  clock=clock)
+            triage.record_finding(conn, config, keys[1], "not_received", "nothing there either", actor="bob",
+                                  clock=clock)
+        finally:
+            conn.close()
+        await wait_until(b, lambda: stages() == ["awaiting approval (finding by alice)",
+                                                 "awaiting approval (finding by bob)"], what="the stages, live")
+        await wait_until(b, lambda: bob.awaiting_me == 1, what="bob's count")
+        from console.widgets.ledger_header import LedgerHeader
+        header = bob.screen.query_one(LedgerHeader)
+        await wait_until(b, lambda: "1 to approve" in str(header.query_one("#hdr-awaiting").content),
+                         what="the count in bob's header")
+        assert alice.awaiting_me is None
+
+        bob.run_command("view awaiting my approval")
+        await wait_until(b, lambda: isinstance(bob.screen, JobListScreen) and bob.screen.page is not None
+                         and bob.screen.page.filter_text == "stage:awaiting-my-approval", what="bob's view")
+        jobs = bob.screen
+        assert isinstance(jobs, JobListScreen)
+        await wait_until(b, lambda: jobs.page is not None and [j.key for j in jobs.page.jobs] == [keys[0]],
+                         what="only the job alice found")
+        assert "stage" in [str(c.label.plain) for c in jobs.query_one(JobTable).columns.values()]
+        jobs.set_filter("stage:awaiting-approval")
+        await wait_until(b, lambda: jobs.page is not None and jobs.page.filter_text == "stage:awaiting-approval"
+                         and [j.key for j in jobs.page.jobs] == keys, what="both awaiting approval")
+        alice.run_command("view awaiting my approval")
+        await wait_until(a, lambda: "no such saved view" in getattr(alice.screen, "feedback_text", ""),
+                         what="alice has no such view")
