@@ -58,6 +58,10 @@ class HeldTable(DataTable[Text]):
     MINIMUM = (5, 10, 8, 8, 10, 5, 5, 6)
     HIDEABLE = ("owner", "due", "target")
     """Columns drawn only when some row has something in them."""
+    NARROW = 100
+    NARROW_HIDDEN = ("operation", "target")
+    """Below NARROW cells the operation and the target give their room to the id and the stage (the job screen,
+    Enter, has them whole, with the full id)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
@@ -85,6 +89,8 @@ class HeldTable(DataTable[Text]):
         """Lay the columns out for the rows and the room there is, and put the rows back (cursor kept)."""
         self._room = self.size.width
         use = columns_in_use(self.LABELS, self._rows, hideable=self.HIDEABLE)
+        if 0 < self._room < self.NARROW:
+            use = [i for i in use if self.LABELS[i] not in self.NARROW_HIDDEN]
         labels = [self.LABELS[i] for i in use]
         rows = [tuple(row[i] for i in use) for row in self._rows]
         flex = [use.index(i) for i in self.FLEX if i in use]

@@ -49,6 +49,9 @@ class JobTable(DataTable[Text]):
     MINIMUM = (5, 10, 8, 5, 8, 6, 5, 3, 10)
     HIDEABLE = ("stage", "target", "owner")
     """Columns drawn only when some row on the page has something in them."""
+    NARROW = 100
+    NARROW_HIDDEN = ("operation", "target", "try")
+    """Below NARROW cells these give their room to the id and the stage (Enter opens the job, whole)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
@@ -76,6 +79,8 @@ class JobTable(DataTable[Text]):
         """Lay the columns out for the rows and the room there is, and put the rows in (cursor on the first)."""
         self._room = self.size.width
         use = columns_in_use(self.LABELS, self._rows, hideable=self.HIDEABLE)
+        if 0 < self._room < self.NARROW:
+            use = [i for i in use if self.LABELS[i] not in self.NARROW_HIDDEN]
         labels = [self.LABELS[i] for i in use]
         rows = [tuple(row[i] for i in use) for row in self._rows]
         flex = [use.index(i) for i in self.FLEX if i in use]
