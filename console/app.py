@@ -56,6 +56,8 @@ from ledger import (
     Redactor,
     RemoteCache,
     SavedView,
+    awaiting_count,
+    builtin_views,
     connect,
     find_job,
     get_view,
@@ -124,6 +126,8 @@ class ReclaimApp(App[int]):
     paused: reactive[bool] = reactive(False)
     remotes_paused: reactive[tuple[str, ...]] = reactive(())
     worker_liveness: reactive[Liveness | None] = reactive(None)
+    awaiting_me: reactive[int | None] = reactive(None)
+    """Held jobs awaiting this operator's approval (None: not an approver), as of the last pulse."""
 
     class LiveChanged(Message):
         """The follower saw the ledger change (or read it for the first time)."""
@@ -291,7 +295,8 @@ class ReclaimApp(App[int]):
 
     def _follow(self) -> None:
         """Poll `data_version` every ~0.1 s on a dedicated connection; post changes and staleness."""
-        follower = Follower(self.source, self.clock, FEED_SIZE, silence_seconds=self.config.policy.worker_silence_seconds)
+        follower = Follower(self.source, self.clock, FEED_SIZE, silence_seconds=self.config.policy.worker_silence_seconds,
+                            awaiting=partial(awaiting_count, config=self.config, me=self.operator))
         was_stale = ""
         workers_shown: tuple[str, bool] | None = None
         try:
@@ -365,6 +370,7 @@ class ReclaimApp(App[int]):
         self.stale = ""
         self.remotes_paused = pulse.paused_remotes
         self.head_hash = pulse.head_hash
+        self.awaiting_me = pulse.awaiting_me
         self.last_seen = pulse.seen_at
         screen = self.shown_screen()
         if isinstance(screen, ReclaimScreen):
@@ -520,9 +526,13 @@ class ReclaimApp(App[int]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="command")
     def read_view(self, name: str) -> None:
         """`:view NAME`: the operator's saved view."""
+        built_in = {v.name: v for v in builtin_views(self.config, self.operator)}
         try:
-            with self.source.reading() as conn:
-                view = get_view(conn, self.operator, name)
+            if name in built_in:
+                view = built_in[name]
+            else:
+                with self.source.reading() as conn:
+                    view = get_view(conn, self.operator, name)
         except LedgerError as e:
             self.post_message(self.CommandFailed(str(e)))
             return
@@ -532,7 +542,8 @@ class ReclaimApp(App[int]):
     def read_views(self) -> None:
         """`:view` alone: the operator's saved views."""
         with self.source.reading() as conn:
-            self.post_message(self.ViewsListed(list_views(conn, self.operator)))
+            self.post_message(self.ViewsListed(builtin_views(self.config, self.operator)
+                                               + list_views(conn, self.operator)))
 
     @on(JobsFound)
     def _jobs_found(self, message: JobsFound) -> None:

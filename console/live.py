@@ -39,8 +39,10 @@ from ledger import (
     Preview,
     QuotaDay,
     Refused,
+    RemoteAnswers,
     RemoteCache,
     RemoteStatus,
+    Stage,
     WorkerBoard,
     close_quietly,
     connect,
@@ -55,6 +57,7 @@ from ledger import (
     held_jobs,
     is_url,
     job_events,
+    job_stage,
     known_handle,
     last_event_id,
     latest_finding,
@@ -67,10 +70,12 @@ from ledger import (
     quota_history,
     quota_today,
     read_board,
+    remote_capabilities,
     span,
     take,
     valid_time,
     wait_for_change,
+    what_remotes_answer,
     where_to_look,
 )
 from ledger import parse_due as parse_due_text
@@ -162,6 +167,7 @@ class Pulse:
     reset: bool = False
     paused_remotes: tuple[str, ...] = ()  # remotes that refuse every job: nothing is sent to them
     head_hash: str | None = None  # the newest event's hash: the audit chain's head, to compare with a kept copy
+    awaiting_me: int | None = None  # held jobs awaiting the operator's approval (None: not an approver)
 
     def touches(self, key: JobKey) -> bool:
         """True when this pulse may concern the job `key` (any new event for it, or a full reload)."""
@@ -185,8 +191,11 @@ class Follower:
     def __init__(
         self, source: LedgerSource, clock: Clock, feed_size: int = FEED_SIZE, *,
         silence_seconds: float = Policy.worker_silence_seconds,
+        awaiting: Callable[[Connection], int | None] | None = None,
     ) -> None:
         self.source = source
+        self.awaiting = awaiting
+        """Counts the held jobs awaiting the operator's approval, with each change (None: not counted)."""
         self.clock = clock
         self.feed_size = feed_size
         self.silence_seconds = silence_seconds
@@ -245,7 +254,8 @@ class Follower:
         if events:
             self._head = events[-1].hash
         version = self._events.version or 0
-        return Pulse(version, counts, events, self.clock.now(), paused_remotes=self._paused(), head_hash=self._head)
+        return Pulse(version, counts, events, self.clock.now(), paused_remotes=self._paused(), head_hash=self._head,
+                     awaiting_me=self._awaiting())
 
     def _reload(self) -> Pulse:
         assert self._conn is not None
@@ -255,7 +265,11 @@ class Follower:
         self._board = read_board(self._conn)
         self._head = events[-1].hash if events else None
         return Pulse(self._events.version or 0, counts, events, self.clock.now(), reset=True,
-                     paused_remotes=self._paused(), head_hash=self._head)
+                     paused_remotes=self._paused(), head_hash=self._head, awaiting_me=self._awaiting())
+
+    def _awaiting(self) -> int | None:
+        assert self._conn is not None
+        return self.awaiting(self._conn) if self.awaiting is not None else None
 
     def wait(self, seconds: float, wake: threading.Event) -> None:
         """Until the next poll is worth it: `seconds`, cut short by `wake` (our own write) or, on PostgreSQL,
@@ -281,11 +295,23 @@ class OverviewData:
 
     held: list[Job]
     quotas: list[QuotaDay]
+    stages: dict[JobKey, Stage] = field(default_factory=dict)
+
+
+def stages_of(conn: Connection, jobs: list[Job], tz: str) -> dict[JobKey, Stage]:
+    """The stage of each held or failed job among `jobs` (due times absolute, in `tz`)."""
+    out: dict[JobKey, Stage] = {}
+    for job in jobs:
+        stage = job_stage(conn, job, clock_time(job.due_at, tz, with_date=True) if job.due_at is not None else "")
+        if stage is not None:
+            out[job.key] = stage
+    return out
 
 
 def load_overview(conn: Connection, config: Config, now: float, held_limit: int = 50) -> OverviewData:
-    """Held jobs (oldest hold first) and today's quotas."""
-    return OverviewData(held_jobs(conn, limit=held_limit), quota_today(conn, config, now))
+    """Held jobs (oldest hold first) with their stages, and today's quotas."""
+    held = held_jobs(conn, limit=held_limit)
+    return OverviewData(held, quota_today(conn, config, now), stages_of(conn, held, config.timezone))
 
 
 @dataclass(frozen=True)
@@ -300,6 +326,8 @@ class JobPage:
     filter_text: str
     error: str | None = None
     """Why the filter was refused (an unknown key): the page is then empty."""
+    stages: dict[JobKey, Stage] = field(default_factory=dict)
+    """The stage of each held or failed job on the page."""
 
 
 class PageRequest(NamedTuple):
@@ -314,16 +342,18 @@ class PageRequest(NamedTuple):
 
 def load_page(
     conn: Connection, group: str, *, offset: int, oldest_first: bool, filter_text: str, me: str,
-    page_size: int = PAGE_SIZE,
+    page_size: int = PAGE_SIZE, four_eyes: bool = True, tz: str = "UTC",
 ) -> JobPage:
-    """Read one page (plus one row to know if another page follows); never the whole group. A filter that cannot
-    be parsed reads nothing: the page is empty and says why."""
+    """Read one page (plus one row to know if another page follows), with the stage of its held and failed jobs;
+    never the whole group. A filter that cannot be parsed reads nothing: the page is empty and says why."""
     try:
-        flt = JobFilter.parse(filter_text, me=me) if filter_text.strip() else None
+        flt = JobFilter.parse(filter_text, me=me, four_eyes=four_eyes) if filter_text.strip() else None
     except BadInput as e:
         return JobPage(group, [], offset, False, oldest_first, filter_text, error=str(e))
     rows = list_jobs(conn, group, limit=page_size + 1, offset=offset, oldest_first=oldest_first, flt=flt)
-    return JobPage(group, rows[:page_size], offset, len(rows) > page_size, oldest_first, filter_text)
+    page = rows[:page_size]
+    return JobPage(group, page, offset, len(rows) > page_size, oldest_first, filter_text,
+                   stages=stages_of(conn, page, tz))
 
 
 # The three ways a send can end unknown, in the words operators use.
@@ -352,11 +382,24 @@ class JobDetail:
     evidence: list[Evidence] = field(default_factory=list)
     console_url: str | None = None
     """Where a person checks the remote's own records of this job (shown whole, copyable), if anywhere."""
+    query_helps: bool = True
+    """Whether a query can ask the remote anything: a handle is recorded, evidence names one, or the remote can be
+    searched by idem key. When not, the screens offer no query and say what is known instead."""
+    answers: RemoteAnswers | None = None
+    """What the job's remote can answer, from the config and the ledger (no adapter built)."""
 
     @property
     def duplicates(self) -> list[Event]:
         """Second remote interactions detected for this job's idem key (a send twice), oldest first."""
         return [e for e in self.events if e.kind == "duplicate_send"]
+
+    def known_state(self) -> Evidence | None:
+        """The newest evidence for the current attempt that says what the remote did (running, completed, absent,
+        gone, failed), if any."""
+        for ev in reversed(self.evidence):
+            if ev.attempt in (None, self.job.attempt) and ev.remote_state:
+                return ev
+        return None
 
     def suggested_handle(self) -> str | None:
         """The handle evidence names for the current attempt (a webhook, a fenced accepted send, a query)."""
@@ -440,13 +483,18 @@ def load_job(
     job = find_job(conn, key)
     if job is None:
         return None
+    helps, cannot_ask = query_helps(conn, config, job)
     previews: dict[str, Preview] = {}
     if with_previews:
         for action in JOB_ACTIONS:
             p = preview_action(conn, config, key, action, operator, clock)
             if read_only:
                 p = Preview(action, False, READ_ONLY_REASON, p.summary)
+            elif action == "query" and p.allowed and not helps:
+                p = Preview(action, False, cannot_ask, p.summary)
             previews[action] = p
+    rc_name = config.operations[job.operation].remote if job.operation in config.operations else None
+    answers = next((a for a in what_remotes_answer(conn, config, clock.now()) if a.name == rc_name), None)
     return JobDetail(
         job=job,
         events=job_events(conn, key),
@@ -457,7 +505,29 @@ def load_job(
         previews=previews,
         evidence=evidence_for_job(conn, job),
         console_url=console_url_for(config, job.operation, job.idem_key),
+        query_helps=helps,
+        answers=answers,
     )
+
+
+def query_helps(conn: Connection, config: Config, job: Job) -> tuple[bool, str]:
+    """Whether a query can ask the job's remote anything (a handle recorded, evidence naming one, or a search by
+    idem key), and when not, why, in one line. Reads the config and the ledger; builds no adapter."""
+    op = config.operations.get(job.operation)
+    rc = config.remotes.get(op.remote) if op is not None else None
+    if rc is None:
+        return False, f"operation {job.operation} has no declared remote: a query cannot ask anything"
+    caps = remote_capabilities(rc)
+    if job.handle:
+        return (True, "") if caps.lookup_by_handle else (
+            False, f"{rc.kind} remote {rc.name} cannot look a handle up: a query cannot ask anything")
+    found = known_handle(conn, job)
+    if found is not None and found.handle and caps.lookup_by_handle:
+        return True, ""
+    if caps.search_by_key:
+        return True, ""
+    return False, (f"a query cannot help: no handle is recorded, no evidence names one, and {rc.kind} cannot be "
+                   "searched by idem key: record what you found (step 2)")
 
 
 def warm_remote(remotes: RemoteCache, operation: str) -> None:

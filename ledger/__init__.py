@@ -93,6 +93,11 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "metrics_server": ("ledger.metrics", "make_server"),
     # ledger.remote_answers
     "what_remotes_answer": ("ledger.remote_answers", "answers"),
+    # ledger.stages
+    "Stage": ("ledger.stages", "Stage"), "STAGES": ("ledger.stages", "STAGES"),
+    "job_stage": ("ledger.stages", "job_stage"), "awaiting_count": ("ledger.stages", "awaiting_count"),
+    "RemoteAnswers": ("ledger.remote_answers", "RemoteAnswers"),
+    "remote_capabilities": ("ledger.remote_answers", "capabilities_of"),
     # ledger.heartbeat
     "duration_text": ("ledger.heartbeat", "duration"), "Liveness": ("ledger.heartbeat", "Liveness"),
     "read_board": ("ledger.heartbeat", "read_board"), "WorkerBeat": ("ledger.heartbeat", "WorkerBeat"),
@@ -145,7 +150,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # ledger.views
     "delete_view": ("ledger.views", "delete_view"), "get_view": ("ledger.views", "get_view"),
     "list_views": ("ledger.views", "list_views"), "save_view": ("ledger.views", "save_view"),
-    "SavedView": ("ledger.views", "SavedView"),
+    "SavedView": ("ledger.views", "SavedView"), "builtin_views": ("ledger.views", "builtin_views"),
     # ledger.worker
     "poll_submitted": ("ledger.worker", "poll_submitted"), "RemoteCache": ("ledger.worker", "RemoteCache"),
     "run_worker": ("ledger.worker", "run_worker"), "send_one": ("ledger.worker", "send_one"),
@@ -296,7 +301,9 @@ if TYPE_CHECKING:
     )
     from ledger.receiver import make_server as make_webhook_server
     from ledger.redaction import Redactor
+    from ledger.remote_answers import RemoteAnswers
     from ledger.remote_answers import answers as what_remotes_answer
+    from ledger.remote_answers import capabilities_of as remote_capabilities
     from ledger.remote_health import paused_remotes
     from ledger.remote_health import resume as resume_remote
     from ledger.remotes import console_url_for, preload_adapters
@@ -311,6 +318,7 @@ if TYPE_CHECKING:
     from ledger.seal import key_path as audit_key_path
     from ledger.seal import read_key as read_audit_key
     from ledger.seal import use_key as use_audit_key
+    from ledger.stages import STAGES, Stage, awaiting_count, job_stage
     from ledger.store import is_url, ledger_clock, shown_ledger
     from ledger.triage import (
         FINDING_CATEGORIES,
@@ -335,7 +343,7 @@ if TYPE_CHECKING:
     from ledger.triage import (
         preview as preview_action,
     )
-    from ledger.views import SavedView, delete_view, get_view, list_views, save_view
+    from ledger.views import SavedView, builtin_views, delete_view, get_view, list_views, save_view
     from ledger.worker import RemoteCache, TickReport, poll_submitted, run_worker, send_one, submit_now, tick, worker_id
 
 
@@ -369,6 +377,7 @@ __all__ = [
     "REPORT_CSV_COLUMNS",
     "REPORT_ENDINGS",
     "SEAT_ENV",
+    "STAGES",
     "STATES",
     "ActionField",
     "BadInput",
@@ -398,12 +407,14 @@ __all__ = [
     "QuotaDay",
     "Redactor",
     "Refused",
+    "RemoteAnswers",
     "RemoteCache",
     "RemoteStatus",
     "Report",
     "ReportFigures",
     "ReserveResult",
     "SavedView",
+    "Stage",
     "SystemClock",
     "TickReport",
     "UnknownOperation",
@@ -413,7 +424,9 @@ __all__ = [
     "assign",
     "audit_head",
     "audit_key_path",
+    "awaiting_count",
     "build_report",
+    "builtin_views",
     "bulk_assign",
     "check_action_input",
     "check_export_filter",
@@ -452,6 +465,7 @@ __all__ = [
     "is_url",
     "iso",
     "job_events",
+    "job_stage",
     "journal_kept_reason",
     "journal_state",
     "known_handle",
@@ -495,6 +509,7 @@ __all__ = [
     "record_finding",
     "record_policy",
     "reject",
+    "remote_capabilities",
     "require_policy_owner",
     "require_role",
     "reserve",

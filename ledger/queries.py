@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 from ledger.config import Config
 from ledger.errors import BadInput
 from ledger.model import GROUPS, STATES, Event, Job, JobKey
+from ledger.stages import check_stage, stage_clause
 
 
 def data_version(conn: sqlite3.Connection) -> int:
@@ -43,6 +44,7 @@ FILTER_KEYS = {
     "op": "the operation (* is a wildcard)",
     "target": "the target (* is a wildcard)",
     "reason": "words in why it is held or its last error",
+    "stage": "who it waits for: needs-finding, awaiting-approval, awaiting-my-approval, assigned",
     "text": "a word that itself holds a colon (text:a:b)",
 }
 """The keys a typed filter knows, and what each matches; words without a key match id, operation, target and
@@ -53,18 +55,23 @@ _KEY = re.compile(r"([A-Za-z][A-Za-z0-9_-]*):(.*)", re.DOTALL)
 @dataclass(frozen=True)
 class JobFilter:
     """A typed filter: free words on job id / operation / target / held reason / last error, plus owner:, op:,
-    target:, reason: terms."""
+    target:, reason:, stage: terms."""
 
     text: str = ""
     owner: str | None = None
     operation: str | None = None
     target: str | None = None
     reason: str | None = None
+    stage: str | None = None
+    me: str | None = field(default=None, compare=False)
+    """The operator (stage:awaiting-my-approval leaves out the jobs they queried or wrote a finding for)."""
+    four_eyes: bool = field(default=True, compare=False)
 
     @classmethod
-    def parse(cls, query: str, me: str | None = None) -> JobFilter:
+    def parse(cls, query: str, me: str | None = None, *, four_eyes: bool = True) -> JobFilter:
         """Parse "owner:me op:article.* reason:timeout bucket" into a filter (`*` is a wildcard in op: and
-        target:; `me` is the operator). A key it does not know is refused (BadInput naming it and the keys)."""
+        target:; `me` is the operator). A key it does not know, or a stage it does not know, is refused (BadInput
+        naming it and the keys)."""
         words: list[str] = []
         terms: dict[str, str] = {}
         for tok in query.split():
@@ -86,8 +93,9 @@ class JobFilter:
         owner = terms.get("owner")
         if owner == "me" and me:
             owner = me
+        stage = check_stage(terms["stage"]) if "stage" in terms else None
         return cls(text=" ".join(w for w in words if w), owner=owner, operation=terms.get("op"),
-                   target=terms.get("target"), reason=terms.get("reason"))
+                   target=terms.get("target"), reason=terms.get("reason"), stage=stage, me=me, four_eyes=four_eyes)
 
 
 def _clip(text: str, limit: int = 40) -> str:
@@ -122,6 +130,10 @@ def filter_clause(flt: JobFilter, table: str = "") -> tuple[list[str], list[Any]
     if flt.target:
         where.append(f"{col('target')} LIKE ? ESCAPE '\\'")
         params.append(_like(flt.target))
+    if flt.stage:
+        more, more_params = stage_clause(flt.stage, table or "jobs", flt.me, flt.four_eyes)
+        where += more
+        params += more_params
     return where, params
 
 

@@ -6,6 +6,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from ledger.clock import Clock
+from ledger.config import Config
 from ledger.db import write_tx
 from ledger.errors import BadInput
 from ledger.model import GROUPS
@@ -65,3 +66,14 @@ def delete_view(conn: sqlite3.Connection, operator: str, name: str) -> None:
     with write_tx(conn):
         if conn.execute("DELETE FROM saved_views WHERE operator = ? AND name = ?", (operator, name)).rowcount == 0:
             raise BadInput(f"view {name!r}: no such saved view for {operator} (see 'reclaim views')")
+
+
+AWAITING_MY_APPROVAL = "awaiting my approval"
+
+
+def builtin_views(config: Config, operator: str) -> list[SavedView]:
+    """The views every seat has without saving them: for an approver, "awaiting my approval" (held jobs with a
+    finding, leaving out under four-eyes those the approver queried or wrote a finding for)."""
+    if "approver" not in config.roles_of(operator):
+        return []
+    return [SavedView(operator, AWAITING_MY_APPROVAL, "held", "stage:awaiting-my-approval", 0.0)]

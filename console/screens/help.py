@@ -25,7 +25,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         app = cast("ReclaimApp", self.app)
         with Vertical(id="help-dialog"):
-            yield Label("Keys", id="help-title")
+            yield Label("Keys — Esc, ? or q closes this help", id="help-title")
             yield Static(
                 Text(
                     "Remap any key by its id under [keys] in the config, e.g. \"triage.release\" = \"ctrl+e\". "

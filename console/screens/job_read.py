@@ -8,14 +8,7 @@ from textual.worker import get_current_worker
 
 from console.live import JobDetail, load_job, remote_lines, warm_remote
 from console.screens.base import ReclaimScreen
-from ledger import Config, Connection, JobKey, what_remotes_answer
-
-
-def remote_answers_line(conn: Connection, config: Config, operation: str, now: float) -> list[str]:
-    """`RemoteAnswers.line()` of the remote `operation` is sent to, as `reclaim remotes` says it (no remote is
-    called); none for an operation the config does not declare."""
-    op = config.operations.get(operation)
-    return [a.line() for a in what_remotes_answer(conn, config, now) if op is not None and a.name == op.remote]
+from ledger import JobKey
 
 
 class JobRead(Message):
@@ -54,6 +47,7 @@ def read_job_then_remote(
     warm_remote(app.remotes, detail.job.operation)
     with app.source.reading() as conn:
         lines = remote_lines(app.config, app.remotes, detail.job, conn)
-        lines += remote_answers_line(conn, app.config, detail.job.operation, app.clock.now())
+    if detail.answers is not None:
+        lines.append(detail.answers.line())
     if not worker.is_cancelled:
         screen.post_message(answered(lines))

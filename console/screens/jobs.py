@@ -35,7 +35,7 @@ from console.widgets.group_tile import GroupTile
 from console.widgets.job_table import JobTable
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
-from ledger import Job, SavedView, list_views
+from ledger import Job, SavedView, builtin_views, list_views
 
 JOBS_BY_ID = {b.id: b for b in JOBS}
 HELD_KEY = next(b for b in APP if b.id == "app.group.held")
@@ -138,7 +138,8 @@ class JobListScreen(ReclaimScreen):
         app = self.reclaim
         with app.source.reading() as conn:
             page = load_page(conn, request.group, offset=request.offset, oldest_first=request.oldest_first,
-                             filter_text=request.filter_text, me=app.operator, page_size=request.page_size)
+                             filter_text=request.filter_text, me=app.operator, page_size=request.page_size,
+                             four_eyes=app.config.policy.four_eyes, tz=app.config.timezone)
         if not get_current_worker().is_cancelled:
             self.post_message(self.Loaded(page))
 
@@ -296,7 +297,7 @@ class JobListScreen(ReclaimScreen):
         """The operator's saved views, read off the UI thread."""
         app = self.reclaim
         with app.source.reading() as conn:
-            views = list_views(conn, app.operator)
+            views = builtin_views(app.config, app.operator) + list_views(conn, app.operator)
         self.post_message(self.ViewsRead(views))
 
     def on_job_list_screen_views_read(self, message: ViewsRead) -> None:

@@ -108,7 +108,7 @@ class OverviewScreen(ReclaimScreen):
         if not self.in_view:
             return  # covered since the read began: drawing now would repaint the screen on top; resume re-reads
         app = self.reclaim
-        self.query_one(HeldTable).show_jobs(message.data.held, app.clock.now())
+        self.query_one(HeldTable).show_jobs(message.data.held, app.clock.now(), message.data.stages)
         self.query_one(QuotaTable).show_quotas(message.data.quotas)
         if not self.loaded:
             app.call_after_refresh(app.prepare_job_list)

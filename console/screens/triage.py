@@ -48,6 +48,7 @@ from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
 from ledger import FINDING_CATEGORIES, JobKey, LedgerError, Preview, preview_action
 
+_NO = Preview("", False, None, "")
 DECISIONS = ("release", "reconcile", "reject", "remediate", "assign")
 DANGEROUS = frozenset({"release"})
 ASKS_FIRST = frozenset({"finding", *DECISIONS})
@@ -71,21 +72,56 @@ def _reason(error: Exception) -> str:
     return str(error) if isinstance(error, LedgerError) else f"{type(error).__name__}: {error}"
 
 
-def suggested_category(detail: JobDetail) -> str | None:
-    """The finding category the current attempt's latest query points to, or None when it says nothing.
+EVIDENCE_CATEGORY = {"completed": "completed_reply_lost", "running": "in_progress", "absent": "not_received",
+                     "gone": "cannot_determine"}
+"""The finding category evidence of each remote state points to (a failed run points to none)."""
 
-    A search by idem key that found nothing: not_received. Running (or waiting for input): in_progress. Completed:
-    completed_reply_lost. A handle the remote no longer knows (retention): cannot_determine. A query that could
-    not ask (no handle, no search), or failed: no suggestion; the operator looks where the screen says.
+
+def suggested_category(detail: JobDetail) -> str | None:
+    """The finding category what is known points to, or None when nothing does.
+
+    The current attempt's latest query first: a search by idem key that found nothing, not_received; running (or
+    waiting for input), in_progress; completed, completed_reply_lost; a handle the remote no longer knows
+    (retention), cannot_determine. With no query: the newest evidence's remote state (a webhook, a fenced accepted
+    send). With neither, and no query able to ask anything (no handle, no evidence naming one, no search by key):
+    cannot_determine, which the operator changes once they have looked where step 1 says. A query that could not
+    ask, or failed, with a remote that can be asked: no suggestion.
     """
     q = detail.latest_query
-    if q is None:
-        return None
-    state = q.detail.get("remote_state")
-    if state == "not_found":
-        return "cannot_determine" if q.detail.get("handle") else "not_received"
-    return {"running": "in_progress", "needs_person": "in_progress", "completed": "completed_reply_lost"}.get(
-        str(state))
+    if q is not None:
+        state = q.detail.get("remote_state")
+        if state == "not_found":
+            return "cannot_determine" if q.detail.get("handle") else "not_received"
+        found = {"running": "in_progress", "needs_person": "in_progress",
+                 "completed": "completed_reply_lost"}.get(str(state))
+        if found is not None or detail.query_helps:
+            return found
+    known = detail.known_state()
+    if known is not None and known.remote_state in EVIDENCE_CATEGORY:
+        return EVIDENCE_CATEGORY[known.remote_state]
+    return None if detail.query_helps else "cannot_determine"
+
+
+STEP_ONE_ASK = "Step 1 · Ask the remote what it did"
+STEP_ONE_KNOWN = "Step 1 · What is known (a query cannot help: nothing to ask the remote about)"
+
+
+def known_lines(detail: JobDetail, tz: str) -> Text:
+    """What reclaim knows about the current attempt's outcome: the evidence so far and what the remote can answer."""
+    text = Text()
+    known = detail.known_state()
+    if known is None:
+        text.append("Evidence: none for this attempt yet", style="bold")
+    else:
+        text.append("Evidence: ", style="bold")
+        text.append(f"{clock_time(known.at, tz)} {known.source} says {known.remote_state}")
+        if known.handle:
+            text.append(" · handle ")
+            text.append_text(safe_text(known.handle, 120))
+    if detail.answers is not None:
+        text.append("\nRemote: ", style="bold")
+        text.append_text(safe_text(detail.answers.line(), 300))
+    return text
 
 
 _LISTED_AT = re.compile(r"; the demo's simulator lists them at \S+")
@@ -156,6 +192,8 @@ class TriageScreen(ReclaimScreen):
         self.suggested: str | None = None
         """The finding category the latest query points to (set in the form when the operator chose none)."""
         self._prefilled_handle = ""
+        self._remote_lines: list[str] = []
+        self._guided = False
         self._queried: str | None = None
         self._asked_after: int | None = None  # the latest query's event id when ours began
         self.remote_read = False
@@ -167,7 +205,7 @@ class TriageScreen(ReclaimScreen):
         with VerticalScroll(id="triage-body"):
             yield Label(Text.assemble(("Triage ", "bold"), safe_text(self.key.job_id, 100)), id="triage-title")
             yield HeldExplanation(id="triage-why")
-            yield Label("Step 1 · Ask the remote what it did", classes="step")
+            yield Label(STEP_ONE_ASK, classes="step", id="step-1")
             yield Static(Text(READING_REMOTE, style="dim"), id="triage-remote", classes="section-body")
             yield ConsoleLink(id="triage-console-url")
             yield self._action("query")
@@ -218,9 +256,17 @@ class TriageScreen(ReclaimScreen):
 
     def on_triage_screen_remote_read(self, message: RemoteRead) -> None:
         self.remote_read = True
-        self.query_one("#triage-remote", Static).update(
-            Text("\n").join(safe_text(line, 300) for line in message.lines[1:])  # the first is the remote's kind
-        )
+        self._remote_lines = message.lines[1:]  # the first is the remote's kind
+        self._show_remote()
+
+    def _show_remote(self) -> None:
+        """Step 1's body: what the remote can answer; when a query cannot help, what is known first."""
+        lines = Text("\n").join(safe_text(line, 300) for line in self._remote_lines)
+        detail = self.detail
+        if detail is not None and not detail.query_helps:
+            known = known_lines(detail, self.reclaim.config.timezone)
+            lines = Text("\n").join([known, lines]) if lines.plain else known
+        self.query_one("#triage-remote", Static).update(lines)
 
     def _run_queued(self) -> None:
         queued, self.queued = self.queued, None
@@ -247,9 +293,9 @@ class TriageScreen(ReclaimScreen):
         self.query_one("#triage-title", Label).update(Text.assemble(("Triage  ", "bold"), job_title(detail)))
         self.query_one("#triage-why", HeldExplanation).show(detail)
         if detail.can_answer:
-            self.query_one("#triage-remote", Static).update(
-                Text("\n").join(safe_text(line, 300) for line in detail.can_answer[1:])  # the first: the remote's kind
-            )
+            self._remote_lines = detail.can_answer[1:]  # the first: the remote's kind
+        self.query_one("#step-1", Label).update(STEP_ONE_ASK if detail.query_helps else STEP_ONE_KNOWN)
+        self._show_remote()
         self.query_one("#triage-console-url", ConsoleLink).show(
             detail.console_url, self.reclaim.keymap.keys.get("triage.copy_url", "l"))
         self.query_one("#triage-last-query", Static).update(query_line(detail, tz))
@@ -269,8 +315,34 @@ class TriageScreen(ReclaimScreen):
         ):
             self._say_suggestion(self._queried)  # this read has our query's record
             self._queried = None
+        elif not self._guided and self.queued is None:
+            self._guide(detail)
+        self._guided = True
         self.refresh_bindings()
         self._run_queued()
+
+    def _guide(self, detail: JobDetail) -> None:
+        """On the first read: the next step the screen offers for a held job, when evidence already names a handle,
+        a finding awaits a decision, or step 2 is preset (evidence, or a query cannot help)."""
+        if detail.job.state != "held":
+            return
+        previews = detail.previews
+        handle = self.query_one("#decision-handle", Input).value
+        finding = detail.latest_finding
+        if handle and handle == self._prefilled_handle and previews.get("reconcile", _NO).allowed:
+            self.feedback(Text.assemble(
+                ("evidence names handle ", "bold"), safe_text(handle, 80), f" — {self._key('reconcile')} reconciles "
+                "with it (verified with the remote when you confirm)"), prompt=True)
+        elif finding is not None and previews.get("release", _NO).allowed:
+            self.feedback(Text.assemble(
+                ("finding by ", "bold"), safe_text(finding.actor, 40), ": ",
+                safe_text(finding.detail.get("category"), 40), f" — {self._key('release')} releases it (a reason is "
+                "asked)"), prompt=True)
+        elif finding is None and self.suggested is not None and detail.latest_query is None:
+            why = "from the evidence" if detail.known_state() is not None else "a query cannot help"
+            self.feedback(Text.assemble(
+                ("step 2 is set to ", "bold"), (self.suggested, "bold"), f" ({why}); {self._key('finding')} records "
+                "it with your note"), prompt=True)
 
     def _say_suggestion(self, said: str) -> None:
         """After our query: what it said, and the finding it points to (set in step 2) or that it points to none."""

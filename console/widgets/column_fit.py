@@ -54,3 +54,15 @@ def fit_widths(
     if over < 0 and flex:
         widths[flex[0]] += -over
     return widths
+
+
+EMPTY_CELLS = frozenset({"", "—"})
+
+
+def columns_in_use(labels: Sequence[str], rows: Sequence[Sequence[Text]], *, hideable: Sequence[str]) -> list[int]:
+    """The indexes of the columns to draw: every column but a `hideable` one that is empty (or '—') on every row,
+    so an empty owner, due or target column gives its room to the ids and reasons. With no rows, all of them."""
+    if not rows:
+        return list(range(len(labels)))
+    return [i for i, label in enumerate(labels)
+            if label not in hideable or any(row[i].plain.strip() not in EMPTY_CELLS for row in rows)]

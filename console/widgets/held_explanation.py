@@ -48,8 +48,11 @@ class HeldExplanation(Static):
                 text.append_text(safe_text(finding.detail.get("note"), 200))
             elif detail.latest_query is not None:
                 text.append("Queried, no finding yet: record what you found (step 2).", style="italic")
-            else:
+            elif detail.query_helps:
                 text.append("Nobody has looked yet: query the remote (step 1), then record a finding.", style="italic")
+            else:
+                text.append("A query cannot help (nothing to ask the remote about): look where step 1 says, then "
+                            "record what you found (step 2).", style="italic")
         elif job.state == "failed":
             text.append("Failed: ", style="bold red")
             text.append_text(safe_text(job.last_error or "the remote rejected or failed it", 300))

@@ -8,8 +8,13 @@ from textual.widgets import DataTable
 
 from console.live import age
 from console.sanitize import safe_text
-from console.widgets.column_fit import ellipsised, fit_widths
-from ledger import INVALID, Job, JobKey, valid_time
+from console.widgets.column_fit import columns_in_use, ellipsised, fit_widths
+from ledger import INVALID, Job, JobKey, Stage, valid_time
+
+
+def stage_text(words: str) -> Text:
+    """A stage as a cell: awaiting approval stands out (someone can act now)."""
+    return safe_text(words, 120, style="bold yellow" if words.startswith("awaiting") else "")
 
 
 def short_reason(reason: str) -> str:
@@ -46,16 +51,22 @@ class HeldTable(DataTable[Text]):
             self.now_on = now_on
             super().__init__()
 
-    LABELS = ("age", "job", "operation", "reason held", "owner", "due", "target")
-    FLEX = (3, 6, 2, 1)
-    """The reason takes the free room; when room is short the reason, the target, the operation, then the job id
-    give way (each cut with an ellipsis)."""
-    MINIMUM = (5, 10, 8, 10, 5, 5, 6)
+    LABELS = ("age", "job", "stage", "operation", "reason held", "owner", "due", "target")
+    FLEX = (4, 7, 3, 2, 1)
+    """The reason takes the free room; when room is short the reason, the target, the operation, the stage, then the
+    job id give way (each cut with an ellipsis)."""
+    MINIMUM = (5, 10, 8, 8, 10, 5, 5, 6)
+    HIDEABLE = ("owner", "due", "target")
+    """Columns drawn only when some row has something in them."""
+    NARROW = 100
+    NARROW_HIDDEN = ("operation", "target")
+    """Below NARROW cells the operation and the target give their room to the id and the stage (the job screen,
+    Enter, has them whole, with the full id)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self._keys: dict[str, JobKey] = {}
-        self._shown: list[tuple[Job, str, str]] | None = None
+        self._shown: list[tuple[Job, str, str, str]] | None = None
         self._rows: list[tuple[Text, ...]] = []
         self._room = 0
 
@@ -77,18 +88,26 @@ class HeldTable(DataTable[Text]):
     def _draw(self) -> None:
         """Lay the columns out for the rows and the room there is, and put the rows back (cursor kept)."""
         self._room = self.size.width
-        widths = fit_widths(self.LABELS, self._rows, self._room or 100, flex=self.FLEX, minimum=self.MINIMUM)
+        use = columns_in_use(self.LABELS, self._rows, hideable=self.HIDEABLE)
+        if 0 < self._room < self.NARROW:
+            use = [i for i in use if self.LABELS[i] not in self.NARROW_HIDDEN]
+        labels = [self.LABELS[i] for i in use]
+        rows = [tuple(row[i] for i in use) for row in self._rows]
+        flex = [use.index(i) for i in self.FLEX if i in use]
+        widths = fit_widths(labels, rows, self._room or 100, flex=flex, minimum=[self.MINIMUM[i] for i in use])
         row = self.cursor_row
         self.clear(columns=True)
-        for label, width in zip(self.LABELS, widths, strict=True):
+        for label, width in zip(labels, widths, strict=True):
             self.add_column(ellipsised(Text(label)), width=width, key=label)
-        for i, cells in enumerate(self._rows):
+        for i, cells in enumerate(rows):
             self.add_row(*cells, key=str(i))
         if self._rows and row > 0:
             self.move_cursor(row=min(row, len(self._rows) - 1))
 
-    def show_jobs(self, jobs: list[Job], now: float) -> None:
-        """Replace the rows, keeping the cursor on the same job (no redraw when they read the same)."""
+    def show_jobs(self, jobs: list[Job], now: float, stages: dict[JobKey, Stage] | None = None) -> None:
+        """Replace the rows (with each job's stage, who it waits for), keeping the cursor on the same job (no redraw
+        when they read the same)."""
+        stages = stages or {}
         dues: list[Text] = []
         for job in jobs:
             if job.due_at is None:
@@ -100,7 +119,8 @@ class HeldTable(DataTable[Text]):
             else:
                 dues.append(Text(f"in {age(job.due_at - now)}"))
         ages = [age(now - (job.held_at if job.held_at is not None else job.created_at)) for job in jobs]
-        shown = [(job, when, due.plain) for job, when, due in zip(jobs, ages, dues, strict=True)]
+        words = [stages[job.key].words if job.key in stages else "" for job in jobs]
+        shown = [(job, when, due.plain, said) for job, when, due, said in zip(jobs, ages, dues, words, strict=True)]
         if shown == self._shown:
             return
         self._shown = shown
@@ -111,13 +131,14 @@ class HeldTable(DataTable[Text]):
             tuple(ellipsised(cell) for cell in (
                 Text(when),
                 safe_text(job.job_id, 200),
+                stage_text(said),
                 safe_text(job.operation, 80),
                 safe_text(short_reason(job.held_reason or job.last_error or ""), 300),  # the job screen has it whole
                 safe_text(job.owner, 60) if job.owner else Text("—", style="dim"),
                 due,
                 safe_text(job.target, 200),
             ))
-            for job, when, due in zip(jobs, ages, dues, strict=True)
+            for job, when, due, said in zip(jobs, ages, dues, words, strict=True)
         ]
         self._draw()
         keys = [job.key for job in jobs]

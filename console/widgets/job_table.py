@@ -8,7 +8,8 @@ from textual.widgets import DataTable
 
 from console.live import JobPage, age
 from console.sanitize import safe_text
-from console.widgets.column_fit import ellipsised, fit_widths
+from console.widgets.column_fit import columns_in_use, ellipsised, fit_widths
+from console.widgets.held_table import stage_text
 from ledger import Job, JobKey
 
 
@@ -41,17 +42,22 @@ class JobTable(DataTable[Text]):
     class SortRequested(Message):
         """The age column header was clicked."""
 
-    LABELS = ("age", "job", "operation", "state", "target", "owner", "try", "last word")
-    FLEX = (7, 4, 2, 1)
-    """The last word takes the free room; when room is short it, the target, the operation, then the job id give
-    way (each cut with an ellipsis, never silently)."""
-    MINIMUM = (5, 10, 8, 5, 6, 5, 3, 10)
+    LABELS = ("age", "job", "operation", "state", "stage", "target", "owner", "try", "last word")
+    FLEX = (8, 5, 4, 2, 1)
+    """The last word takes the free room; when room is short it, the target, the stage, the operation, then the job
+    id give way (each cut with an ellipsis, never silently)."""
+    MINIMUM = (5, 10, 8, 5, 8, 6, 5, 3, 10)
+    HIDEABLE = ("stage", "target", "owner")
+    """Columns drawn only when some row on the page has something in them."""
+    NARROW = 100
+    NARROW_HIDDEN = ("operation", "target", "try")
+    """Below NARROW cells these give their room to the id and the stage (Enter opens the job, whole)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self._keys: list[JobKey] = []
         self._jobs: list[Job] = []
-        self._shown: list[tuple[Job, str]] | None = None
+        self._shown: list[tuple[Job, str, str]] | None = None
         self._rows: list[tuple[Text, ...]] = []
         self._room = 0
 
@@ -72,18 +78,25 @@ class JobTable(DataTable[Text]):
     def _draw(self) -> None:
         """Lay the columns out for the rows and the room there is, and put the rows in (cursor on the first)."""
         self._room = self.size.width
-        widths = fit_widths(self.LABELS, self._rows, self._room or 120, flex=self.FLEX, minimum=self.MINIMUM)
+        use = columns_in_use(self.LABELS, self._rows, hideable=self.HIDEABLE)
+        if 0 < self._room < self.NARROW:
+            use = [i for i in use if self.LABELS[i] not in self.NARROW_HIDDEN]
+        labels = [self.LABELS[i] for i in use]
+        rows = [tuple(row[i] for i in use) for row in self._rows]
+        flex = [use.index(i) for i in self.FLEX if i in use]
+        widths = fit_widths(labels, rows, self._room or 120, flex=flex, minimum=[self.MINIMUM[i] for i in use])
         self.clear(columns=True)
-        for label, width in zip(self.LABELS, widths, strict=True):
+        for label, width in zip(labels, widths, strict=True):
             self.add_column(ellipsised(Text(label)), width=width, key=label)
-        self.add_rows(self._rows)
+        self.add_rows(rows)
 
     def show_page(self, page: JobPage, now: float, *, follow: bool = False) -> None:
         """Replace the rows with `page` (nothing is redrawn when the rows read the same as those shown).
 
         `follow`: the page is the one shown, read again; keep the cursor on its job (say so if the job left).
         """
-        shown = [(job, age(now - job.created_at)) for job in page.jobs]
+        shown = [(job, age(now - job.created_at), page.stages[job.key].words if job.key in page.stages else "")
+                 for job in page.jobs]
         if shown == self._shown:
             return
         self._shown = shown
@@ -97,12 +110,13 @@ class JobTable(DataTable[Text]):
                 safe_text(job.job_id, 200),
                 safe_text(job.operation, 80),
                 Text(job.state, style="bold red" if job.state == "held" else ""),
+                stage_text(said),
                 safe_text(job.target, 200),
                 safe_text(job.owner, 60),
                 Text(str(job.attempt)),
                 safe_text(job.held_reason or job.last_error or job.handle or "", 300),  # the job screen has it whole
             ))
-            for job, when in shown
+            for job, when, said in shown
         ]
         self._draw()
         if was_on in self._keys:

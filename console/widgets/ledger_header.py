@@ -29,7 +29,7 @@ class LedgerHeader(Horizontal):
     }
     LedgerHeader > Label { padding: 0 1; height: 1; }
     LedgerHeader #hdr-title { text-style: bold; color: $accent; }
-    LedgerHeader #hdr-path { width: 1fr; }
+    LedgerHeader #hdr-path { width: 1fr; min-width: 11; }
     LedgerHeader #hdr-live { color: $success; }
     LedgerHeader #hdr-badge { display: none; text-style: bold; }
     LedgerHeader.-stale #hdr-live { color: $text-muted; }
@@ -42,12 +42,14 @@ class LedgerHeader(Horizontal):
     LedgerHeader #hdr-remote { display: none; background: $error; color: $text; text-style: bold; }
     LedgerHeader.-remote-paused #hdr-remote { display: block; }
     LedgerHeader #hdr-workers { color: $text-muted; }
+    LedgerHeader #hdr-awaiting { display: none; color: $warning; text-style: bold; }
+    LedgerHeader.-awaiting #hdr-awaiting { display: block; }
     LedgerHeader #hdr-workers.-silent { background: $error; color: $text; text-style: bold; }
     """
 
     def __init__(self) -> None:
         super().__init__()
-        self._drawn: tuple[str, str, str, tuple[str, ...], str, bool] | None = None
+        self._drawn: tuple[str, str, str, tuple[str, ...], str, bool, int | None] | None = None
 
     def compose(self) -> ComposeResult:
         app = cast("ReclaimApp", self.app)
@@ -59,6 +61,7 @@ class LedgerHeader(Horizontal):
         yield Label("READ-ONLY", id="hdr-ro")
         yield Label("", id="hdr-badge")
         yield Label("", id="hdr-remote")
+        yield Label("", id="hdr-awaiting")
         yield Label("", id="hdr-workers")
         yield Label("○ connecting", id="hdr-live")
 
@@ -70,6 +73,7 @@ class LedgerHeader(Horizontal):
         self.watch(app, "paused", self._draw, init=False)
         self.watch(app, "remotes_paused", self._draw, init=False)
         self.watch(app, "worker_liveness", self._draw, init=False)
+        self.watch(app, "awaiting_me", self._draw, init=False)
         self.call_after_refresh(self._draw)
 
     def redraw(self) -> None:
@@ -101,9 +105,13 @@ class LedgerHeader(Horizontal):
             live += f" · head {app.head_hash[:8]}"
         liveness = app.worker_liveness
         workers, silent = (liveness.short(), liveness.silent) if liveness is not None else ("", False)
-        if (badge, live, app.stale, app.remotes_paused, workers, silent) == self._drawn:
+        awaiting = app.awaiting_me
+        if (badge, live, app.stale, app.remotes_paused, workers, silent, awaiting) == self._drawn:
             return
-        self._drawn = (badge, live, app.stale, app.remotes_paused, workers, silent)
+        self._drawn = (badge, live, app.stale, app.remotes_paused, workers, silent, awaiting)
+        self.set_class(bool(awaiting), "-awaiting")
+        self.query_one("#hdr-awaiting", Label).update(
+            Text(f"{awaiting} to approve") if awaiting else "")
         workers_label = self.query_one("#hdr-workers", Label)
         workers_label.set_class(silent, "-silent")
         workers_label.display = bool(workers)

@@ -185,22 +185,23 @@ async def test_key_pressed_before_the_read_lands_runs_when_it_does(tmp_path: Pat
         release.set()
         await wait_until(pilot, lambda: app.clipboard == url, what="the queued copy")
         assert screen.feedback_text.startswith("copied")
-        # The triage screen: r (query the remote) pressed while the job is read asks the remote once it lands.
+        # The triage screen: f (record a finding) pressed while the job is read goes on once it lands. A query cannot
+        # help here (no handle, Gemini cannot be searched), so step 2 is preset and f goes straight to the note.
         release.clear()
         app.open_triage(key)
         await wait_until(pilot, lambda: isinstance(app.screen, TriageScreen), what="the triage screen")
         triage = app.screen
         assert isinstance(triage, TriageScreen) and not triage.loaded
-        await pilot.press("r")
-        assert "reading the job" in triage.feedback_text and "query remote goes on" in triage.feedback_text
+        await pilot.press("f")
+        assert "reading the job" in triage.feedback_text and "record finding goes on" in triage.feedback_text
         release.set()
-        await wait_until(pilot, lambda: triage.detail is not None and triage.detail.latest_query is not None,
-                         timeout=20, what="the queued query recorded")
-        # The recorded answer names where to look; the URL is shown whole above it, never as a cut copy here.
-        await wait_until(pilot, lambda: "Last query: " in str(triage.query_one("#triage-last-query").content),
-                         what="the last query drawn")
-        last = str(triage.query_one("#triage-last-query").content)
-        assert "…" not in last and "would have named it" in last and "/console/interactions" not in last
+        await wait_until(pilot, lambda: app.focused is not None and app.focused.id == "finding-note",
+                         timeout=20, what="the queued finding at its note")
+        # Step 1 says where to look; the URL is shown whole on its own line, never as a cut copy in the words.
+        await wait_until(pilot, lambda: "would have named it" in str(triage.query_one("#triage-remote").content),
+                         what="where to look drawn")
+        said = str(triage.query_one("#triage-remote").content)
+        assert "…" not in said and "/console/interactions" not in said
 
 
 def test_cli_show_prints_the_url_whole(tmp_path: Path, console_sim: Simulator, run_cli: Any) -> None:

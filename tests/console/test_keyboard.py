@@ -450,9 +450,9 @@ async def test_command_mode(demo: Demo) -> None:
         await wait_until(pilot, lambda: app.screen is jobs, what="the command line closed")
 
 
-async def test_finding_with_no_suggestion_opens_the_category_list(demo: Demo) -> None:
+async def test_a_query_that_cannot_help_is_not_offered(demo: Demo) -> None:
     # summary today: a 503 from Gemini, nothing asked yet. Gemini cannot be searched and no handle is recorded, so
-    # the query's answer points to no category: f opens the list, Enter picks, the cursor goes to the note.
+    # r is not offered (it says why); step 1 says what is known; step 2 is preset; the list can still be changed.
     app = make_app(demo.ledger, demo.config, "bob", clock=demo.clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_loaded(pilot, OverviewScreen)
@@ -460,21 +460,34 @@ async def test_finding_with_no_suggestion_opens_the_category_list(demo: Demo) ->
         await wait_loaded(pilot, TriageScreen)
         screen = app.screen
         assert isinstance(screen, TriageScreen)
+        assert screen.detail is not None and not screen.detail.query_helps
+        assert "step 2 is set to cannot_determine (a query cannot help)" in screen.feedback_text
         await pilot.press("r")
-        await wait_until(pilot, lambda: "points to no finding" in screen.feedback_text, what="no suggestion")
+        await wait_until(pilot, lambda: "a query cannot help" in screen.feedback_text, what="r explains itself")
+        assert "Step 1 · What is known" in str(screen.query_one("#step-1").content)
         category = screen.query_one("#finding-category", Select)
-        assert category.is_blank()
-        await pilot.press("f")
+        assert category.value == "cannot_determine"
+        category.focus()
+        await pilot.press("enter")
         await wait_until(pilot, lambda: category.expanded, what="the category list open")
-        await pilot.press("down", "down", "enter")  # past the prompt: in_progress
-        await wait_until(pilot, lambda: focused_id(app) == "finding-note", what="the note field")
-        assert category.value == "in_progress"
-        await pilot.press(*"listed in AI Studio as running", "enter")
+        await pilot.press("up", "up", "enter")  # cannot_determine -> in_progress
+        await wait_until(pilot, lambda: category.value == "in_progress", what="in_progress chosen")
+        screen.query_one("#finding-note", Input).value = "listed in AI Studio as running"
+        await pilot.press("f")
         modal = await confirm_open(pilot)
         assert "category: in_progress" in modal.lines
         await pilot.press("y")
         await wait_until(pilot, lambda: screen.detail is not None and screen.detail.latest_finding is not None
                          and screen.detail.latest_finding.detail["category"] == "in_progress", what="the finding")
+    assert not any(e.kind == "remote_query" for e in job_events_of(demo.ledger, demo.jobs["held_503"]))
+
+
+def job_events_of(ledger: Path, key: JobKey) -> list[Any]:
+    conn = connect(ledger, readonly=True)
+    try:
+        return queries.job_events(conn, key)
+    finally:
+        conn.close()
 
 
 async def test_palette_runs_a_triage_action_and_explains_a_disabled_one(demo: Demo) -> None:
@@ -489,9 +502,9 @@ async def test_palette_runs_a_triage_action_and_explains_a_disabled_one(demo: De
         assert isinstance(screen, TriageScreen)
         entries = {title: (help_text, run) for title, help_text, run in ReclaimCommands(screen).entries()}
         assert entries["Release"][0].startswith("disabled: alice lacks the approver role")
-        await entries["Query remote"][1]()  # the same action as its key: the query runs, nothing is asked
-        await wait_until(pilot, lambda: screen.detail is not None and screen.detail.latest_query is not None
-                         and screen.detail.latest_query.actor == "alice", what="the query from the palette")
+        assert entries["Query remote"][0].startswith("disabled: a query cannot help")
+        await entries["Record finding"][1]()  # the same action as its key: the category is preset, so the note
+        await wait_until(pilot, lambda: focused_id(app) == "finding-note", what="the note, from the palette")
         assert not isinstance(app.screen, ConfirmScreen)
 
 

@@ -44,3 +44,27 @@ def test_scene_sized(scene: str, size: tuple[int, int], demo: Demo, snap_compare
         await stage(pilot, scene, demo)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("scene", ["jobs", "help"])
+def test_scene_80x24(scene: str, demo: Demo, snap_compare: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The held list (with its stage column) and the help at the smallest supported terminal."""
+    for name in ("poll", "_reload"):
+        read = getattr(Follower, name)
+        monkeypatch.setattr(Follower, name, lambda self, read=read: _pinned(read(self)))
+    app = make_app(demo.ledger, scene_config(demo.config), SCENE_OPERATOR, clock=demo.clock)
+
+    async def run_before(pilot: Any) -> None:
+        from console.fixtures import _loaded
+        from console.screens.help import HelpScreen
+        from console.screens.jobs import JobListScreen
+
+        await stage(pilot, "overview", demo)
+        await pilot.press("question_mark" if scene == "help" else "j")
+        if scene == "jobs":
+            await _loaded(pilot, JobListScreen)
+        else:
+            await pilot.pause()
+            assert isinstance(pilot.app.screen, HelpScreen)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

@@ -108,13 +108,14 @@ async def test_whole_triage_ends_in_one_more_send(tmp_path: Path, console_sim: S
         screen = await open_triage(pilot, key)
         assert "no handle recorded and Gemini interactions cannot be listed or searched" in widget_text(app)
         assert guard(screen, "release").allowed is False  # no finding yet
-        await pilot.press("r")  # a read: asks the remote at once, no confirmation
+        # No handle and Gemini cannot be searched: a query cannot help, so r is not offered and says why; step 1
+        # says what is known instead, and step 2 is preset to cannot_determine (the operator may change it).
+        assert guard(screen, "query").allowed is False
+        await pilot.press("r")
         assert not isinstance(app.screen, ConfirmScreen)
-        await wait_until(pilot, lambda: screen.detail is not None and screen.detail.latest_query is not None,
-                         what="the query recorded")
-        # Gemini cannot be searched and no handle is recorded: the answer points to no finding, and says so.
-        await wait_until(pilot, lambda: "points to no finding" in screen.feedback_text, what="no suggestion said")
-        assert screen.query_one("#finding-category", Select).is_blank()
+        await wait_until(pilot, lambda: "a query cannot help" in screen.feedback_text, what="r explains itself")
+        assert "Evidence: none for this attempt yet" in widget_text(app)
+        assert screen.query_one("#finding-category", Select).value == "cannot_determine"
         screen.query_one("#finding-category", Select).value = "not_received"
         screen.query_one("#finding-note", Input).value = "Nothing labelled with this idem key in the Gemini console."
         await pilot.press("f")
@@ -157,7 +158,7 @@ async def test_whole_triage_ends_in_one_more_send(tmp_path: Path, console_sim: S
     fresh.close()
     assert job is not None and job.attempt == 2 and job.state == "consumed" and job.idem_key == idem
     by_kind = {e.kind: e for e in events}
-    assert by_kind["remote_query"].actor == "bob"
+    assert "remote_query" not in by_kind  # nothing was asked that could not be answered
     assert by_kind["finding"].actor == "bob" and by_kind["finding"].detail["category"] == "not_received"
     assert by_kind["release"].actor == "carol"
     assert by_kind["release"].detail["reason"] == "bob found it never reached Gemini"

@@ -1,0 +1,77 @@
+"""Who a held (or failed) job is waiting for: its stage, in words, for the job list and the `stage:` filter.
+
+needs a finding: nobody has recorded what they found in the current attempt. awaiting approval: a finding is
+recorded and an approver decides. assigned to X, due ...: someone owns it and no finding is recorded yet.
+"awaiting my approval" is awaiting approval for an approver, leaving out (under four-eyes) the jobs they queried or
+wrote a finding for, which another approver must release.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.config import Config
+from ledger.errors import BadInput
+from ledger.model import Job
+from ledger.store import stages as q
+
+STAGES = {
+    "needs-finding": "no finding recorded in the current attempt",
+    "awaiting-approval": "a finding is recorded: an approver decides",
+    "awaiting-my-approval": "awaiting approval, leaving out (under four-eyes) the jobs you queried or wrote a finding for",
+    "assigned": "someone owns it",
+}
+"""The values `stage:` takes in a typed filter, and what each matches."""
+TRIAGED_STATES = ("held", "failed")
+
+
+def check_stage(value: str) -> str:
+    """Return `value` when it is a stage the filter knows; else raise BadInput naming it and the stages."""
+    if value not in STAGES:
+        raise BadInput(f"filter stage:{value[:40]}: unknown stage; the stages are "
+                       f"{', '.join('stage:' + s for s in STAGES)}")
+    return value
+
+
+def stage_clause(stage: str, outer: str, me: str | None, four_eyes: bool) -> tuple[list[str], list[Any]]:
+    """SQL conditions (ANDed) and their parameters selecting the `outer` job rows in `stage`."""
+    finding = q.has_finding(outer)
+    if stage == "needs-finding":
+        return [f"{outer}.state IN ('held', 'failed')", f"NOT {finding}"], []
+    if stage == "assigned":
+        return [f"{outer}.owner IS NOT NULL", f"{outer}.owner <> ''"], []
+    where = [f"{outer}.state IN ('held', 'failed')", finding]
+    if stage == "awaiting-my-approval" and four_eyes and me:
+        return [*where, f"NOT {q.authored_by(outer)}"], [me]
+    return where, []
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One job's stage: its key (a `stage:` value) and the words the job list shows."""
+
+    key: str
+    words: str
+
+
+def job_stage(conn: sqlite3.Connection, job: Job, due_words: str = "") -> Stage | None:
+    """The stage of a held or failed job (None for any other state). `due_words` is the due time as the caller
+    shows it (absolute), appended to 'assigned to X'."""
+    if job.state not in TRIAGED_STATES:
+        return None
+    looks = q.attempt_looks(conn, job.key)
+    findings = [actor for kind, actor, _ in looks if kind == "finding"]
+    if findings:
+        return Stage("awaiting-approval", f"awaiting approval (finding by {findings[-1]})")
+    if job.owner:
+        return Stage("assigned", f"assigned to {job.owner}" + (f", due {due_words}" if due_words else ""))
+    return Stage("needs-finding", "needs a finding")
+
+
+def awaiting_count(conn: sqlite3.Connection, config: Config, me: str) -> int | None:
+    """How many held jobs await `me`'s approval (None when `me` is not an approver)."""
+    if "approver" not in config.roles_of(me):
+        return None
+    return q.count_awaiting(conn, me if config.policy.four_eyes else None)

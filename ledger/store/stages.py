@@ -1,0 +1,51 @@
+"""The SQL behind the held-job stages (ledger.stages): who has looked at a job in its current attempt.
+
+The same SQL on both backends; each condition is served by `events_job_kind (job_id, operation, kind, id)`.
+Only reads.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from ledger.model import JobKey
+
+
+def _since_release(outer: str, alias: str) -> str:
+    """Events of `alias` on the `outer` job row, after its last release (its current attempt)."""
+    return (f"{alias}.job_id = {outer}.job_id AND {alias}.operation = {outer}.operation AND {alias}.id > COALESCE(("
+            f"SELECT MAX(r.id) FROM events r WHERE r.job_id = {outer}.job_id AND r.operation = {outer}.operation "
+            "AND r.kind = 'release'), 0)")
+
+
+def has_finding(outer: str) -> str:
+    """SQL: the `outer` job row has a finding in its current attempt."""
+    return f"EXISTS (SELECT 1 FROM events f WHERE {_since_release(outer, 'f')} AND f.kind = 'finding')"
+
+
+def authored_by(outer: str) -> str:
+    """SQL (one parameter, the actor): the actor queried the remote or wrote a finding in the current attempt."""
+    return (f"EXISTS (SELECT 1 FROM events a WHERE {_since_release(outer, 'a')} "
+            "AND a.kind IN ('finding', 'remote_query') AND a.actor = ?)")
+
+
+def attempt_looks(conn: sqlite3.Connection, key: JobKey) -> list[tuple[str, str, float]]:
+    """(kind, actor, at) of the findings and queries in the job's current attempt, oldest first."""
+    rows = conn.execute(
+        "SELECT e.kind, e.actor, e.at FROM events e, jobs j WHERE j.job_id = ? AND j.operation = ? AND "
+        f"{_since_release('j', 'e')} AND e.kind IN ('finding', 'remote_query') ORDER BY e.id",
+        (key.job_id, key.operation),
+    ).fetchall()
+    return [(str(r[0]), str(r[1]), float(r[2])) for r in rows]
+
+
+def count_awaiting(conn: sqlite3.Connection, actor: str | None) -> int:
+    """Held jobs with a finding in their current attempt; with `actor`, leaving out those the actor queried or wrote
+    a finding for in that attempt."""
+    sql = f"SELECT COUNT(*) FROM jobs WHERE state = 'held' AND {has_finding('jobs')}"
+    params: list[Any] = []
+    if actor is not None:
+        sql += f" AND NOT {authored_by('jobs')}"
+        params.append(actor)
+    return int(conn.execute(sql, params).fetchone()[0])
