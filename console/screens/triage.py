@@ -107,7 +107,8 @@ STEP_ONE_KNOWN = "Step 1 · What is known (a query cannot help: nothing to ask t
 
 
 def known_lines(detail: JobDetail, tz: str) -> Text:
-    """What reclaim knows about the current attempt's outcome: the evidence so far and what the remote can answer."""
+    """What reclaim knows about the current attempt's outcome: the evidence so far (what the remote can answer
+    follows in the remote's own lines)."""
     text = Text()
     known = detail.known_state()
     if known is None:
@@ -118,9 +119,6 @@ def known_lines(detail: JobDetail, tz: str) -> Text:
         if known.handle:
             text.append(" · handle ")
             text.append_text(safe_text(known.handle, 120))
-    if detail.answers is not None:
-        text.append("\nRemote: ", style="bold")
-        text.append_text(safe_text(detail.answers.line(), 300))
     return text
 
 
