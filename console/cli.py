@@ -408,8 +408,9 @@ def _print_report(report: TickReport, as_json: bool) -> None:
     if as_json:
         output.emit_json(report.as_dict())
         return
-    parts = [f"{k}={v}" for k, v in report.as_dict().items() if v]
-    output.line("tick: " + (", ".join(parts) if parts else "nothing to do"))
+    from console.words import tick_line
+
+    output.line(tick_line(report.as_dict()))
 
 
 @app.command(name="tick")
@@ -623,11 +624,12 @@ def evidence_cmd(
                      ["id", "at", "source", "handle", "says", "ref", "why"],
                      [[e.id, iso(e.at), e.source, e.handle or "", e.remote_state, e.ref or "",
                        e.outcome or "awaiting attribution by the next worker pass"] for e in items],
-                     ids=("id", "handle"))
+                     ids=("id", "handle"), empty="orphan evidence: none")
         return
     output.table(f"evidence for {job_id}", ["id", "at", "source", "idem key", "attempt", "handle", "says", "ref"],
                  [[e.id, iso(e.at), e.source, e.idem_key, e.attempt, e.handle or "", e.remote_state, e.ref or ""]
-                  for e in items], ids=("id", "idem key", "handle"))
+                  for e in items], ids=("id", "idem key", "handle"),
+                 empty=f"evidence for {job_id}: none (no query answer, webhook or fenced outcome recorded)")
 
 
 @app.command()
@@ -780,7 +782,8 @@ def jobs(
         return
     output.table(f"{group} jobs (page {page})", ["job", "operation", "state", "target", "attempt", "age", "owner",
                                                   "reason / last error"], [_job_row(j, now) for j in rows],
-                 ids=("job", "operation"))
+                 ids=("job", "operation"), empty=f"{group} jobs (page {page}): none"
+                 + (" match the filter" if filter_text.strip() else ""))
 
 
 @app.command()
@@ -808,8 +811,12 @@ def views(
     if as_json:
         output.emit_json([{"name": v.name, "group": v.group, "filter": v.filter} for v in saved])
         return
+    if save is not None:
+        output.line(f"saved view {save} for {me}: {group} jobs" + (f" matching {filter_text!r}" if filter_text else ""))
+    if delete is not None:
+        output.line(f"deleted view {delete} of {me}")
     output.table(f"saved views of {me}", ["name", "group", "filter"], [[v.name, v.group, v.filter] for v in saved],
-                 ids=("name", "filter"))
+                 ids=("name", "filter"), empty=f"saved views of {me}: none")
 
 
 @app.command()
@@ -905,13 +912,37 @@ def _take(name: str, options: dict[str, Any]) -> None:
         shown = {**given, **({"due": iso(given["due"])} if "due" in given else {})}
         _print_dry_run(name, doc, would, spec.describe(shown), shown, as_json)
         raise typer.Exit(0 if would.allowed else EXIT_REFUSED)
+    doc.update(_what_was_done(name, actor, given, result, job, unverified))
     if name == "query" and remote is not None:
-        doc.update({"remote_state": result.state, "handle": result.handle, "error": result.error,
-                    "can_answer": remote.capabilities.explain()})
+        doc["can_answer"] = remote.capabilities.explain()
     if as_json:
         output.emit_json(doc)
     else:
-        output.line(" ".join(f"{k}={v}" for k, v in doc.items()))
+        from console.words import action_line
+
+        output.line(action_line(name, {**doc, "due_at": given.get("due")}, now=clock.now(), tz=cfg.timezone))
+
+
+def _what_was_done(name: str, actor: str, given: dict[str, Any], result: Any, job: Job,
+                   unverified: bool) -> dict[str, Any]:
+    """The facts a triage command reports after writing (its `--json` document beyond the job's key and state):
+    the action, who took it, the event it wrote, and what was recorded (a query: what the remote said)."""
+    doc: dict[str, Any] = {"action": name, "actor": actor}
+    if name == "query":
+        return {**doc, "remote_state": result.state, "handle": result.handle, "error": result.error,
+                "asked": result.snapshot.get("asked", True) is not False}
+    doc["event_id"] = result.event_id
+    if name == "finding":
+        doc.update(category=given["category"], note=given["note"])
+    elif name == "assign":
+        doc.update(owner=given["owner"], due=iso(given["due"]), reason=given["reason"])
+    elif name == "reconcile":
+        doc.update(handle=job.handle, verified=not unverified, reason=given["reason"])
+    elif name == "remediate":
+        doc.update(note=given["note"])
+    else:
+        doc.update(reason=given["reason"])
+    return doc
 
 
 def _print_dry_run(name: str, doc: dict[str, Any], would: Preview, words: list[str], given: dict[str, Any],
@@ -1140,7 +1171,8 @@ def notifications(
         return
     output.table("notifications", ["event id", "channel", "job", "kind", "state", "tries", "last error"],
                  [[r["event_id"], r["channel"], f"{r['job_id']} / {r['operation']}", r["kind"], r["state"],
-                   r["tries"], r["last_error"]] for r in rows], ids=("event id", "job"))
+                   r["tries"], r["last_error"]] for r in rows], ids=("event id", "job"),
+                 empty="notifications: none (the outbox is empty)")
 
 
 @app.command(name="notification")
@@ -1158,11 +1190,14 @@ def notification_cmd(
 
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config)
-        resolve_uncertain(conn, cfg, event_id, decision, actor=_operator(cfg, operator), clock=clock, note=note)
+        actor = _operator(cfg, operator)
+        resolve_uncertain(conn, cfg, event_id, decision, actor=actor, clock=clock, note=note)
     if as_json:
-        output.emit_json({"event_id": event_id, "decision": decision})
+        output.emit_json({"event_id": event_id, "decision": decision, "actor": actor, "note": note})
     else:
-        output.line(f"{event_id}: {decision}")
+        said = {"confirmed": "confirmed received", "resend": "sent again by another route"}.get(decision, decision)
+        output.line(f"notification {event_id} marked {said} as {actor}" + (f": \"{note}\"" if note else "")
+                    + "; nothing was sent")
 
 
 @app.command()
