@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover
     from click import get_current_context
 
 from console import output, sanitize
+from console.job_link import check_link_part
 from ledger import (
     ACTION_TABLE,
     EXIT_BLOCKED_BY_HOLD,
@@ -1239,14 +1240,22 @@ def console(
     config: ConfigOpt = DEFAULT_CONFIG,
     operator: OperatorOpt = None,
     read_only: Annotated[bool, typer.Option("--read-only", help="Open the ledger read-only; no actions.")] = False,
+    job: Annotated[str | None, typer.Option(
+        "--job", help="Open this job's screen once the console is up (when it is in the ledger).")] = None,
+    operation: OperationOpt = None,
 ) -> None:
-    """Open the operator console (Textual) over a live ledger."""
+    """Open the operator console (Textual) over a live ledger (--job: straight to one job, as a seat link does)."""
     from console.app import run_console
 
     with _guard(False):
+        if job is not None:
+            check_link_part("--job", job)
+        if operation is not None:
+            check_link_part("--operation", operation)
         cfg = _load(config)
         _check_ledger_pages(ledger, CONSOLE_PAGE_CHECK_SECONDS)  # a corrupt file stops here, before the UI
-        run_console(ledger, cfg, _identity(cfg, operator), read_only, config_path=config)
+        run_console(ledger, cfg, _identity(cfg, operator), read_only, config_path=config,
+                    start_job=(job, operation) if job is not None else None)
 
 
 @app.command()
