@@ -1432,7 +1432,8 @@ def demo(
     workers: Annotated[int, typer.Option("--workers", help="Worker processes (the first also makes jobs).")] = 1,
 ) -> None:
     """Start a simulator and a worker with a job generator, open the console; stop them on quit."""
-    from console.demo import run_demo
+    from console.demo import ledger_holders, run_demo
+    from ledger import LedgerLocked
 
     with _guard(False):
         _within("--seconds", seconds, 0.1, 86400)
@@ -1440,6 +1441,14 @@ def demo(
         _within("--workers", workers, 1, 16)
         if pg is not None and not is_url(pg):
             raise BadInput(f"--pg {pg!r}: not a postgresql:// URL")
+        holders = ledger_holders(folder / "reclaim.db") if pg is None else []
+        if holders:
+            pid, argv = holders[0]
+            more = f" and {len(holders) - 1} more process(es)" if len(holders) > 1 else ""
+            raise LedgerLocked(
+                f"demo: {folder / 'reclaim.db'} is open in process {pid} ({argv[:120]}){more}: a console, seat or "
+                f"demo still uses it; quit it first, or start another demo beside it with --dir "
+                f"{folder.name or 'demo'}-2; nothing was removed")
         for old in ("reclaim.db", "reclaim.db-wal", "reclaim.db-shm", "reclaim.db.outcomes") if pg is None else ():
             if (folder / old).exists():
                 (folder / old).unlink()
