@@ -185,8 +185,11 @@ class ReclaimApp(App[int]):
     def __init__(
         self, source: LedgerSource, config: Config, operator: str | Identity, *, clock: Clock,
         keymap: Keymap | None = None, poll_seconds: float = POLL_SECONDS, warm: bool = True,
+        start_job: tuple[str, str | None] | None = None,
     ) -> None:
         super().__init__()
+        self.start_job = start_job
+        """A job to open once the overview is up ((id, operation or None), e.g. from a seat link); only opened."""
         self.source = source
         self.config = config
         self.identity = operator if isinstance(operator, Identity) else Identity(operator, config.identity_source)
@@ -276,6 +279,8 @@ class ReclaimApp(App[int]):
         self.install_screen(EvidenceScreen(), "evidence")
         self.install_screen(NotificationsScreen(), "notifications")
         self.push_screen(OverviewScreen())
+        if self.start_job is not None:
+            self.open_linked_job(*self.start_job)
         self.follow()
         self.set_interval(STALL_CHECK_SECONDS, self._check_stall)
 
@@ -523,6 +528,20 @@ class ReclaimApp(App[int]):
             f"no job with id {clean(rest, 120)!r} (ids match exactly; :job <id> <operation>, or / in the job list "
             "to search)"))
 
+    @work(thread=True, exclusive=True, exit_on_error=False, group="linked-job")
+    def open_linked_job(self, job_id: str, operation: str | None) -> None:
+        """`reclaim console --job ID [--operation OP]` (a seat link): open that job's screen when it is in the
+        ledger (one per operation sharing the id: a choice), else say it is not; nothing else is done with it."""
+        with self.source.reading() as conn:
+            ops = [operation] if operation is not None else operations_of(conn, job_id)
+            jobs = [j for op in ops if (j := find_job(conn, JobKey(job_id, op))) is not None]
+        if jobs:
+            self.post_message(self.JobsFound(job_id, jobs))
+        else:
+            named = f"{clean(job_id, 120)!r}" + (f" / {clean(operation, 80)!r}" if operation is not None else "")
+            self.post_message(self.CommandFailed(f"the linked job {named} is not in this ledger; showing the "
+                                                 "overview"))
+
     @work(thread=True, exclusive=True, exit_on_error=False, group="command")
     def read_view(self, name: str) -> None:
         """`:view NAME`: the operator's saved view."""
@@ -631,7 +650,7 @@ def make_app(
     ledger_path: str | Path, config: Config, operator: str | Identity, read_only: bool = False,
     clock: Clock | None = None,
     *, config_path: str | Path | None = None, keymap: Keymap | None = None, poll_seconds: float = POLL_SECONDS,
-    warm: bool = True,
+    warm: bool = True, start_job: tuple[str, str | None] | None = None,
 ) -> ReclaimApp:
     """Build the console over `ledger_path` for `operator` (read-only: the ledger opens `mode=ro`, no actions).
 
@@ -644,13 +663,13 @@ def make_app(
         keymap = load_keymap(config_file_for(config.base_dir, config_path))
     return ReclaimApp(
         LedgerSource(ledger_path, read_only), config, operator, clock=clock or process_clock(), keymap=keymap,
-        poll_seconds=poll_seconds, warm=warm,
+        poll_seconds=poll_seconds, warm=warm, start_job=start_job,
     )
 
 
 def run_console(
     ledger_path: str | Path, config: Config, operator: str | Identity, read_only: bool = False, *,
-    config_path: str | Path | None = None,
+    config_path: str | Path | None = None, start_job: tuple[str, str | None] | None = None,
 ) -> int:
     """Check the ledger opens (raising the ledger's one-line error if not), then run the console until quit.
 
@@ -658,6 +677,6 @@ def run_console(
     """
     use_redactor(Redactor.from_config(config))
     connect(ledger_path, readonly=True).close()
-    app = make_app(ledger_path, config, operator, read_only, config_path=config_path)
+    app = make_app(ledger_path, config, operator, read_only, config_path=config_path, start_job=start_job)
     app.run()
     return app.return_code or 0

@@ -54,6 +54,10 @@ JOBS: list[Binding] = [
 JOB: list[Binding] = [
     Binding("t", "triage", "Triage", id="job.triage"),
     Binding("l", "copy_url", "Copy console URL", id="job.copy_url"),
+    Binding("y", "copy_link", "Copy job link", id="job.copy_link"),
+    Binding("i", "copy('id')", "Copy job id", id="job.copy_id", show=False),
+    Binding("k", "copy('idem')", "Copy idem key", id="job.copy_idem", show=False),
+    Binding("h", "copy('handle')", "Copy handle", id="job.copy_handle", show=False),
     Binding("escape", "back", "Back", id="job.back"),
 ]
 

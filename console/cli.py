@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover
     from click import get_current_context
 
 from console import output, sanitize
+from console.job_link import check_link_part
 from ledger import (
     ACTION_TABLE,
     EXIT_BLOCKED_BY_HOLD,
@@ -559,8 +560,9 @@ def _print_report(report: TickReport, as_json: bool) -> None:
     if as_json:
         output.emit_json(report.as_dict())
         return
-    parts = [f"{k}={v}" for k, v in report.as_dict().items() if v]
-    output.line("tick: " + (", ".join(parts) if parts else "nothing to do"))
+    from console.words import tick_line
+
+    output.line(tick_line(report.as_dict()))
 
 
 @app.command(name="tick")
@@ -822,11 +824,12 @@ def evidence_cmd(
                      ["id", "at", "source", "handle", "says", "ref", "why"],
                      [[e.id, iso(e.at), e.source, e.handle or "", e.remote_state, e.ref or "",
                        e.outcome or "awaiting attribution by the next worker pass"] for e in items],
-                     ids=("id", "handle"))
+                     ids=("id", "handle"), empty="orphan evidence: none")
         return
     output.table(f"evidence for {job_id}", ["id", "at", "source", "idem key", "attempt", "handle", "says", "ref"],
                  [[e.id, iso(e.at), e.source, e.idem_key, e.attempt, e.handle or "", e.remote_state, e.ref or ""]
-                  for e in items], ids=("id", "idem key", "handle"))
+                  for e in items], ids=("id", "idem key", "handle"),
+                 empty=f"evidence for {job_id}: none (no query answer, webhook or fenced outcome recorded)")
 
 
 @app.command()
@@ -996,7 +999,8 @@ def jobs(
         return
     output.table(f"{group} jobs (page {page})", ["job", "operation", "state", "target", "attempt", "age", "owner",
                                                   "reason / last error"], [_job_row(j, now) for j in rows],
-                 ids=("job", "operation"))
+                 ids=("job", "operation"), empty=f"{group} jobs (page {page}): none"
+                 + (" match the filter" if filter_text.strip() else ""))
 
 
 @app.command()
@@ -1024,8 +1028,12 @@ def views(
     if as_json:
         output.emit_json([{"name": v.name, "group": v.group, "filter": v.filter} for v in saved])
         return
+    if save is not None:
+        output.line(f"saved view {save} for {me}: {group} jobs" + (f" matching {filter_text!r}" if filter_text else ""))
+    if delete is not None:
+        output.line(f"deleted view {delete} of {me}")
     output.table(f"saved views of {me}", ["name", "group", "filter"], [[v.name, v.group, v.filter] for v in saved],
-                 ids=("name", "filter"))
+                 ids=("name", "filter"), empty=f"saved views of {me}: none")
 
 
 @app.command()
@@ -1121,13 +1129,37 @@ def _take(name: str, options: dict[str, Any]) -> None:
         shown = {**given, **({"due": iso(given["due"])} if "due" in given else {})}
         _print_dry_run(name, doc, would, spec.describe(shown), shown, as_json)
         raise typer.Exit(0 if would.allowed else EXIT_REFUSED)
+    doc.update(_what_was_done(name, actor, given, result, job, unverified))
     if name == "query" and remote is not None:
-        doc.update({"remote_state": result.state, "handle": result.handle, "error": result.error,
-                    "can_answer": remote.capabilities.explain()})
+        doc["can_answer"] = remote.capabilities.explain()
     if as_json:
         output.emit_json(doc)
     else:
-        output.line(" ".join(f"{k}={v}" for k, v in doc.items()))
+        from console.words import action_line
+
+        output.line(action_line(name, {**doc, "due_at": given.get("due")}, now=clock.now(), tz=cfg.timezone))
+
+
+def _what_was_done(name: str, actor: str, given: dict[str, Any], result: Any, job: Job,
+                   unverified: bool) -> dict[str, Any]:
+    """The facts a triage command reports after writing (its `--json` document beyond the job's key and state):
+    the action, who took it, the event it wrote, and what was recorded (a query: what the remote said)."""
+    doc: dict[str, Any] = {"action": name, "actor": actor}
+    if name == "query":
+        return {**doc, "remote_state": result.state, "handle": result.handle, "error": result.error,
+                "asked": result.snapshot.get("asked", True) is not False}
+    doc["event_id"] = result.event_id
+    if name == "finding":
+        doc.update(category=given["category"], note=given["note"])
+    elif name == "assign":
+        doc.update(owner=given["owner"], due=iso(given["due"]), reason=given["reason"])
+    elif name == "reconcile":
+        doc.update(handle=job.handle, verified=not unverified, reason=given["reason"])
+    elif name == "remediate":
+        doc.update(note=given["note"])
+    else:
+        doc.update(reason=given["reason"])
+    return doc
 
 
 def _print_dry_run(name: str, doc: dict[str, Any], would: Preview, words: list[str], given: dict[str, Any],
@@ -1356,7 +1388,8 @@ def notifications(
         return
     output.table("notifications", ["event id", "channel", "job", "kind", "state", "tries", "last error"],
                  [[r["event_id"], r["channel"], f"{r['job_id']} / {r['operation']}", r["kind"], r["state"],
-                   r["tries"], r["last_error"]] for r in rows], ids=("event id", "job"))
+                   r["tries"], r["last_error"]] for r in rows], ids=("event id", "job"),
+                 empty="notifications: none (the outbox is empty)")
 
 
 @app.command(name="notification")
@@ -1374,11 +1407,14 @@ def notification_cmd(
 
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config)
-        resolve_uncertain(conn, cfg, event_id, decision, actor=_operator(cfg, operator), clock=clock, note=note)
+        actor = _operator(cfg, operator)
+        resolve_uncertain(conn, cfg, event_id, decision, actor=actor, clock=clock, note=note)
     if as_json:
-        output.emit_json({"event_id": event_id, "decision": decision})
+        output.emit_json({"event_id": event_id, "decision": decision, "actor": actor, "note": note})
     else:
-        output.line(f"{event_id}: {decision}")
+        said = {"confirmed": "confirmed received", "resend": "sent again by another route"}.get(decision, decision)
+        output.line(f"notification {event_id} marked {said} as {actor}" + (f": \"{note}\"" if note else "")
+                    + "; nothing was sent")
 
 
 @app.command()
@@ -1420,14 +1456,22 @@ def console(
     config: ConfigOpt = DEFAULT_CONFIG,
     operator: OperatorOpt = None,
     read_only: Annotated[bool, typer.Option("--read-only", help="Open the ledger read-only; no actions.")] = False,
+    job: Annotated[str | None, typer.Option(
+        "--job", help="Open this job's screen once the console is up (when it is in the ledger).")] = None,
+    operation: OperationOpt = None,
 ) -> None:
-    """Open the operator console (Textual) over a live ledger."""
+    """Open the operator console (Textual) over a live ledger (--job: straight to one job, as a seat link does)."""
     from console.app import run_console
 
     with _guard(False):
+        if job is not None:
+            check_link_part("--job", job)
+        if operation is not None:
+            check_link_part("--operation", operation)
         cfg = _governed(ledger, config)
         _check_ledger_pages(ledger, CONSOLE_PAGE_CHECK_SECONDS)  # a corrupt file stops here, before the UI
-        run_console(ledger, cfg, _identity(cfg, operator), read_only, config_path=config)
+        run_console(ledger, cfg, _identity(cfg, operator), read_only, config_path=config,
+                    start_job=(job, operation) if job is not None else None)
 
 
 @app.command()
@@ -1705,7 +1749,8 @@ def demo(
     workers: Annotated[int, typer.Option("--workers", help="Worker processes (the first also makes jobs).")] = 1,
 ) -> None:
     """Start a simulator and a worker with a job generator, open the console; stop them on quit."""
-    from console.demo import run_demo
+    from console.demo import ledger_holders, run_demo
+    from ledger import LedgerLocked
 
     with _guard(False):
         _within("--seconds", seconds, 0.1, 86400)
@@ -1713,6 +1758,14 @@ def demo(
         _within("--workers", workers, 1, 16)
         if pg is not None and not is_url(pg):
             raise BadInput(f"--pg {pg!r}: not a postgresql:// URL")
+        holders = ledger_holders(folder / "reclaim.db") if pg is None else []
+        if holders:
+            pid, argv = holders[0]
+            more = f" and {len(holders) - 1} more process(es)" if len(holders) > 1 else ""
+            raise LedgerLocked(
+                f"demo: {folder / 'reclaim.db'} is open in process {pid} ({argv[:120]}){more}: a console, seat or "
+                f"demo still uses it; quit it first, or start another demo beside it with --dir "
+                f"{folder.name or 'demo'}-2; nothing was removed")
         for old in ("reclaim.db", "reclaim.db-wal", "reclaim.db-shm", "reclaim.db.outcomes") if pg is None else ():
             if (folder / old).exists():
                 (folder / old).unlink()

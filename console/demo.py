@@ -234,3 +234,27 @@ def reclaim_command() -> str:
         return "reclaim"
     rel = os.path.relpath(script.absolute())
     return shlex.quote(rel if not rel.startswith("..") and os.sep in rel else str(script.absolute()))
+
+
+def ledger_holders(ledger: Path) -> list[tuple[int, str]]:
+    """The other live processes that have `ledger` (or its -wal / -shm / .outcomes file) open, as (pid, command
+    line), read from /proc/*/fd (Linux). Processes of other accounts cannot be seen and are not listed; without a
+    /proc (not Linux) the list is empty: nothing can be checked there."""
+    names = {str(p.resolve()) for p in (ledger, *(ledger.with_name(ledger.name + s) for s in ("-wal", "-shm",
+                                                                                               ".outcomes")))}
+    found: list[tuple[int, str]] = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return found
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            fds = list((entry / "fd").iterdir())
+            if not any(os.readlink(fd) in names for fd in fds):
+                continue
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # gone meanwhile, or another account's
+            continue
+        found.append((int(entry.name), " ".join(a.decode("utf-8", "replace") for a in argv if a)))
+    return sorted(found)

@@ -56,13 +56,18 @@ def cut(value: Any) -> str:
     return clean(value, CELL_LIMIT)
 
 
-def table(title: str, columns: list[str], rows: list[list[Any]], *, ids: Collection[str] = ()) -> None:
-    """Print a Rich table; the title, headers and every cell are untrusted text, rendered literally.
+def table(title: str, columns: list[str], rows: list[list[Any]], *, ids: Collection[str] = (),
+          empty: str | None = None) -> None:
+    """Print a Rich table; the title, headers and every cell are untrusted text, rendered literally. With no
+    rows and `empty` given, print that one line instead of a table with no body (e.g. "notifications: none").
 
     Cells are cut at CELL_LIMIT characters, and a column too wide for the terminal is cut with an ellipsis,
     except the columns named in `ids`: they hold what a person types next (a job id, a notification id, a
     handle), so they are never cut; a narrow terminal wraps them onto more lines instead.
     """
+    if not rows and empty is not None:
+        line(empty)
+        return
     t = Table(title=Text(clean(title, 200)), title_justify="left")
     keep = [c in ids for c in columns]
     for c, whole in zip(columns, keep, strict=True):

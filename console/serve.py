@@ -33,6 +33,7 @@ from typing import Any
 import textual_serve
 from aiohttp import WSMsgType, web
 
+from console.job_link import decode_token
 from console.seat_process import SeatProcess
 from ledger import SEAT_ENV, BadInput, Config, check_seat_name
 
@@ -140,7 +141,7 @@ class Seat:
 
     @web.middleware
     async def _admission(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        request["operator"] = self.admit(request, websocket=request.path == "/ws")
+        request["operator"] = self.admit(request, websocket=request.path == "/ws" or request.path.startswith("/ws/"))
         response: web.StreamResponse = await handler(request)
         response.headers.setdefault("Content-Security-Policy", CSP)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
@@ -170,11 +171,20 @@ class Seat:
                                                "([serve] max_consoles_per_user); close one first\n")
         width = _int(request.query.get("width"), 80)
         height = _int(request.query.get("height"), 24)
+        linked: list[str] = []
+        token = request.match_info.get("token")
+        if token is not None:  # a job link (`/?job=..&op=..`): the console only opens that job's screen
+            try:
+                job_id, operation = decode_token(token)
+            except BadInput as e:
+                self.refusals += 1
+                raise web.HTTPBadRequest(text=f"reclaim serve: refused: {e}\n") from None
+            linked = [f"--job={job_id}", *([f"--operation={operation}"] if operation else [])]
         ws = web.WebSocketResponse(heartbeat=HEARTBEAT_SECONDS)
         await ws.prepare(request)
         console = SeatProcess(
             [sys.executable, "-m", "console", "console", "--ledger", str(self.ledger), "--config",
-             str(self.config_path)],
+             str(self.config_path), *linked],
             {SEAT_ENV: name},
             write_bytes=ws.send_bytes, write_str=ws.send_str, close=ws.close,
         )
@@ -205,6 +215,7 @@ class Seat:
         app.add_routes([
             web.get("/", self.page),
             web.get("/ws", self.websocket),
+            web.get("/ws/open/{token}", self.websocket),
             web.get("/static/js/textual.js", self.script_js),
             web.get("/favicon.ico", _no_icon),
             web.static("/static", STATIC),

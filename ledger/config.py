@@ -118,6 +118,9 @@ class ServeConfig:
     allowed_origins: tuple[str, ...] = ()
     # Consoles one browser user may have open at once; one more is refused until one closes.
     max_consoles_per_user: int = 4
+    # The seat's address as people open it (through the proxy), e.g. "https://reclaim.example.com/oncall/": the
+    # base of the per-job links the console copies for an incident channel ("" = no links).
+    public_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -446,7 +449,7 @@ def _str_list(table: dict[str, Any], name: str, path: tuple[str, ...]) -> tuple[
 def _serve_config(table: dict[str, Any], identity_source: str) -> ServeConfig:
     """[serve]: checked here so a bad value stops every command, not only `reclaim serve`."""
     path = ("serve",)
-    _known(table, {"account", "trusted_proxies", "allowed_origins", "max_consoles_per_user"}, path)
+    _known(table, {"account", "trusted_proxies", "allowed_origins", "max_consoles_per_user", "public_url"}, path)
     per_user = _typed(table, "max_consoles_per_user", (int,), path, ServeConfig.max_consoles_per_user)
     if isinstance(per_user, bool) or not 1 <= per_user <= 100:
         raise ConfigError("config key serve.max_consoles_per_user: a whole number from 1 to 100")
@@ -470,13 +473,21 @@ def _serve_config(table: dict[str, Any], identity_source: str) -> ServeConfig:
             raise ConfigError(
                 f"config key serve.allowed_origins: {o[:80]!r} is not an origin (scheme://host[:port], no path)"
             )
+    public_url = _typed(table, "public_url", (str,), path, "")
+    if public_url:
+        parts = urlsplit(public_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+            raise ConfigError(
+                f"config key serve.public_url: {public_url[:80]!r} is not the seat's address (http(s)://host[:port]"
+                "[/path], no query)"
+            )
     if identity_source == "proxy" and not account:
         raise ConfigError(
             'config key serve.account: required with [identity] source = "proxy": the OS account `reclaim serve` '
             "runs as (only its processes may act for a browser user)"
         )
     return ServeConfig(account=account, trusted_proxies=proxies, allowed_origins=tuple(o.rstrip("/") for o in origins),
-                       max_consoles_per_user=per_user)
+                       max_consoles_per_user=per_user, public_url=public_url)
 
 
 def _read_text(p: Path) -> str:

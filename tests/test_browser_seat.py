@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
+from console.job_link import job_link
 from console.serve import HEARTBEAT_SECONDS
 from ledger import queries
 from ledger.clock import SystemClock
@@ -423,6 +424,43 @@ def test_bob_through_nginx_queries_and_records_a_finding_as_himself(
     assert requests and all(url.startswith(front.origin + "/") for url in requests), requests
     assert any("/static/fonts/RobotoMono" in url for url in requests), requests
     assert len(sockets) == 1 and sockets[0].startswith(front.origin.replace("https://", "wss://") + "/ws?"), sockets
+
+
+# -- job links ---------------------------------------------------------------------------------------------------
+def test_a_job_link_opens_that_jobs_screen_in_chromium_through_nginx(
+    tmp_path: Path, sim: Simulator, serve_seat: Callable[..., Served], nginx: Callable[[Path], Nginx],
+    browser: Browser,
+) -> None:
+    """`/?job=ID&op=OPERATION` (what the job screen's `y` copies) opens that job's screen; the console is started
+    with exactly `--job=ID --operation=OP`; a link to a job not in the ledger shows the overview and says so."""
+    ledger, doc, key = held_ledger(tmp_path, sim)
+    sock = tmp_path / "run" / "seat.sock"
+    sock.parent.mkdir()
+    front = nginx(sock)
+    seat = serve_seat(ledger, doc, key, trusted=[f"unix:{sock}"], origins=[front.origin], sock=sock)
+    context = browser.new_context(http_credentials={"username": "bob", "password": front.password},
+                                  ignore_https_errors=True, viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    sockets: list[str] = []
+    page.on("websocket", lambda ws: sockets.append(ws.url))
+    try:
+        page.goto(job_link(front.origin + "/", key))
+        page.locator(".xterm-helper-textarea").focus()
+        wait_screen(page, "Job seat-held  ·  article.generate  ·  held")
+        (console,) = _wait_for(lambda: seat.consoles, timeout=10, what="the linked console")
+        argv = Path(f"/proc/{console}/cmdline").read_bytes().split(b"\0")
+        assert argv[-3:] == [b"--job=seat-held", b"--operation=article.generate", b""], argv
+        assert "/ws/open/" in sockets[0], sockets
+        press(page, "Escape")  # the overview is underneath, as if the job had been opened from it
+        wait_screen(page, "bob · approver, triage")
+        page.goto(front.origin + "/?job=nobody%27s%20job")
+        page.locator(".xterm-helper-textarea").focus()
+        wait_screen(page, "the linked job \"nobody's job\" is not in this ledger")
+    finally:
+        page.close()
+        context.close()
+    _wait_for(lambda: not seat.consoles, timeout=5, step=0.05, what="the consoles reaped")
+    assert all(actor != "bob" for _, actor in ledger_events(ledger, key))  # opening a job by link writes nothing
 
 
 # -- refusals ----------------------------------------------------------------------------------------------------

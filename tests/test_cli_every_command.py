@@ -205,8 +205,10 @@ def test_every_command_on_one_ledger(
     assert fingerprint(ledger_path) == before
     found_doc = cli("finding", "h-1", "--category", "not_received", "--note", "nothing in the console", "--json",
                     operator="alice")
-    assert found_doc == {"job_id": "h-1", "operation": OP, "state": "held", "attempt": 2}
     last = _events_of(ledger_path, "h-1")[-1]
+    assert found_doc == {"job_id": "h-1", "operation": OP, "state": "held", "attempt": 2, "action": "finding",
+                         "actor": "alice", "event_id": last.id, "category": "not_received",
+                         "note": "nothing in the console"}
     assert (last.kind, last.actor, last.detail["category"]) == ("finding", "alice", "not_received")
     cli("assign", "h-1", "--owner", "alice", "--due", "2h", "--reason", "on call", "--json", operator="alice")
     job = read_job(ledger_path, "h-1")
@@ -255,7 +257,8 @@ def test_every_command_on_one_ledger(
     cli("notification", eid, "--mark", "confirmed", operator="carol", rc=6)  # confirming needs triage
     assert fingerprint(ledger_path) == before
     assert cli("notification", eid, "--mark", "confirmed", "--note", "seen in the channel", "--json",
-               operator="alice") == {"event_id": eid, "decision": "confirmed"}
+               operator="alice") == {"event_id": eid, "decision": "confirmed", "actor": "alice",
+                                     "note": "seen in the channel"}
     assert _read(ledger_path, "SELECT state FROM outbox WHERE event_id = ?", (eid,)) == [("confirmed",)]
 
     # -- resume: the remote refuses the key, is paused; an approver lifts it -----------------------------------

@@ -162,3 +162,33 @@ def test_demo_headless_fills_every_group_and_leaves_no_process(tmp_path: Path) -
     assert last.startswith("demo stopped; the ledger stays: "), res.stdout
     status = subprocess.run(shlex.split(last.split(": ", 1)[1]), capture_output=True, text=True, timeout=60)
     assert status.returncode == 0 and "jobs by state" in status.stdout, (last, status.stderr)
+
+
+def test_a_second_demo_refuses_while_another_process_has_the_ledger_open(tmp_path: Path) -> None:
+    """`reclaim demo` over a folder whose ledger a console (here: any process) still has open refuses with exit 8,
+    names the process, starts nothing and removes nothing; once that process is gone, the check passes."""
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    ledger = folder / "reclaim.db"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('CREATE TABLE t(x)');"
+         " c.commit(); print('open', flush=True); sys.stdin.readline()", str(ledger)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+        before = ledger.read_bytes()
+        r = subprocess.run([str(BIN / "reclaim"), "demo", "--no-ui", "--seconds", "1", "--dir", str(folder)],
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert r.returncode == 8, r
+        (line,) = r.stderr.strip().splitlines()
+        assert line.startswith(f"reclaim: error: demo: {ledger} is open in process {holder.pid} ("), line
+        assert line.endswith("start another demo beside it with --dir demo-2; nothing was removed"), line
+        assert ledger.read_bytes() == before and not (folder / "demo.log").exists()  # nothing started or removed
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.close()
+        holder.wait(timeout=10)
+    from console.demo import ledger_holders
+
+    assert ledger_holders(ledger) == []

@@ -9,8 +9,9 @@ from textual.containers import VerticalScroll
 from textual.widgets import Label, Static
 
 from console.bindings import JOB
+from console.job_link import job_link
 from console.live import JobDetail, Pulse, clock_time
-from console.sanitize import compact_json, safe_json, safe_text
+from console.sanitize import clean, compact_json, safe_json, safe_text
 from console.screens.base import ReclaimScreen
 from console.screens.job_read import JobRead, RemoteAnswer, read_job_then_remote
 from console.times import full_time, readable_detail
@@ -26,6 +27,7 @@ from console.widgets.timeline import Timeline
 from ledger import INVALID, JobKey, valid_time
 
 TRIAGE_STATES = ("held", "failed")
+COPY_NAMES = {"id": "job id", "idem": "idem key", "handle": "handle"}
 NARROW = 110
 """Below this many columns the job's fields are listed one per line."""
 READING_REMOTE = "asking which remote this is and what it can answer…"
@@ -181,7 +183,7 @@ class JobScreen(ReclaimScreen):
         self.refresh_bindings()
         queued, self.queued = self.queued, None
         if queued is not None:
-            getattr(self, f"action_{queued}")()
+            self.call_later(self.run_action, queued)  # "triage", "copy_url", "copy('id')", ...
 
     def draw(self, detail: JobDetail) -> None:
         """Fill every section from `detail`."""
@@ -279,9 +281,20 @@ class JobScreen(ReclaimScreen):
         """The key this screen's `action` answers to now (the keymap applied), as the footer shows it."""
         return self.reclaim.keymap.keys.get(f"job.{action}", next(b.key for b in JOB if b.action == action))
 
+    def copy_value(self, what: str) -> str | None:
+        """The text `copy(what)` puts on the clipboard (id, idem, handle), or None when the job has none."""
+        job = self.detail.job if self.detail is not None else None
+        if job is None:
+            return None
+        return {"id": job.job_id, "idem": job.idem_key, "handle": job.handle}.get(what)
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if not self.loaded and action in ("triage", "copy_url"):
+        if not self.loaded and action in ("triage", "copy_url", "copy", "copy_link"):
             return True  # pressed before the read lands: queued (the action says so)
+        if action == "copy":
+            return self.copy_value(str(parameters[0]) if parameters else "") is not None or None
+        if action == "copy_link":
+            return (self.detail is not None and bool(self.reclaim.config.serve.public_url)) or None
         if action == "triage":
             return (self.detail is not None and self.detail.job.state in TRIAGE_STATES) or None
         if action == "copy_url":
@@ -295,6 +308,13 @@ class JobScreen(ReclaimScreen):
             return f"the job is {self.detail.job.state}; only held or failed jobs are triaged"
         if action == "copy_url":
             return "this job's remote has no console to look in (only a Gemini remote on the simulator has one)"
+        if action in ("copy", "copy_link") and self.detail is None:
+            return "the job is still being read" if not self.loaded else "the job is not in the ledger"
+        if action == "copy" and params and params[0] == "handle":
+            return "no handle recorded for this job (the remote never named one, or its reply was lost)"
+        if action == "copy_link":
+            return ("no seat address to link to: set [serve] public_url in the config to the browser seat's address, "
+                    "e.g. \"https://reclaim.example.com/\"")
         return super().disabled_reason(action, params)
 
     def _queue(self, action: str, what: str) -> bool:
@@ -313,6 +333,35 @@ class JobScreen(ReclaimScreen):
             self.reclaim.open_triage(self.key)
         else:
             self.feedback(Text.assemble(("not available: ", "bold"), self.disabled_reason("triage", ())), error=True)
+
+    def action_copy(self, what: str) -> None:
+        """Copy the job's id, idem key or handle (`what`: id, idem, handle) whole to the clipboard (OSC 52), and
+        confirm it in a toast; with no such value, say why on the feedback line."""
+        if self._queue(f"copy('{what}')", "it is copied"):
+            return
+        value = self.copy_value(what)
+        if value is None:
+            self.feedback(Text.assemble(("not available: ", "bold"), self.disabled_reason("copy", (what,))),
+                          error=True)
+            return
+        self._copied(COPY_NAMES.get(what, what), value)
+
+    def action_copy_link(self) -> None:
+        """Copy the seat link that opens this job (`[serve] public_url` + ?job=..&op=..) for an incident channel."""
+        if self._queue("copy_link", "the job link is copied"):
+            return
+        public = self.reclaim.config.serve.public_url
+        if self.detail is None or not public:
+            self.feedback(Text.assemble(("not available: ", "bold"), self.disabled_reason("copy_link", ())),
+                          error=True)
+            return
+        self._copied("job link", job_link(public, self.key))
+
+    def _copied(self, name: str, value: str) -> None:
+        """Put `value` on the clipboard and confirm it in a toast naming what, and how long, it is."""
+        self.app.copy_to_clipboard(value)
+        self.app.notify(f"copied the {name} ({len(value)} characters): {clean(value, 120)}", title="copied",
+                        timeout=4, markup=False)
 
     def action_copy_url(self) -> None:
         """Copy the job's remote-console URL to the clipboard, whole, and say so on the feedback line."""

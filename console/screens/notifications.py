@@ -60,6 +60,7 @@ class NotificationsScreen(ReclaimScreen):
             yield Label("Notifications — uncertain first (never re-sent automatically)", classes="panel-title")
             table: DataTable[Text] = DataTable(id="notif-table", cursor_type="row", zebra_stripes=True)
             yield table
+            yield Static("", id="notif-empty")
             with Horizontal(classes="fields"):
                 yield Input(placeholder="note (recorded with the decision)", id="notif-note", compact=True)
             keys = {b.action: self.reclaim.key_label(b) for b in NOTIFICATIONS}
@@ -105,6 +106,8 @@ class NotificationsScreen(ReclaimScreen):
             )
         if self.rows:
             table.move_cursor(row=min(max(row, 0), len(self.rows) - 1))
+        self.query_one("#notif-empty", Static).update(
+            "" if self.rows else Text("None: the outbox is empty (no notification has been posted).", style="dim"))
         self._guard()
         self.loaded = True
 

@@ -232,3 +232,26 @@ async def test_command_palette_offers_every_action(demo: Demo) -> None:
             assert title in commands
         assert commands["Release"].startswith("disabled: dave lacks the approver role")
         assert commands["Quotas"] == "key u"
+
+
+async def test_an_empty_outbox_says_none(demo: Demo, tmp_path: object) -> None:
+    """The notifications screen over a ledger with no notification says so in words, not an empty table."""
+    from ledger.db import create_ledger
+
+    empty = demo.ledger.parent / "empty.db"
+    create_ledger(empty)
+    app = make_app(empty, demo.config, "bob", clock=demo.clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_loaded(pilot, OverviewScreen)
+        await pilot.press("n")
+        await wait_loaded(pilot, NotificationsScreen)
+        assert app.screen.query_one("#notif-table", DataTable).row_count == 0
+        assert "None: the outbox is empty" in widget_text(app)
+    # and the demo ledger, which has notifications, does not say so
+    app = app_for(demo, "bob")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_loaded(pilot, OverviewScreen)
+        await pilot.press("n")
+        await wait_loaded(pilot, NotificationsScreen)
+        assert app.screen.query_one("#notif-table", DataTable).row_count > 0
+        assert "the outbox is empty" not in widget_text(app)
