@@ -205,7 +205,8 @@ def receive(
         return _refuse(conn, tally, "malformed", 400, f"{kind} without a usable data.id")
     # Verified and well formed: take out any secret the config names before a byte of it is stored.
     redactor = Redactor.from_config(config)
-    doc = redactor.redact_value(doc)
+    doc, lower = redactor.redact_value(doc), redactor.redact_value(lower)
+    webhook_id = str(lower["webhook-id"])
     data = doc.get("data") if isinstance(doc.get("data"), dict) else {}
     signature, now = lower["webhook-signature"], clock.now()
     with write_tx(conn):
