@@ -1,4 +1,4 @@
-"""A worker SIGKILLed at each named crash point, then restarted: where every job must end (DESIGN.md).
+"""A worker SIGKILLed at each named crash point, then restarted: where every job must end (docs/design.md, the send path).
 
 Real `reclaim` subprocesses (`python -m console`) die by a real SIGKILL (RECLAIM_CRASH_AT, see
 ledger/crashpoints.py). The simulator runs in the test process, so its HTTP-level counts survive the
