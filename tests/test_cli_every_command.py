@@ -292,5 +292,5 @@ def test_every_command_on_one_ledger(
     assert verdict["ok"] and verdict["events"] == n_events and verdict["head_hash"] == head
     assert verdict["jobs"] == _read(ledger_path, "SELECT COUNT(*) FROM jobs")[0][0] == 7
     said = cli("verify").stdout
-    assert f"head hash {head}" in said and "ok: the chain holds" in said
+    assert head in said and "ok: the chain holds" in said
     assert ("every row read back" if ledger_backend == "postgresql" else "SQLite finds no damage") in said
