@@ -34,7 +34,7 @@ system-deps:
 test: $(STAMP) system-deps pg-server prometheus
 	$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider
 
-# The PostgreSQL half of the contract suite needs the server binaries: tests/pg_server.py starts a throwaway
+# The PostgreSQL half of the contract suite needs the server binaries: tests/support/pg_server.py starts a throwaway
 # server (initdb + pg_ctl, unix socket in a temporary folder, fsync off) and stops it afterwards. As root
 # (CI) they are installed here; otherwise those tests skip with the reason (fail with RECLAIM_REQUIRE_PG=1).
 pg-server:
@@ -47,7 +47,7 @@ pg-server:
 	       "(the PostgreSQL tests skip without them; RECLAIM_REQUIRE_PG=1 makes them fail)" >&2; \
 	fi
 
-# `reclaim metrics` is scraped by a real Prometheus in tests/test_prometheus.py, and promtool checks the exposition
+# `reclaim metrics` is scraped by a real Prometheus in tests/system/test_prometheus.py, and promtool checks the exposition
 # and docs/prometheus/ (rules and their unit tests): Debian's prometheus package brings both. As root (CI) it is
 # installed here, RUNLEVEL=1 so the package's own daemon is not started (the test runs its own prometheus on a free
 # loopback port with a temporary storage folder); otherwise those tests skip (fail as root or with
@@ -64,7 +64,7 @@ prometheus:
 
 # More hostile input through every CLI command than `make test` runs (500 examples there).
 fuzz: $(STAMP)
-	RECLAIM_FUZZ_EXAMPLES=$${RECLAIM_FUZZ_EXAMPLES:-5000} $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz_cli.py
+	RECLAIM_FUZZ_EXAMPLES=$${RECLAIM_FUZZ_EXAMPLES:-5000} $(BIN)/python -m pytest -q -p no:cacheprovider tests/cli/test_fuzz_cli.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check ledger console tests scripts

@@ -12,7 +12,7 @@ autocommit mode, so no read snapshot outlives one query.
 
 On PostgreSQL the same holds: every event is appended under the audit chain's advisory lock, which is
 held until the transaction has committed, so ids become visible in order and none can appear later
-below the cursor (tests/test_postgres.py holds a writer open mid-append to prove it). The wake-up is a
+below the cursor (tests/system/test_postgres.py holds a writer open mid-append to prove it). The wake-up is a
 NOTIFY sent by the event trigger at commit (`wait_for_change`), with the same polling as the fallback.
 """
 

@@ -13,7 +13,7 @@
                                                                    scripts/bench_startup.py   ~15 s
   8. PostgreSQL: reserve() vs a raw psycopg loop; 16 processes on 16 operations vs one; claims per
      second with 4 workers vs 1; live lag by NOTIFY vs polling (p95)  scripts/bench_pg.py     ~1.5 min
-     (a throwaway server from tests/pg_server.py, or $RECLAIM_BENCH_PG; --no-pg skips it)
+     (a throwaway server from tests/support/pg_server.py, or $RECLAIM_BENCH_PG; --no-pg skips it)
   9. evidence lag: a webhook delivery's 2xx to the held job reconciled, vs the worker's poll interval
                                                                    scripts/bench_evidence_lag.py ~5 s
 

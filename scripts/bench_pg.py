@@ -10,7 +10,7 @@
       SQLite ledger file.
   8d. live lag: a commit to the follower having read its event, woken by NOTIFY vs polling every 0.1 s; p95.
 
-The server is a throwaway one (tests/pg_server.py: initdb + pg_ctl on a unix socket, fsync off, as the
+The server is a throwaway one (tests/support/pg_server.py: initdb + pg_ctl on a unix socket, fsync off, as the
 `postgres` user when root), or the one at $RECLAIM_BENCH_PG (a postgresql:// URL to a database this may
 create databases from). Every round uses a fresh database.
 
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 sys.path.insert(0, str(ROOT))
 
 from ledger.audit import event_hash  # noqa: E402

@@ -1,6 +1,6 @@
 """`make demo-pg`: the demo with its ledger on a throwaway PostgreSQL server and two worker processes.
 
-Starts a server the way the tests do (tests/pg_server.py: initdb + pg_ctl on a unix socket in a temporary
+Starts a server the way the tests do (tests/support/pg_server.py: initdb + pg_ctl on a unix socket in a temporary
 folder, as the `postgres` user when root), runs `reclaim demo --pg URL --workers 2 [ARGS...]`, and stops
 and removes the server when the demo ends. Extra arguments go to `reclaim demo` (e.g. --no-ui --seconds 20).
 """
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from pg_server import PgServer, unavailable  # noqa: E402
 

@@ -81,7 +81,7 @@ def _reclaim_command() -> list[str]:
 
 RECLAIM = _reclaim_command()
 """The argv prefix that runs the installed `reclaim` CLI with this interpreter's environment."""
-CLOCKED_RECLAIM = [sys.executable, str(Path(__file__).with_name("clocked_reclaim.py"))]
+CLOCKED_RECLAIM = [sys.executable, str(Path(__file__).parent / "support" / "clocked_reclaim.py")]
 """The same CLI with the clock RECLAIM_TEST_NOW / RECLAIM_TEST_CLOCK_OFFSET ask for (test-only launcher)."""
 SENDER = "scheduler"
 """The tests' scheduler account: the one operator with the sender role (submit, tick, worker)."""
@@ -235,8 +235,7 @@ def ledger_backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[Any]:
-    """A throwaway PostgreSQL server for the whole session (tests/pg_server.py); stopped at the end."""
-    sys.path.insert(0, str(Path(__file__).parent))
+    """A throwaway PostgreSQL server for the whole session (tests/support/pg_server.py); stopped at the end."""
     import pg_server as pgs
 
     why = pgs.unavailable()

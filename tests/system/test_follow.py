@@ -30,7 +30,7 @@ from ledger.follow import EventCursor
 from ledger.reserve import reserve
 
 OP = "article.generate"
-WRITER = Path(__file__).with_name("follow_writer.py")
+WRITER = Path(__file__).parents[1] / "support" / "follow_writer.py"
 SHOWN_WITHIN = 5.0
 """Seconds the last committed event may take to be shown by a follower (they poll every 0.1 s; the margin is
 for a loaded machine)."""

@@ -1,4 +1,4 @@
-"""A writer process for tests/test_follow.py: commits events to a ledger at random moments, then exits.
+"""A writer process for tests/system/test_follow.py: commits events to a ledger at random moments, then exits.
 
 Usage: python follow_writer.py LEDGER CONFIG NAME COUNT SEED
 Reserves COUNT jobs named "NAME #i" through the ledger API, one transaction each, pausing a random 0-30 ms

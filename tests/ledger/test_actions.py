@@ -1,5 +1,5 @@
 """The one action table (ledger/actions.py) drives the ledger's refusals, previews and required fields, and the
-console's form: the same rule, from one place, at every front end. (The CLI's side is tests/test_cli_triage.py.)
+console's form: the same rule, from one place, at every front end. (The CLI's side is tests/cli/test_cli_triage.py.)
 
 Every refusal here is checked against the ledger's fingerprint: nothing was written.
 """

@@ -1,6 +1,6 @@
 """The guarantees that SQLite's single writer gave for free, proven on PostgreSQL.
 
-Each test runs against a fresh database on the session's throwaway server (`pg_url`, tests/pg_server.py):
+Each test runs against a fresh database on the session's throwaway server (`pg_url`, tests/support/pg_server.py):
 reserve under many processes (duplicates, the quota, holds), claims fenced by the epoch, picks with SKIP
 LOCKED, leases by the server's clock, append-only events and the audit chain, the follow cursor under a
 late commit, a lock wait past lock_timeout as exit 8, counts per state without a hot row, and LISTEN/NOTIFY.

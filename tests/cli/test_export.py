@@ -355,7 +355,7 @@ def test_output_to_a_pipe(filled: Path, run_cli: Callable[..., Any], start_cli: 
     assert "the reader closed the pipe" in summary(stderr) and "Traceback" not in stderr
 
 
-PTY_RUN = [sys.executable, str(Path(__file__).with_name("pty_run.py"))]
+PTY_RUN = [sys.executable, str(Path(__file__).parents[1] / "support" / "pty_run.py")]
 """A `run_cli` prefix: the command's stdout is a terminal; what that terminal received comes back as hex."""
 
 

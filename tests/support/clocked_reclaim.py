@@ -1,7 +1,7 @@
 """Test-only launcher: the `reclaim` CLI with its clock frozen or shifted, for subprocess tests.
 
 The shipped CLI reads the system clock and no environment variable moves it. Tests that need another
-time run `python tests/clocked_reclaim.py ARGS` with RECLAIM_TEST_NOW (epoch seconds or ISO) or
+time run `python tests/support/clocked_reclaim.py ARGS` with RECLAIM_TEST_NOW (epoch seconds or ISO) or
 RECLAIM_TEST_CLOCK_OFFSET (seconds); this file is never installed.
 """
 

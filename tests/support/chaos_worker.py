@@ -1,4 +1,4 @@
-"""A fork server for tests/test_chaos.py: real worker processes that are cheap to start and to kill.
+"""A fork server for tests/system/test_chaos.py: real worker processes that are cheap to start and to kill.
 
 Starting `reclaim` costs about a second (Python, google-genai, the SDK's lazy imports); 200+ kills of
 freshly started CLI processes would not fit the test's budget. This script imports and warms up

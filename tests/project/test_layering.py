@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LEDGER_MODULES = ["ledger", "ledger.worker", "ledger.triage", "ledger.queries", "ledger.dispatch",
                   "ledger.db", "ledger.reserve", "ledger.leases", "ledger.outbox", "ledger.simulator",
                   "ledger.remotes.gemini"]

@@ -1,6 +1,6 @@
 """Run a command with its stdout on a new pseudo-terminal (raw: no newline translation); print as hex what
 that terminal received, then exit with the command's code. stderr passes through. For tests that check
-what a command shows on a terminal: `run_cli(..., prefix=[sys.executable, "tests/pty_run.py"])`.
+what a command shows on a terminal: `run_cli(..., prefix=[sys.executable, "tests/support/pty_run.py"])`.
 """
 
 from __future__ import annotations

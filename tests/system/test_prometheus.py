@@ -33,7 +33,7 @@ from ledger.db import connect
 from ledger.simulator import Simulator
 from ledger.worker import submit_now
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "docs" / "prometheus" / "reclaim-rules.yml"
 RULE_TESTS = sorted((ROOT / "docs" / "prometheus" / "tests").glob("*.test.yml"))
 RUNBOOK = ROOT / "docs" / "runbook.md"

@@ -1,6 +1,6 @@
 """Chaos: 200+ worker processes SIGKILLed at random moments over a stream of jobs, with remote faults.
 
-Workers are real processes: mostly children of tests/chaos_worker.py (a fork server, so a start costs
+Workers are real processes: mostly children of tests/support/chaos_worker.py (a fork server, so a start costs
 milliseconds instead of the ~1 s a fresh `reclaim` costs), and every 20th one a real `reclaim submit` or
 `reclaim tick`. Each is killed after a random delay drawn from a seeded RNG -- the random delay is the
 experiment, not a wait for something. After every kill the ledger is read back from a fresh connection
@@ -44,8 +44,8 @@ ACCEPTED_STATES = ("submitted", "done", "consumed")  # the states a job has a ha
 LEASE_SECONDS = 30
 STALE_SECONDS = 60
 SETTLE_OFFSET = str(LEASE_SECONDS + STALE_SECONDS + 30)
-WORKER = Path(__file__).with_name("chaos_worker.py")
-CLOCKED = Path(__file__).with_name("clocked_reclaim.py")  # the CLI with a test clock (test-only)
+WORKER = Path(__file__).parents[1] / "support" / "chaos_worker.py"
+CLOCKED = Path(__file__).parents[1] / "support" / "clocked_reclaim.py"  # the CLI with a test clock (test-only)
 # Faults whose outcome is "sent, outcome unknown" (held) or just slowness. No 4xx "not delivered"
 # faults: those legitimately allow a second POST of the same key, and this test asserts at most one.
 FAULTS: list[dict[str, Any]] = [
@@ -69,7 +69,7 @@ def chaos_env(ledger: Path, config: Path, offset: str | None = None) -> dict[str
 
 
 class ForkServer:
-    """Talks to tests/chaos_worker.py: spawn a worker child, then reap it and learn how it ended."""
+    """Talks to tests/support/chaos_worker.py: spawn a worker child, then reap it and learn how it ended."""
 
     def __init__(self, ledger: Path, config: Path, log: Path) -> None:
         self.log = log
@@ -177,7 +177,7 @@ def chaos_sim() -> Iterator[Simulator]:
         yield s
 
 
-@pytest.mark.slow
+@pytest.mark.chaos
 def test_random_kills_never_send_twice(tmp_path: Path, chaos_sim: Simulator) -> None:
     sim = chaos_sim
     rng = random.Random(SEED)

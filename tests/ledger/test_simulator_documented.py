@@ -30,7 +30,7 @@ from ledger.remotes.gemini import (
 )
 from ledger.simulator import INTERACTION_STATUSES, WEBHOOK_CONFIG_NEEDS_BACKGROUND, Simulator
 
-DOCUMENTED = Path(__file__).parent / "documented"
+DOCUMENTED = Path(__file__).parents[1] / "documented"
 MODEL = "gemini-sim"
 KEY = "simulator"
 IDEM = "0123456789abcdef0123456789abcdef"
@@ -180,7 +180,8 @@ def test_a_receiver_down_for_less_than_the_retry_window_gets_the_delivery_once_i
     iid = post_json(f"{hooked.url}/v1beta/interactions", create_body("down"))[1]["id"]
     [got] = wait_for(lambda: receiver.for_interaction(iid), timeout=15)
     assert got.verified
-    log = hooked.webhook_deliveries()
+    # The simulator writes its success entry only once the receiver's answer reaches it: wait for that entry.
+    log = wait_for(lambda: (d := hooked.webhook_deliveries()) and d[-1]["ok"] and d, timeout=15)
     assert log[0]["fault"] == "receiver_down" and log[0]["status"] is None and not log[0]["ok"]
     assert log[-1]["ok"] and all(e["msg_id"] == got.msg_id for e in log)
 

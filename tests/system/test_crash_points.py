@@ -23,7 +23,7 @@ from ledger.db import connect
 from ledger.model import idem_key
 from ledger.simulator import Simulator
 
-CLOCKED = Path(__file__).with_name("clocked_reclaim.py")  # the CLI with a test clock (test-only)
+CLOCKED = Path(__file__).parents[1] / "support" / "clocked_reclaim.py"  # the CLI with a test clock (test-only)
 OP = "article.generate"
 LEASE_SECONDS = 30
 BACKENDS = ("sqlite", "postgresql")  # every crash point on each backend (tests/conftest.py)

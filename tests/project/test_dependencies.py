@@ -8,7 +8,7 @@ import re
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Distribution name -> the top-level module it is imported as, where they differ.
 MODULE = {"google-genai": "google.genai"}
 

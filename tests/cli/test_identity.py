@@ -38,7 +38,7 @@ from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, submit_now
 
 OP = "article.generate"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _held(sim: Simulator, conn: sqlite3.Connection, cfg: Config, clock: Any, job_id: str = "held-1") -> JobKey:

@@ -28,7 +28,7 @@ from google.genai import types
 
 from ledger.simulator import Simulator, is_loopback_host
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = "gemini-sim"
 KEY = "simulator"  # the key the simulator accepts by default
 

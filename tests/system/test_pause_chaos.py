@@ -43,7 +43,7 @@ WORKERS = 4
 PAUSES = 100
 DEADLINE = 900.0  # seconds; a loaded 2-core machine needs far less
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.chaos
 
 
 def _attempts_by_idem(sim: Simulator) -> dict[str, list[int]]:

@@ -2,7 +2,7 @@
 
 Counted at the receiving end: `sim.count("cleanup")` is the number of clean-up POSTs that reached the
 simulator. Every ledger read is done on a fresh connection. Times come from a ManualClock (in process)
-or the test launcher tests/clocked_reclaim.py (subprocesses); waiting for the simulator's job to finish is a bounded poll, never a sleep.
+or the test launcher tests/support/clocked_reclaim.py (subprocesses); waiting for the simulator's job to finish is a bounded poll, never a sleep.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from ledger.reserve import quota_used
 from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, submit_now, tick
 
-CLOCKED = Path(__file__).with_name("clocked_reclaim.py")  # the CLI with a test clock (test-only)
-ROOT = Path(__file__).resolve().parents[1]
+CLOCKED = Path(__file__).parents[1] / "support" / "clocked_reclaim.py"  # the CLI with a test clock (test-only)
+ROOT = Path(__file__).resolve().parents[2]
 OP = "storage.cleanup"
 T0 = parse_time("2026-12-01T10:00:00Z")
 DAY = 86400.0
