@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+from cli_in_process import process_boundary, run_in_process
 from ledger_reads import job_fingerprint
 
 from ledger import queries
@@ -385,8 +386,15 @@ def _default_ledger(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
 
 @pytest.fixture
 def run_cli(tmp_path: Path, request: pytest.FixtureRequest) -> Callable[..., CliResult]:
-    """Run `reclaim ARGS` in a subprocess; returns CliResult(rc, stdout, stderr)."""
+    """Run `reclaim ARGS`; returns CliResult(rc, stdout, stderr).
+
+    The command runs inside this process (tests/support/cli_in_process.py: the same environment, working folder,
+    clock, output and exit code as a subprocess would have), unless the process boundary is the point: a test
+    marked `process`, a `prefix` (a pty, another OS account), a command that runs until stopped, a crash or
+    pause point, or an argument that is not valid UTF-8. Those run `reclaim` as a real subprocess.
+    """
     default_ledger = _default_ledger(tmp_path, request)
+    in_process = request.node.get_closest_marker("process") is None
 
     def run(
         *args: str,
@@ -399,6 +407,8 @@ def run_cli(tmp_path: Path, request: pytest.FixtureRequest) -> Callable[..., Cli
         prefix: list[str] | None = None,
     ) -> CliResult:
         full_env = cli_env(ledger or default_ledger, config or tmp_path / "reclaim.toml", now, operator, env)
+        if in_process and prefix is None and process_boundary(args, full_env) is None:
+            return CliResult(*run_in_process(args, full_env, tmp_path))
         proc = subprocess.run(
             [*(prefix or []), *reclaim_argv(full_env), *args],
             cwd=tmp_path,

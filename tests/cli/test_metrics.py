@@ -277,6 +277,9 @@ def test_a_verified_webhook_resolves_a_hold_and_a_refused_one_is_counted(
         urllib.request.urlopen(urllib.request.Request(hook, data=b"{}", method="POST"), timeout=30)
     assert refused.value.code == 401
 
+    # The receiver writes its refusal counts in one batch within FLUSH_SECONDS, not per request.
+    wait_for(lambda: value(scrape(url), "reclaim_webhook_deliveries_refused_total", reason="unsigned") == 1,
+             timeout=30, what="the receiver to write its refusal count")
     m = scrape(url)
     assert value(before, "reclaim_holds_resolved_total", operation=OP, decision="reconcile", by="evidence") == 0
     assert value(m, "reclaim_webhook_deliveries_refused_total", reason="unsigned") == 1
