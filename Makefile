@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: test fuzz demo demo-pg bench lint screenshots venv clean system-deps pg-server prometheus
+.PHONY: test test-fast fuzz demo demo-pg bench lint screenshots venv clean system-deps pg-server prometheus
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,8 +31,16 @@ system-deps:
 	  fi; \
 	fi
 
+# Everything: both backends, the browser seat, a real Prometheus, chaos and snapshots. The longest kinds start
+# first (tests/conftest.py) and idle workers take queued tests from busy ones (worksteal); the 20 slowest close it.
+PYTEST := $(BIN)/python -m pytest -q -n 2 -p no:cacheprovider --dist worksteal
 test: $(STAMP) system-deps pg-server prometheus
-	$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider
+	$(PYTEST) --durations=20
+
+# The edit-test loop: no server, no browser, no chaos, a tenth of each property's examples (docs/testing.md).
+FAST_MARKS := not pg and not browser and not prometheus and not chaos
+test-fast: $(STAMP)
+	RECLAIM_HYPOTHESIS_PROFILE=fast $(PYTEST) -m "$(FAST_MARKS)"
 
 # The PostgreSQL half of the contract suite needs the server binaries: tests/support/pg_server.py starts a throwaway
 # server (initdb + pg_ctl, unix socket in a temporary folder, fsync off) and stops it afterwards. As root

@@ -47,6 +47,7 @@ constants are repeated where needed (T0 = 2026-12-01T12:00:00Z, operation "artic
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import socket
@@ -60,6 +61,7 @@ from typing import Any, NamedTuple
 
 import pytest
 from cli_in_process import process_boundary, run_in_process
+from hypothesis import settings
 from ledger_reads import job_fingerprint
 
 from ledger import queries
@@ -70,6 +72,12 @@ from ledger.model import Job, JobKey
 from ledger.simulator import Simulator
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Hypothesis: `ci` (the default, `make test`) runs each property's full count; `fast` (`make test-fast`, or
+# RECLAIM_HYPOTHESIS_PROFILE=fast) a tenth of it. Tests size their counts with hypothesis_budget.examples().
+settings.register_profile("ci", max_examples=100, deadline=None, print_blob=True)
+settings.register_profile("fast", max_examples=10, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("RECLAIM_HYPOTHESIS_PROFILE", "ci"))
 T0 = parse_time("2026-12-01T12:00:00Z")
 OP = "article.generate"
 MODEL = "gemini-sim"
@@ -220,12 +228,63 @@ def clock() -> ManualClock:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Run every test of a module that lists `BACKENDS` once per backend (fixture `ledger_backend`), except
-    those marked `sqlite_only` (about the file itself: its mode, its bytes, SQLite's lock)."""
+    those marked `sqlite_only` (about the file itself: its mode, its bytes, SQLite's lock); the postgresql
+    run is marked `pg`."""
     backends = getattr(metafunc.module, "BACKENDS", None)
     if metafunc.definition.get_closest_marker("sqlite_only"):
         backends = ("sqlite",)
     if backends and "ledger_backend" in metafunc.fixturenames:
-        metafunc.parametrize("ledger_backend", backends, indirect=True)
+        params = [pytest.param(b, marks=pytest.mark.pg) if b == "postgresql" else b for b in backends]
+        metafunc.parametrize("ledger_backend", params, indirect=True)
+
+
+def _names_a_crash_point(function: Callable[..., Any]) -> bool:
+    """Whether a test's own body sets a crash or pause point (the command then kills or stops its process)."""
+    try:
+        source = inspect.getsource(function)
+    except (OSError, TypeError):
+        return False
+    return "RECLAIM_CRASH_AT" in source or "RECLAIM_PAUSE_AT" in source
+
+
+MARK_BY_FIXTURE = {"pg_server": "pg", "start_cli": "process", "snap_compare": "snapshot"}
+"""A test that uses one of these fixtures (directly or through another) gets the marker."""
+MARK_BY_MODULE = {
+    "test_browser_seat.py": ("browser", "process"),
+    "test_prometheus.py": ("prometheus", "process"),
+    "test_chaos.py": ("chaos", "process"),
+    "test_pause_chaos.py": ("chaos", "process"),
+    "test_crash_points.py": ("chaos", "process"),
+}
+"""Modules whose every test needs a server, a browser, or kills processes."""
+RUN_FIRST = ("chaos", "browser", "prometheus", "pg")
+"""Run order under xdist: the longest kinds start first, so no worker runs one alone at the end."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by what it needs (`pg`, `process`, `snapshot`, `browser`, `prometheus`, `chaos`: what
+    `make test-fast` selects on), then order the run: chaos, browser, Prometheus and PostgreSQL tests first,
+    then tests/system/, then the rest (each group in collection order)."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        for fixture, mark in MARK_BY_FIXTURE.items():
+            if fixture in names:
+                item.add_marker(mark)
+        for mark in MARK_BY_MODULE.get(item.path.name, ()):
+            item.add_marker(mark)
+        if item.path.parent.name == "system":
+            item.add_marker("process")
+        if isinstance(item, pytest.Function) and _names_a_crash_point(item.function):
+            item.add_marker("chaos")
+            item.add_marker("process")
+
+    def group(item: pytest.Item) -> int:
+        for rank, mark in enumerate(RUN_FIRST):
+            if item.get_closest_marker(mark):
+                return rank
+        return len(RUN_FIRST) + (0 if item.path.parent.name == "system" else 1)
+
+    items.sort(key=group)
 
 
 @pytest.fixture

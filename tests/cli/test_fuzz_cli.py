@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 from ledger_reads import job_fingerprint
 from typer.testing import CliRunner
 
@@ -50,7 +51,7 @@ DOCUMENTED = {EXIT_OK, EXIT_BAD_INPUT, EXIT_QUOTA_EXCEEDED, EXIT_HELD, EXIT_BLOC
               EXIT_VERIFY_FAILED}
 REFUSALS = {EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_LEDGER_UNUSABLE}
 """Exit codes that promise nothing was written."""
-EXAMPLES = int(os.environ.get("RECLAIM_FUZZ_EXAMPLES", "500"))
+EXAMPLES = int(os.environ.get("RECLAIM_FUZZ_EXAMPLES", examples(500)))
 KNOWN_JOBS = ["held-1", "sent-1", "shared"]
 
 # -- strategies ---------------------------------------------------------------------------------------
@@ -237,7 +238,7 @@ def test_every_command_with_hostile_arguments(world: dict[str, Any], args: list[
 config_number = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(10**30), 10**30))
 
 
-@settings(max_examples=max(EXAMPLES // 5, 100), deadline=None,
+@settings(max_examples=max(EXAMPLES // 5, examples(100)), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(
     key=st.sampled_from([("policy", "lease_seconds"), ("policy", "stale_reserving_seconds"),

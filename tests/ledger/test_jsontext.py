@@ -9,6 +9,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from ledger import jsontext
 
@@ -30,7 +31,7 @@ json_values = st.recursive(
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"sort={s['sort_keys']},sep={s['separators'][0]!r}")
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(value=json_values)
 def test_same_text_as_json_encoder(shape: dict, value: object) -> None:
     expected = json.JSONEncoder(ensure_ascii=False, **shape).encode(value)

@@ -35,6 +35,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from hypothesis_budget import examples
 from ledger_reads import job_fingerprint
 
 from ledger import replay, triage
@@ -699,7 +700,7 @@ class LedgerMachine(RuleBasedStateMachine):
 
 
 LedgerMachine.TestCase.settings = settings(
-    max_examples=300,
+    max_examples=examples(300),
     stateful_step_count=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
@@ -720,7 +721,7 @@ class PgLedgerMachine(LedgerMachine):
 def test_the_model_holds_on_postgresql(pg_server: Any) -> None:
     PgLedgerMachine.server = pg_server
     run_state_machine_as_test(PgLedgerMachine, settings=settings(
-        max_examples=int(os.environ.get("RECLAIM_PG_MODEL_EXAMPLES", "15")),
+        max_examples=int(os.environ.get("RECLAIM_PG_MODEL_EXAMPLES", examples(15))),
         stateful_step_count=50,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],

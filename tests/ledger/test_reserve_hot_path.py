@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from ledger.errors import PayloadError
 from ledger.model import Job
@@ -31,7 +32,7 @@ def sdk_accepts(payload: dict[str, Any]) -> bool:
     return True
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(input_text=text, system=st.none() | text)
 def test_a_text_only_payload_is_one_the_sdk_takes(input_text: str, system: str | None) -> None:
     payload: dict[str, Any] = {"input": input_text}
