@@ -91,6 +91,8 @@ class Seat:
     consoles: dict[int, SeatProcess] = field(default_factory=dict)
     owners: dict[int, str] = field(default_factory=dict)
     """The operator each open console acts for, by pid."""
+    seats: dict[str, int] = field(default_factory=dict)
+    """Consoles open or starting, per user: what [serve] max_consoles_per_user limits."""
     refusals: int = 0
 
     def __post_init__(self) -> None:
@@ -164,11 +166,22 @@ class Seat:
         """One console for this connection, acting as the proxy's user; reaped when the connection ends."""
         name: str = request["operator"]  # admitted by `_admission`, Origin included
         limit = self.config.serve.max_consoles_per_user
-        if sum(owner == name for owner in self.owners.values()) >= limit:
+        if self.seats.get(name, 0) >= limit:
             self.refusals += 1
             log.warning("refused a console for %s: %d open ([serve] max_consoles_per_user)", name, limit)
             raise web.HTTPTooManyRequests(text=f"reclaim serve: refused: {name} has {limit} consoles open "
                                                "([serve] max_consoles_per_user); close one first\n")
+        # The seat is taken here, with no await since the check: a console still starting counts too.
+        self.seats[name] = self.seats.get(name, 0) + 1
+        try:
+            return await self._open_console(request, name)
+        finally:
+            self.seats[name] -= 1
+            if not self.seats[name]:
+                del self.seats[name]
+
+    async def _open_console(self, request: web.Request, name: str) -> web.StreamResponse:
+        """Start the console for an admitted websocket and relay until either side ends; reap it."""
         width = _int(request.query.get("width"), 80)
         height = _int(request.query.get("height"), 24)
         linked: list[str] = []

@@ -294,15 +294,19 @@ def ledger_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def pg_server() -> Iterator[Any]:
-    """A throwaway PostgreSQL server for the whole session (tests/support/pg_server.py); stopped at the end."""
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The session's throwaway PostgreSQL server (tests/support/pg_server.py), one for all xdist workers: the
+    first to need it starts it under a file lock in the session's shared temporary folder, the others attach.
+    It is stopped at the end of the session (`pytest_sessionfinish` on the controller, or here without xdist)."""
     import pg_server as pgs
 
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    root = tmp_path_factory.getbasetemp().parent if worker else tmp_path_factory.getbasetemp()
     why = pgs.unavailable()
     server = None
     if why is None:
         try:
-            server = pgs.PgServer().start()
+            server = pgs.shared(root)
         except (RuntimeError, OSError, subprocess.SubprocessError) as e:
             why = f"PostgreSQL server did not start: {e}"
     if server is None:
@@ -312,7 +316,19 @@ def pg_server() -> Iterator[Any]:
     try:
         yield server
     finally:
-        server.stop()
+        if not worker:
+            pgs.stop_shared(root)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On the xdist controller: stop the PostgreSQL server its workers shared, once they have all finished."""
+    config = session.config
+    if hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("xdist"):
+        return
+    if getattr(config.option, "numprocesses", None):
+        import pg_server as pgs
+
+        pgs.stop_shared(config._tmp_path_factory.getbasetemp())  # the folder the workers' basetemps are in
 
 
 @pytest.fixture
@@ -325,8 +341,8 @@ def pg_url(pg_server: Any) -> str:
 def ledger_path(tmp_path: Path, ledger_backend: str, request: pytest.FixtureRequest) -> Path:
     """A freshly created ledger: the file tmp_path/'reclaim.db', or on PostgreSQL a fresh database's URL."""
     if ledger_backend == "postgresql":
-        url = request.getfixturevalue("pg_url")
-        create_ledger(url)
+        url = request.getfixturevalue("pg_server").new_ledger()
+        create_ledger(url)  # already current: allocates the ledger's outcome journal on this host, as a new one's
         return url  # type: ignore[return-value]  # a str: the tests pass it where a path goes
     path = tmp_path / "reclaim.db"
     create_ledger(path)

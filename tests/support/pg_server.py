@@ -6,19 +6,35 @@ listener. As root it runs initdb and pg_ctl as the `postgres` user through `runu
 to run as root); otherwise as the current user. `new_database()` makes an empty database and returns its
 `postgresql://` URL (a socket path in `host=`), so each test, and each pytest-xdist worker, gets its own.
 
+`new_ledger()` makes a database holding a fresh, empty ledger by cloning a template ledger made once per
+server (`CREATE DATABASE ... TEMPLATE`), instead of running the ledger's creation in every test.
+
+`shared(root)` is the one server of a test session: the first pytest-xdist worker to ask starts it under a
+file lock in `root` (the session's shared temporary folder) and writes where it is; the others attach to it.
+`stop_shared(root)` stops it at the end of the session (the xdist controller, or the only process).
+
 `unavailable()` says why no server can be started here (no binaries), or None.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import glob
 import itertools
+import json
 import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
+
+TEMPLATE = "ledger_template"
+"""The database that holds an empty ledger of the current schema; every `new_ledger()` is a copy of it."""
+STATE = "pg-server.json"
+"""The file in a session's shared folder that says where the shared server is."""
 
 
 def _bin_dir() -> Path | None:
@@ -41,8 +57,8 @@ def unavailable() -> str | None:
 class PgServer:
     """One throwaway server; `start()`, then `new_database()` as often as needed, then `stop()`."""
 
-    def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="reclaim-pg-"))
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root if root is not None else Path(tempfile.mkdtemp(prefix="reclaim-pg-"))
         self.data = self.root / "data"
         self.sock = self.root / "sock"
         self.bin = _bin_dir()
@@ -105,8 +121,61 @@ class PgServer:
             c.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
 
+    def make_template(self) -> None:
+        """Create the template database and the current ledger schema in it (once per server)."""
+        import psycopg
+
+        from ledger.db import create_ledger
+
+        with psycopg.connect(self.url(), autocommit=True) as c:
+            c.execute(f'CREATE DATABASE "{TEMPLATE}"')
+        create_ledger(self.url(TEMPLATE))
+
+    def new_ledger(self, prefix: str = "t") -> str:
+        """A database with a fresh, empty ledger in it, copied from the template; returns its URL."""
+        import psycopg
+
+        name = f"{prefix}_{os.getpid()}_{next(self._n)}"
+        with psycopg.connect(self.url(), autocommit=True) as c:
+            c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE}" STRATEGY FILE_COPY')
+        return self.url(name)
+
     def stop(self) -> None:
         """Stop the server (fast shutdown) and remove its folder."""
         if self.data.exists():
             self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def shared(root: Path) -> PgServer:
+    """The session's one server, with its template ledger: started by the first caller (under a lock in
+    `root`), attached to by the others. Raises RuntimeError saying why it could not be started."""
+    with _locked(root / f"{STATE}.lock"):
+        state = root / STATE
+        if state.exists():
+            return PgServer(Path(json.loads(state.read_text())["root"]))
+        server = PgServer()
+        try:
+            server.start()
+            server.make_template()
+        except BaseException:
+            server.stop()
+            raise
+        state.write_text(json.dumps({"root": str(server.root), "pid": os.getpid()}))
+        return server
+
+
+def stop_shared(root: Path) -> None:
+    """Stop the session's shared server, if one was started in `root`; a second call does nothing."""
+    with _locked(root / f"{STATE}.lock"):
+        state = root / STATE
+        if state.exists():
+            PgServer(Path(json.loads(state.read_text())["root"])).stop()
+            state.unlink()

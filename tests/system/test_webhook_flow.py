@@ -70,6 +70,20 @@ def _job(ledger: Path, job_id: str) -> Any:
         conn.close()
 
 
+def _diagnosis(ledger: Path, job_id: str, ticks: list[Any]) -> str:
+    """What the ledger holds for a job, its evidence and how each was handled, and the last tick's output."""
+    conn = connect(ledger, readonly=True)
+    try:
+        job, events = _job(ledger, job_id)
+        rows = conn.execute("SELECT e.id, e.source, e.attempt, e.handle, e.remote_state, h.outcome FROM evidence e "
+                            "LEFT JOIN evidence_handled h ON h.evidence_id = e.id ORDER BY e.id").fetchall()
+    finally:
+        conn.close()
+    last = ticks[-1] if ticks else None
+    return (f"job: {job}\nevents: {[(e.kind, e.actor, e.detail) for e in events]}\nevidence: {[tuple(r) for r in rows]}"
+            f"\n{len(ticks)} ticks; the last: {last}")
+
+
 def test_a_lost_reply_ends_consumed_through_the_webhook_and_a_dropped_webhook_leaves_it_held(
     sim: Simulator, ledger_path: Path, make_config: Callable[..., dict[str, Any]],
     write_config: Callable[..., Path], start_cli: Callable[..., subprocess.Popen[str]],
@@ -136,15 +150,20 @@ def test_a_stale_send_that_slipped_through_the_window_is_detected_cancelled_and_
     stale.send_signal(signal.SIGTERM)
     stale.communicate(timeout=30)
 
+    ticks: list[Any] = []
+
     def detected() -> bool:
-        run_cli("tick", env=env)
+        ticks.append(run_cli("tick", env=env))
         conn = connect(ledger_path, readonly=True)
         try:
             return evidence.duplicate_count(conn) == 1
         finally:
             conn.close()
 
-    wait_for(detected, timeout=60, what="the duplicate to be detected")
+    try:
+        wait_for(detected, timeout=60, what="the duplicate to be detected")
+    except pytest.fail.Exception:
+        pytest.fail(f"the duplicate was not detected within 60 s\n{_diagnosis(ledger_path, 'slipped', ticks)}")
     job, events = _job(ledger_path, "slipped")
     [dup] = [e for e in events if e.kind == "duplicate_send"]
     attempts = {i["id"]: i["labels"]["attempt"] for i in sim.find_by_idem(idem)}
