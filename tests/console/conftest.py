@@ -7,11 +7,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import textual._wait
 
 from console.fixtures import Demo, build_demo
 from ledger.clock import ManualClock
 from ledger.config import load_config
 from ledger.simulator import Simulator
+
+# Pilot waits after every key for the app to go idle: it sleeps in steps of 20 ms until a step used less than
+# 1 ms of CPU. Steps of 5 ms keep the same test (under 5 % of a step busy) and make a typed word four times
+# cheaper to wait out; Textual reads both names at each call.
+textual._wait.SLEEP_GRANULARITY = 0.005
+textual._wait.SLEEP_IDLE = textual._wait.SLEEP_GRANULARITY / 20
 
 
 @pytest.fixture

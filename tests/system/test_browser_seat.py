@@ -641,12 +641,18 @@ def test_consoles_die_with_a_seat_killed_by_sigkill(
     origin = "https://reclaim.example.org"
     seat = serve_seat(ledger, doc, key, trusted=["127.0.0.1"], origins=[origin], listen="127.0.0.1:0")
     clients = [_ws(seat.address, [("X-Forwarded-User", "bob"), ("Origin", origin)])[0] for _ in range(2)]
-    consoles = _wait_for(lambda: len(seat.consoles) == 2 and seat.consoles, timeout=10, what="two consoles")
+    # Started as the seat logs it: a child still between fork and exec has not asked for the parent-death
+    # signal yet, and a child paused there would never ask.
+    def started() -> set[int]:
+        pids = {int(m.group(1)) for line in seat.log for m in [re.search(r"console (\d+) started for", line)] if m}
+        return pids if len(pids) == 2 and pids <= seat.consoles else set()
+
+    consoles = _wait_for(started, timeout=30, what="two consoles started")
     for pid in consoles:  # paused consoles cannot notice their pipes closing: only the kernel can end them
         os.kill(pid, signal.SIGSTOP)
     seat.proc.kill()  # no reaping can run
     seat.proc.wait(timeout=10)
-    _wait_for(lambda: not any(alive(pid) for pid in consoles), timeout=10,
+    _wait_for(lambda: not any(alive(pid) for pid in consoles), timeout=30,
               what="the consoles to end with their seat")
     for c in clients:
         c.close()
