@@ -37,8 +37,9 @@ PYTEST := $(BIN)/python -m pytest -q -n 2 -p no:cacheprovider --dist worksteal
 test: $(STAMP) system-deps pg-server prometheus
 	$(PYTEST) --durations=20
 
-# The edit-test loop: no server, no browser, no chaos, a tenth of each property's examples (docs/testing.md).
-FAST_MARKS := not pg and not browser and not prometheus and not chaos
+# The edit-test loop: no server, no browser, no chaos, no process of its own, a tenth of each property's
+# examples (docs/testing.md).
+FAST_MARKS := not pg and not browser and not prometheus and not chaos and not process
 test-fast: $(STAMP)
 	RECLAIM_HYPOTHESIS_PROFILE=fast $(PYTEST) -m "$(FAST_MARKS)"
 

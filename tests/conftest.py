@@ -238,13 +238,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("ledger_backend", params, indirect=True)
 
 
-def _names_a_crash_point(function: Callable[..., Any]) -> bool:
-    """Whether a test's own body sets a crash or pause point (the command then kills or stops its process)."""
+def _body(function: Callable[..., Any]) -> str:
     try:
-        source = inspect.getsource(function)
+        return inspect.getsource(function)
     except (OSError, TypeError):
-        return False
-    return "RECLAIM_CRASH_AT" in source or "RECLAIM_PAUSE_AT" in source
+        return ""
+
+
+def _names_a_crash_point(body: str) -> bool:
+    """Whether a test's own body sets a crash or pause point (the command then kills or stops its process)."""
+    return "RECLAIM_CRASH_AT" in body or "RECLAIM_PAUSE_AT" in body
+
+
+def _starts_a_process(body: str) -> bool:
+    """Whether a test's own body starts a program itself, or runs reclaim behind a prefix (a pty, an OS account)."""
+    return "subprocess." in body or "prefix=" in body
 
 
 MARK_BY_FIXTURE = {"pg_server": "pg", "start_cli": "process", "snap_compare": "snapshot"}
@@ -274,8 +282,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(mark)
         if item.path.parent.name == "system":
             item.add_marker("process")
-        if isinstance(item, pytest.Function) and _names_a_crash_point(item.function):
+        body = _body(item.function) if isinstance(item, pytest.Function) else ""
+        if _names_a_crash_point(body):
             item.add_marker("chaos")
+            item.add_marker("process")
+        elif _starts_a_process(body):
             item.add_marker("process")
 
     def group(item: pytest.Item) -> int:
