@@ -272,7 +272,7 @@ RUN_FIRST = ("chaos", "browser", "prometheus", "pg")
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test by what it needs (`pg`, `process`, `snapshot`, `browser`, `prometheus`, `chaos`: what
     `make test-fast` selects on), then order the run: chaos, browser, Prometheus and PostgreSQL tests first,
-    then tests/system/, then the rest (each group in collection order)."""
+    then tests/system/ and the property tests, then the rest (each group in collection order)."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         for fixture, mark in MARK_BY_FIXTURE.items():
@@ -293,7 +293,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for rank, mark in enumerate(RUN_FIRST):
             if item.get_closest_marker(mark):
                 return rank
-        return len(RUN_FIRST) + (0 if item.path.parent.name == "system" else 1)
+        long_running = item.path.parent.name == "system" or getattr(
+            getattr(item, "function", None), "is_hypothesis_test", False)
+        return len(RUN_FIRST) + (0 if long_running else 1)
 
     items.sort(key=group)
 
