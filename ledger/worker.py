@@ -19,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ledger import evidence, journal, store
+from ledger import evidence, journal, queries, store
 from ledger.clock import Clock
 from ledger.config import Config
 from ledger.crashpoints import crashpoint
@@ -435,8 +435,13 @@ def _duplicate(
     owner: str, report: TickReport,
 ) -> None:
     """Record a second interaction for the job's idem key; cancel it while it runs, but only when the
-    remote's own record names this job's idem key and the handle is no other job's."""
+    remote's own record names this job's idem key and the handle is no other job's. A later delivery about an
+    interaction already recorded as this job's duplicate (its cancellation, its end) records nothing new."""
     assert ev.handle is not None
+    if any(e.kind == "duplicate_send" and e.detail.get("handle") == ev.handle
+           for e in queries.job_events(conn, job.key)):
+        _handled(conn, ev.id, f"duplicate {ev.handle} already recorded", clock)
+        return
     status = remote.lookup(ev.handle)
     if status.state == "error":
         return  # the remote could not be asked: decide next pass

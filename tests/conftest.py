@@ -255,7 +255,7 @@ def _starts_a_process(body: str) -> bool:
     return "subprocess." in body or "prefix=" in body
 
 
-MARK_BY_FIXTURE = {"pg_server": "pg", "start_cli": "process", "snap_compare": "snapshot"}
+MARK_BY_FIXTURE = {"pg_server": "pg", "private_pg_server": "pg", "start_cli": "process", "snap_compare": "snapshot"}
 """A test that uses one of these fixtures (directly or through another) gets the marker."""
 MARK_BY_MODULE = {
     "test_browser_seat.py": ("browser", "process"),
@@ -306,6 +306,34 @@ def ledger_backend(request: pytest.FixtureRequest) -> str:
     return str(getattr(request, "param", "sqlite"))
 
 
+def _pg_or_skip(start: Callable[[], Any]) -> Any:
+    """`start()` a PostgreSQL server; skip the test saying why it cannot (fail with RECLAIM_REQUIRE_PG=1)."""
+    import pg_server as pgs
+
+    why = pgs.unavailable()
+    if why is None:
+        try:
+            return start()
+        except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+            why = f"PostgreSQL server did not start: {e}"
+    if os.environ.get("RECLAIM_REQUIRE_PG") == "1":
+        pytest.fail(f"RECLAIM_REQUIRE_PG=1 but {why}")
+    pytest.skip(str(why))
+
+
+@pytest.fixture
+def private_pg_server() -> Iterator[Any]:
+    """A PostgreSQL server of this test's own, for a test that stops and starts it (`halt()`, `resume()`):
+    the session's server is shared with the other xdist worker, whose tests must not see it go down."""
+    import pg_server as pgs
+
+    server = _pg_or_skip(lambda: pgs.PgServer().start())
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The session's throwaway PostgreSQL server (tests/support/pg_server.py), one for all xdist workers: the
@@ -315,17 +343,7 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     root = tmp_path_factory.getbasetemp().parent if worker else tmp_path_factory.getbasetemp()
-    why = pgs.unavailable()
-    server = None
-    if why is None:
-        try:
-            server = pgs.shared(root)
-        except (RuntimeError, OSError, subprocess.SubprocessError) as e:
-            why = f"PostgreSQL server did not start: {e}"
-    if server is None:
-        if os.environ.get("RECLAIM_REQUIRE_PG") == "1":
-            pytest.fail(f"RECLAIM_REQUIRE_PG=1 but {why}")
-        pytest.skip(str(why))
+    server = _pg_or_skip(lambda: pgs.shared(root))
     try:
         yield server
     finally:

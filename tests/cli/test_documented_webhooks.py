@@ -238,11 +238,20 @@ def test_a_second_interaction_for_a_jobs_idem_key_is_cancelled_once_and_never_de
         assert slow.count("cancel") == 1
         wait_for(lambda: slow.interaction(stray.handle or "")["status"] == "cancelled", timeout=20,
                  what="the stray interaction to be cancelled")
+        # The remote then says the stray interaction was cancelled: the same duplicate, nothing new recorded.
+        assert rx.post(*delivery(stray.handle, SECRET, "interaction.cancelled")) == 202
+        report = rx.tick()
+        assert report.duplicates == 0 and report.duplicates_cancelled == 0
         after, events = rx.job("dup")
         [dup] = [e for e in events if e.kind == "duplicate_send"]
         assert dup.detail["handle"] == stray.handle and dup.detail["ownership"] == "verified"
         assert after.handle == job.handle  # the job's own interaction stays its result
         assert slow.count("create", job.idem_key) == 2 and slow.count("cancel") == 1
+        conn = connect(ledger_path, readonly=True)
+        try:
+            assert evidence.duplicate_count(conn) == 1
+        finally:
+            conn.close()
 
 
 def test_an_interaction_that_reached_the_remote_after_a_reject_is_flagged_a_duplicate_and_cancelled(

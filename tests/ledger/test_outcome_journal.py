@@ -270,7 +270,7 @@ def test_when_even_the_journal_fails_one_stderr_line_carries_the_job_and_the_han
 
 
 def test_on_postgresql_a_reply_accepted_while_the_server_is_down_is_journaled_by_the_process_clock(
-    sim: Simulator, pg_server: Any, pg_url: str, journal_config: Path, run_cli: Callable[..., Any],
+    sim: Simulator, private_pg_server: Any, journal_config: Path, run_cli: Callable[..., Any],
     start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any], tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -278,6 +278,8 @@ def test_on_postgresql_a_reply_accepted_while_the_server_is_down_is_journaled_by
     record is timed by the process's own clock, and the handle is journaled (not "not sent")."""
     import time
 
+    pg_server = private_pg_server  # this test stops it
+    pg_url = str(pg_server.new_database())
     create_ledger(pg_url)
     ledger: Any = pg_url
     env = {"RECLAIM_JOURNAL_DIR": str(tmp_path / "journal")}

@@ -11,7 +11,8 @@ server (`CREATE DATABASE ... TEMPLATE`), instead of running the ledger's creatio
 
 `shared(root)` is the one server of a test session: the first pytest-xdist worker to ask starts it under a
 file lock in `root` (the session's shared temporary folder) and writes where it is; the others attach to it.
-`stop_shared(root)` stops it at the end of the session (the xdist controller, or the only process).
+`stop_shared(root)` stops it at the end of the session (the xdist controller, or the only process) and leaves
+the removal of its folder to a detached `rm`, so the run does not wait for it.
 
 `unavailable()` says why no server can be started here (no binaries), or None.
 """
@@ -140,11 +141,18 @@ class PgServer:
             c.execute(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE}" STRATEGY FILE_COPY')
         return self.url(name)
 
-    def stop(self) -> None:
-        """Stop the server (fast shutdown) and remove its folder."""
+    def stop(self, *, wait: bool = True) -> None:
+        """Stop the server (immediate shutdown) and remove its folder; with `wait=False` the folder (a session's
+        hundreds of databases, gigabytes of small files) is removed by a detached `rm`, and this returns at once."""
         if self.data.exists():
             self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
-        shutil.rmtree(self.root, ignore_errors=True)
+        if wait:
+            shutil.rmtree(self.root, ignore_errors=True)
+            return
+        gone = self.root.with_name(self.root.name + ".removing")
+        self.root.rename(gone)
+        subprocess.Popen(["rm", "-rf", "--", str(gone)], start_new_session=True,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 @contextlib.contextmanager
@@ -177,5 +185,5 @@ def stop_shared(root: Path) -> None:
     with _locked(root / f"{STATE}.lock"):
         state = root / STATE
         if state.exists():
-            PgServer(Path(json.loads(state.read_text())["root"])).stop()
+            PgServer(Path(json.loads(state.read_text())["root"])).stop(wait=False)
             state.unlink()

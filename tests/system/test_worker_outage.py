@@ -12,11 +12,9 @@ import signal
 import sqlite3
 import subprocess
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from ledger.clock import SystemClock
 from ledger.config import load_config
@@ -153,18 +151,15 @@ def test_the_heartbeat_says_the_worker_waits_when_the_ledger_takes_it(
     assert sim.count("create") == 1
 
 
-@pytest.fixture
-def pg_ledger(pg_server: Any) -> Iterator[str]:
-    url = str(pg_server.new_database())
-    create_ledger(url)
-    yield url
-
-
 def test_a_worker_outlives_a_killed_session_and_a_postgresql_restart(
-    sim: Simulator, pg_server: Any, pg_ledger: str, config_path: Path, tmp_path: Path,
+    sim: Simulator, private_pg_server: Any, config_path: Path, tmp_path: Path,
     start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any],
 ) -> None:
     import psycopg
+
+    pg_server = private_pg_server  # this test stops it
+    pg_ledger = str(pg_server.new_database())
+    create_ledger(pg_ledger)
 
     proc = start_cli("worker", "--interval", "0.1", ledger=pg_ledger,  # type: ignore[arg-type]
                      env={"RECLAIM_JOURNAL_DIR": str(tmp_path)})
