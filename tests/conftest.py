@@ -46,6 +46,7 @@ constants are repeated where needed (T0 = 2026-12-01T12:00:00Z, operation "artic
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -238,7 +239,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("ledger_backend", params, indirect=True)
 
 
+@functools.cache
 def _body(function: Callable[..., Any]) -> str:
+    """The test function's source (once per function: a parametrized test has many items)."""
     try:
         return inspect.getsource(function)
     except (OSError, TypeError):
@@ -251,8 +254,9 @@ def _names_a_crash_point(body: str) -> bool:
 
 
 def _starts_a_process(body: str) -> bool:
-    """Whether a test's own body starts a program itself, or runs reclaim behind a prefix (a pty, an OS account)."""
-    return "subprocess." in body or "prefix=" in body
+    """Whether a test's own body starts a program itself (`subprocess`, a `multiprocessing` Process), or runs
+    reclaim behind a prefix (a pty, an OS account)."""
+    return "subprocess." in body or ".Process(" in body or "prefix=" in body
 
 
 MARK_BY_FIXTURE = {"pg_server": "pg", "private_pg_server": "pg", "start_cli": "process", "snap_compare": "snapshot"}
@@ -265,6 +269,11 @@ MARK_BY_MODULE = {
     "test_crash_points.py": ("chaos", "process"),
 }
 """Modules whose every test needs a server, a browser, or kills processes."""
+LEFT_OUT_OF_THE_LOOP = ("pg", "browser", "prometheus", "chaos", "process", "slow")
+"""What `make test-fast` leaves out (the Makefile's FAST_MARKS says the same)."""
+SLOW_SECONDS = 1.0
+"""A test that `make test-fast` would run and whose call takes longer than this carries `slow` (by hand); `make
+test` names those that do not, so the loop stays fast as tests are added."""
 RUN_FIRST = ("chaos", "browser", "prometheus", "pg")
 """Run order under xdist: the longest kinds start first, so no worker runs one alone at the end."""
 
@@ -298,6 +307,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return len(RUN_FIRST) + (0 if long_running else 1)
 
     items.sort(key=group)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """After a run: name the tests the edit-test loop would run that took longer than SLOW_SECONDS (mark them
+    `slow`, or make them faster). A loaded machine can push a test over; the list is advice, not a failure."""
+    over = []
+    for report in terminalreporter.stats.get("passed", []):
+        if report.when != "call" or report.duration <= SLOW_SECONDS:
+            continue
+        if not any(mark in report.keywords for mark in LEFT_OUT_OF_THE_LOOP):
+            over.append(report)
+    if over:
+        terminalreporter.section(f"over {SLOW_SECONDS:g} s and not marked slow (make test-fast runs them)")
+        for report in sorted(over, key=lambda r: -r.duration):
+            terminalreporter.write_line(f"{report.duration:.2f}s {report.nodeid}")
 
 
 @pytest.fixture

@@ -250,6 +250,7 @@ def _write_lock_held(ledger: Path) -> Iterator[None]:
         holder.close()
 
 
+@pytest.mark.slow
 def test_a_locked_ledger_fails_after_the_busy_timeout(
     ledger_path: Path, config_path: Path, sim: Simulator, run_cli: Callable[..., Any],
     fingerprint: Callable[[Path], str],

@@ -415,6 +415,7 @@ def _corrupt_schema_page(ledger: Path) -> None:
     ledger.write_bytes(bytes(data))
 
 
+@pytest.mark.slow
 @pytest.mark.sqlite_only  # garbles the SQLite file's own pages
 @pytest.mark.parametrize("where", ["jobs-page", "schema-page"])
 def test_a_corrupt_ledger_is_exit_7_for_every_command_and_verify_finds_it(
@@ -682,6 +683,7 @@ OPTION_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "option"), OPTION_CASES, ids=[" ".join(a[:1] + a[-2:]) for a, _ in OPTION_CASES])
 def test_an_option_number_out_of_range_is_refused_at_once(
     args: list[str], option: str, tmp_path: Path, ledger_path: Path, config_path: Path,

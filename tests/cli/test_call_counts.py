@@ -127,6 +127,7 @@ def test_same_job_after_midnight_is_a_duplicate_and_spends_no_new_quota(
     assert [(d.day, d.used) for d in days] == [("2026-12-01", 1), ("2026-12-02", 0)]
 
 
+@pytest.mark.slow
 def test_quota_used_up_sends_nothing_and_writes_nothing(
     sim: Simulator, make_config: Callable[..., dict[str, Any]], tmp_path: Path, conn: Any,
     clock: ManualClock, ledger_path: Path, fingerprint: Callable[[Path], str], read_job: Callable[..., Any],
@@ -144,6 +145,7 @@ def test_quota_used_up_sends_nothing_and_writes_nothing(
     assert read_job(ledger_path, "q3") is None
 
 
+@pytest.mark.slow
 def test_connection_refused_stays_reserving_then_sends_once_when_due(
     make_config: Callable[..., dict[str, Any]], free_port: Callable[[], int], tmp_path: Path, conn: Any,
     clock: ManualClock, ledger_path: Path, read_job: Callable[..., Any],
@@ -190,6 +192,7 @@ def test_400_fails_with_one_post(
     assert "400" in (job.last_error or "")
 
 
+@pytest.mark.slow
 def test_429_is_not_delivered_and_waits_for_its_next_try(
     sim: Simulator, conn: Any, cfg: Config, clock: ManualClock, ledger_path: Path, read_job: Callable[..., Any]
 ) -> None:
@@ -251,6 +254,7 @@ def test_cli_submit_once_then_duplicate(
     assert read_job(ledger_path, "cli-1").state == "submitted"
 
 
+@pytest.mark.slow
 def test_cli_timed_out_send_is_held_then_duplicate_and_tick_sends_nothing(
     sim: Simulator, make_config: Callable[..., dict[str, Any]], write_config: Callable[..., Path],
     ledger_path: Path, clock: ManualClock, run_cli: Callable[..., Any], read_job: Callable[..., Any],

@@ -274,6 +274,7 @@ def test_four_eyes_refuses_the_finding_author(env: Env) -> None:
     assert env.fingerprint() == before and env.sim.count("cleanup") == 1
 
 
+@pytest.mark.slow
 def test_received_and_running_is_reconciled_without_a_second_post(env: Env) -> None:
     env.write_config(timeout=0.5)
     env.sim.configure(cleanup_seconds=2.5)

@@ -105,6 +105,7 @@ def test_init_creates_a_ledger_then_finds_it(
     assert run_cli("status", "--json", ledger=fresh).rc == 0
 
 
+@pytest.mark.slow
 def test_every_command_on_one_ledger(
     sim: Simulator, rx: WebhookReceiver, ledger_path: Path, walk_config: Path, run_cli: Callable[..., Any],
     read_job: Callable[..., Any], fingerprint: Callable[[Path], str], ledger_backend: str,

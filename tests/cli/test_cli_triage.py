@@ -57,6 +57,7 @@ def _one_error_line(r: Any, rc: int) -> str:
 
 
 # -- refusals: the CLI says exactly what the ledger's refusal() says ------------------------------------------------
+@pytest.mark.slow
 def test_each_commands_refusal_is_the_ledgers(
     sim: Simulator, conn: Any, cfg: Config, clock: ManualClock, ledger_path: Path, config_path: Path,
     run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
@@ -168,6 +169,7 @@ def test_dry_run_prints_the_consoles_preview_and_writes_nothing(
     assert read_job(ledger_path, "held-1").attempt == 2
 
 
+@pytest.mark.slow
 def test_dry_run_reconcile_verifies_the_handle_with_the_remote(
     sim: Simulator, conn: Any, cfg: Config, clock: ManualClock, ledger_path: Path, config_path: Path,
     run_cli: Callable[..., Any], fingerprint: Callable[[Path], str], make_config: Callable[..., dict[str, Any]],
@@ -202,6 +204,7 @@ def test_dry_run_reconcile_verifies_the_handle_with_the_remote(
     ("tomorrow 09:00", "Asia/Tokyo", "2026-12-02T00:00:00Z"),  # T0 is 21:00 in Tokyo
     ("2026-12-03T09:00Z", "Asia/Tokyo", "2026-12-03T09:00:00Z"),
 ])
+@pytest.mark.slow
 def test_due_takes_spans_and_tomorrow_in_the_configs_zone(
     due: str, tz: str, expected: str, sim: Simulator, conn: Any, cfg: Config, clock: ManualClock,
     ledger_path: Path, config_dict: dict[str, Any], write_config: Callable[..., Path],

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ledger import queries
 from ledger.clock import ManualClock
 from ledger.config import Config
@@ -51,6 +53,7 @@ def _one_line(r: Any) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_each_triage_command_says_what_it_recorded(
     sim: Simulator, conn: Any, cfg: Config, clock: ManualClock, ledger_path: Path, config_path: Path,
     run_cli: Callable[..., Any],

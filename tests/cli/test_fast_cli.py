@@ -40,6 +40,7 @@ def test_a_command_that_only_reads_never_loads_the_sdk(
     assert "textual" not in loaded
 
 
+@pytest.mark.slow
 def test_a_command_that_sends_does_load_the_sdk(
     sim: Simulator, ledger_path: Path, config_path: Path, tmp_path: Path,
 ) -> None:

@@ -229,6 +229,7 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=False,
                                        HealthCheck.data_too_large, HealthCheck.large_base_example])
 
 
+@pytest.mark.slow
 @FUZZ
 @given(args=command())
 def test_every_command_with_hostile_arguments(world: dict[str, Any], args: list[str]) -> None:

@@ -323,6 +323,7 @@ def _raw_config(path: Path) -> dict[str, Any]:
     return tomllib.loads(path.read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow
 def test_alice_cannot_act_as_bob_in_os_mode(
     seats: Seats, sim: Simulator, fingerprint: Callable[[Path], str],
 ) -> None:
@@ -377,6 +378,7 @@ def _seed_policy(seats: Seats) -> None:
         conn.close()
 
 
+@pytest.mark.slow
 def test_a_config_of_her_own_makes_alice_neither_bob_nor_an_approver(
     seats: Seats, sim: Simulator, fingerprint: Callable[[Path], str], write_config: Callable[..., Path],
 ) -> None:

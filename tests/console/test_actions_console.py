@@ -41,6 +41,7 @@ def held_reasons(path: Path) -> dict[str, str]:
         conn.close()
 
 
+@pytest.mark.slow
 async def test_a_decision_without_its_reason_is_asked_for_and_writes_nothing(demo: Demo) -> None:
     before = fingerprint(demo.ledger)
     app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)  # carol may release: bob wrote the finding

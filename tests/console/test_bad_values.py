@@ -58,6 +58,7 @@ def bad_times_ledger(folder: Path, sim: Simulator) -> Path:
     return ledger
 
 
+@pytest.mark.slow
 async def test_overview_and_job_screen_show_a_bad_stored_time_as_invalid(
     tmp_path: Path, console_sim: Simulator, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

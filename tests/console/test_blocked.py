@@ -34,6 +34,7 @@ def timeline_details(screen: JobScreen) -> list[str]:
     return [table.get_row_at(i)[6].plain for i in range(table.row_count)]
 
 
+@pytest.mark.slow
 async def test_refused_new_job_links_to_the_held_job(demo: Demo) -> None:
     held = demo.jobs["held_lost_reply"]  # article today #09, target blog/post-0009
     app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
@@ -70,6 +71,7 @@ async def test_refused_new_job_links_to_the_held_job(demo: Demo) -> None:
         conn.close()
 
 
+@pytest.mark.slow
 async def test_feed_cursor_stays_on_its_event_while_new_ones_arrive(demo: Demo) -> None:
     app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
     async with app.run_test(size=(120, 40)) as pilot:

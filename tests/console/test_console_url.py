@@ -72,6 +72,7 @@ async def drawn_link(pilot: Pilot[Any]) -> str:
     return "".join(row[region.x:region.right].strip() for row in rows)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
 async def test_url_whole_on_job_and_triage_screens(tmp_path: Path, console_sim: Simulator,
                                                    size: tuple[int, int]) -> None:
@@ -94,6 +95,7 @@ async def test_url_whole_on_job_and_triage_screens(tmp_path: Path, console_sim: 
         assert "remote-console URL shown below" in str(remote.content)
 
 
+@pytest.mark.slow
 async def test_copy_key_copies_the_whole_url_and_says_so(tmp_path: Path, console_sim: Simulator) -> None:
     ledger, config, clock, key = held_ledger(tmp_path, console_sim)
     url = expected_url(config, key)
@@ -114,6 +116,7 @@ async def test_copy_key_copies_the_whole_url_and_says_so(tmp_path: Path, console
         assert "copied" in app.screen.feedback_text
 
 
+@pytest.mark.slow
 async def test_url_is_sanitised_when_drawn_and_copied(tmp_path: Path, console_sim: Simulator) -> None:
     """Remote-supplied text: an escape sequence or bidi override is drawn and copied as a visible escape."""
     ledger, config, clock, key = held_ledger(tmp_path, console_sim)
@@ -133,6 +136,7 @@ async def test_url_is_sanitised_when_drawn_and_copied(tmp_path: Path, console_si
         assert "[red]x[/red]" in drawn and "\\u202eevil" in drawn
 
 
+@pytest.mark.slow
 async def test_no_url_for_a_remote_without_a_console(tmp_path: Path, console_sim: Simulator) -> None:
     """No console to look in: nothing drawn, and the key says why (nothing copied)."""
     ledger, config, clock, key = held_ledger(tmp_path, console_sim)
@@ -166,6 +170,7 @@ def _slow_reads(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     return release
 
 
+@pytest.mark.slow
 async def test_key_pressed_before_the_read_lands_runs_when_it_does(tmp_path: Path, console_sim: Simulator,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     ledger, config, clock, key = held_ledger(tmp_path, console_sim)

@@ -72,6 +72,7 @@ def test_the_moment_uses_the_demos_own_config(moment: DemoMoment) -> None:
     assert sorted(config.operations) == ["article.generate", "storage.cleanup"]
 
 
+@pytest.mark.slow
 def test_the_moment_is_the_same_on_every_build(moment: DemoMoment, tmp_path: Path) -> None:
     with start_simulator().start() as sim:
         again = build_moment(tmp_path / "demo", sim)
@@ -93,6 +94,7 @@ def _svg_text(path: Path) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", path.read_text(encoding="utf-8"))).replace("\xa0", " ")
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_the_screenshot_script_draws_every_shot_over_the_moment(
     moment: DemoMoment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -30,6 +30,7 @@ async def test_a_declared_identity_is_marked_not_verified_and_the_head_hash_is_s
         assert f"head {head[:8]}" in str(header.query_one("#hdr-live", Label).render())
 
 
+@pytest.mark.slow
 async def test_an_os_identity_carries_no_warning(demo: Demo) -> None:
     config = dataclasses.replace(demo.config, identity_source="os")
     app = make_app(demo.ledger, config, Identity("bob", "os"), clock=demo.clock)

@@ -122,6 +122,7 @@ def focused_id(app: ReclaimApp) -> str | None:
     return app.focused.id if app.focused is not None else None
 
 
+@pytest.mark.slow
 async def test_held_to_release_in_at_most_ten_keys(
     tmp_path: Path, console_sim: Simulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -207,6 +208,7 @@ async def test_held_to_release_in_at_most_ten_keys(
     assert by_kind["release"].detail["reason"] == "alice found no job for the key at the remote"
 
 
+@pytest.mark.slow
 async def test_disabled_key_says_why_and_goes_no_further(demo: Demo, monkeypatch: pytest.MonkeyPatch) -> None:
     # alice may not release; her release key is remapped onto `n`, which everywhere else opens Notifications.
     app = make_app(demo.ledger, demo.config, "alice", clock=demo.clock,
@@ -247,6 +249,7 @@ async def test_disabled_key_says_why_and_goes_no_further(demo: Demo, monkeypatch
         await wait_until(pilot, lambda: app.screen is job_screen, what="n to close the confirmation")
 
 
+@pytest.mark.slow
 async def test_letters_typed_in_a_field_stay_in_the_field(demo: Demo) -> None:
     app = make_app(demo.ledger, demo.config, "bob", clock=demo.clock)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -262,6 +265,7 @@ async def test_letters_typed_in_a_field_stay_in_the_field(demo: Demo) -> None:
         assert not isinstance(app.screen, (NotificationsScreen, CommandScreen, HelpScreen, JobListScreen))
 
 
+@pytest.mark.slow
 async def test_escape_asks_before_discarding_typed_text(demo: Demo) -> None:
     app = make_app(demo.ledger, demo.config, "bob", clock=demo.clock)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -296,6 +300,7 @@ async def test_escape_asks_before_discarding_typed_text(demo: Demo) -> None:
         await wait_until(pilot, lambda: isinstance(app.screen, OverviewScreen), what="discarded and back")
 
 
+@pytest.mark.slow
 async def test_enter_in_the_reason_without_a_decision_asks_for_one(demo: Demo) -> None:
     app = make_app(demo.ledger, demo.config, "bob", clock=demo.clock)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -325,6 +330,7 @@ def resolve(demo: Demo, key: JobKey, actor: str = "carol") -> None:
         conn.close()
 
 
+@pytest.mark.slow
 async def test_cursor_follows_its_job_when_a_row_above_is_resolved(demo: Demo) -> None:
     app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -347,6 +353,7 @@ async def test_cursor_follows_its_job_when_a_row_above_is_resolved(demo: Demo) -
         assert table.key_at_cursor() == demo.jobs["held_503"]
 
 
+@pytest.mark.slow
 async def test_job_list_cursor_follows_its_job(demo: Demo) -> None:
     app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -381,6 +388,7 @@ async def command(pilot: Pilot[Any], line: str) -> None:
     await wait_until(pilot, lambda: not isinstance(pilot.app.screen, CommandScreen), what="the command line closed")
 
 
+@pytest.mark.slow
 async def test_command_mode(demo: Demo) -> None:
     conn = connect(demo.ledger)
     try:
@@ -450,6 +458,7 @@ async def test_command_mode(demo: Demo) -> None:
         await wait_until(pilot, lambda: app.screen is jobs, what="the command line closed")
 
 
+@pytest.mark.slow
 async def test_a_query_that_cannot_help_is_not_offered(demo: Demo) -> None:
     # summary today: a 503 from Gemini, nothing asked yet. Gemini cannot be searched and no handle is recorded, so
     # r is not offered (it says why); step 1 says what is known; step 2 is preset; the list can still be changed.
@@ -490,6 +499,7 @@ def job_events_of(ledger: Path, key: JobKey) -> list[Any]:
         conn.close()
 
 
+@pytest.mark.slow
 async def test_palette_runs_a_triage_action_and_explains_a_disabled_one(demo: Demo) -> None:
     from console.app import ReclaimCommands
 
@@ -508,6 +518,7 @@ async def test_palette_runs_a_triage_action_and_explains_a_disabled_one(demo: De
         assert not isinstance(app.screen, ConfirmScreen)
 
 
+@pytest.mark.slow
 async def test_escape_on_notifications_asks_before_discarding_the_note(demo: Demo) -> None:
     app = make_app(demo.ledger, demo.config, "bob", clock=demo.clock)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -65,6 +65,7 @@ async def test_held_panel_says_how_many_it_does_not_show(demo: Demo, monkeypatch
         assert app.screen.query_one(HeldTable).row_count == 3
 
 
+@pytest.mark.slow
 async def test_triage_feedback_and_keys_visible_at_80x24(demo: Demo) -> None:
     app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -82,6 +83,7 @@ async def test_triage_feedback_and_keys_visible_at_80x24(demo: Demo) -> None:
         assert "esc" in lines[-1] and "palette" in lines[-1]
 
 
+@pytest.mark.slow
 async def test_job_times_to_the_second_and_an_event_expands_whole(demo: Demo) -> None:
     app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
     async with app.run_test(size=(80, 24)) as pilot:

@@ -38,6 +38,7 @@ def add_job(demo: Demo, job_id: str) -> None:
         conn.close()
 
 
+@pytest.mark.slow
 async def test_change_from_another_connection_appears(demo: Demo) -> None:
     app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
     pulses: list[ReclaimApp.LiveChanged] = []
@@ -70,6 +71,7 @@ async def test_change_from_another_connection_appears(demo: Demo) -> None:
                          what="the visible page refreshed")
 
 
+@pytest.mark.slow
 async def test_pause_holds_live_refresh(demo: Demo) -> None:
     app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -119,6 +121,7 @@ async def test_unreadable_ledger_goes_stale_and_recovers(demo: Demo) -> None:
         await wait_until(pilot, lambda: not header.has_class("-stale"), timeout=15.0, what="recovery")
 
 
+@pytest.mark.slow
 async def test_locked_ledger_goes_stale_keeps_answering_and_recovers(demo: Demo) -> None:
     """What blocks a reader: BEGIN EXCLUSIVE on a rollback-journal ledger (a copy a backup tool may leave; the
     console opens it read-only, so it stays in that mode). In WAL mode (every ledger reclaim writes) nothing another

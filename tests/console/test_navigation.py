@@ -52,6 +52,7 @@ async def test_overview_shows_counts_held_quotas_and_events(demo: Demo) -> None:
         assert "article today #18" in text  # newest event on top of the feed
 
 
+@pytest.mark.slow
 async def test_groups_filter_sort_and_open(demo: Demo) -> None:
     app = app_for(demo, "alice")
     async with app.run_test(size=(120, 40)) as pilot:
@@ -102,6 +103,7 @@ async def test_groups_filter_sort_and_open(demo: Demo) -> None:
         assert "rejected" in text and "Published by hand" in text
 
 
+@pytest.mark.slow
 async def test_paging_reads_one_page_at_a_time(demo: Demo) -> None:
     app = app_for(demo)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -127,6 +129,7 @@ async def test_paging_reads_one_page_at_a_time(demo: Demo) -> None:
         await wait_until(pilot, lambda: jobs.page is not None and jobs.page.offset == 20)
 
 
+@pytest.mark.slow
 async def test_job_screen_shows_everything(demo: Demo) -> None:
     app = app_for(demo)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -152,6 +155,7 @@ async def test_job_screen_shows_everything(demo: Demo) -> None:
         await wait_until(pilot, lambda: isinstance(app.screen, OverviewScreen))
 
 
+@pytest.mark.slow
 async def test_quotas_and_notifications(demo: Demo) -> None:
     app = app_for(demo, "bob")
     async with app.run_test(size=(120, 40)) as pilot:
@@ -195,6 +199,7 @@ async def test_notification_resend_needs_approver(demo: Demo) -> None:
         assert screen.check_action("settle", ("confirmed",)) is True
 
 
+@pytest.mark.slow
 async def test_help_lists_keys_and_keymap_from_config(demo: Demo) -> None:
     text = demo.config_path.read_text() + '\n[keys]\n"app.quotas" = "Q"\n"triage.release" = "ctrl+e"\n"nope" = "z"\n'
     demo.config_path.write_text(text)
@@ -219,6 +224,7 @@ def test_parse_keymap_rejects_bad_values() -> None:
     assert km.keys == {"app.overview": "O"} and len(km.problems) == 2
 
 
+@pytest.mark.slow
 async def test_command_palette_offers_every_action(demo: Demo) -> None:
     app = app_for(demo, "dave")
     async with app.run_test(size=(120, 40)) as pilot:
@@ -234,6 +240,7 @@ async def test_command_palette_offers_every_action(demo: Demo) -> None:
         assert commands["Quotas"] == "key u"
 
 
+@pytest.mark.slow
 async def test_an_empty_outbox_says_none(demo: Demo, tmp_path: object) -> None:
     """The notifications screen over a ledger with no notification says so in words, not an empty table."""
     from ledger.db import create_ledger

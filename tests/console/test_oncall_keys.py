@@ -108,6 +108,7 @@ async def bob_decides(b: Any, bob: Any, key: JobKey, counter: KeyCounter, action
     return screen
 
 
+@pytest.mark.slow
 @SIZES
 async def test_release_in_eight_keys_over_two_seats(tmp_path: Path, console_sim: Simulator,
                                                     size: tuple[int, int]) -> None:
@@ -137,6 +138,7 @@ async def test_release_in_eight_keys_over_two_seats(tmp_path: Path, console_sim:
     assert events["release"].actor == "bob" and events["release"].detail["reason"] == "alice found nothing at the remote"
 
 
+@pytest.mark.slow
 @SIZES
 async def test_reconcile_in_eight_keys_with_the_handle_evidence_names(tmp_path: Path, console_sim: Simulator,
                                                                       size: tuple[int, int]) -> None:
@@ -177,6 +179,7 @@ async def test_reconcile_in_eight_keys_with_the_handle_evidence_names(tmp_path: 
     assert events["reconcile"].detail["handle"] == handle
 
 
+@pytest.mark.slow
 async def test_stage_and_awaiting_my_approval_across_two_seats(tmp_path: Path, console_sim: Simulator) -> None:
     """Two held jobs on one ledger; alice writes a finding on the first, bob on the second. bob's seat sees each
     row's stage change live, his header counts the one awaiting *his* approval (four-eyes leaves out his own), and

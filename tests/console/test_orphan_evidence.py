@@ -15,6 +15,7 @@ from ledger.db import connect, write_tx
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.slow
 async def test_orphan_evidence_is_listed_with_what_the_remote_said(demo: Demo) -> None:
     conn = connect(demo.ledger)
     try:

@@ -15,6 +15,7 @@ from ledger.report import ENDINGS, build
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
 async def test_the_report_screen_shows_the_reports_figures(demo: Demo, size: tuple[int, int]) -> None:
     conn = connect(demo.ledger, readonly=True)  # the expected figures, from a fresh connection
@@ -48,6 +49,7 @@ async def test_the_report_screen_shows_the_reports_figures(demo: Demo, size: tup
         assert not isinstance(app.screen, ReportScreen)
 
 
+@pytest.mark.slow
 async def test_the_held_job_screens_show_what_the_remote_can_answer(demo: Demo) -> None:
     from console.screens.job import JobScreen
     from console.screens.triage import TriageScreen

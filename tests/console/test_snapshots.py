@@ -16,6 +16,7 @@ def _pinned(pulse: Pulse | None) -> Pulse | None:
     return None if pulse is None else dataclasses.replace(pulse, head_hash="5e1ec7ed" * 8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scene", SCENES)
 def test_scene(scene: str, demo: Demo, snap_compare: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # The audit head hashes events that name this run's temporary folders: pin the head the header shows.
@@ -30,6 +31,7 @@ def test_scene(scene: str, demo: Demo, snap_compare: Any, monkeypatch: pytest.Mo
     assert snap_compare(app, terminal_size=SCENE_SIZE, run_before=run_before)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 @pytest.mark.parametrize("scene", ["overview", "triage"])
 def test_scene_sized(scene: str, size: tuple[int, int], demo: Demo, snap_compare: Any,
@@ -46,6 +48,7 @@ def test_scene_sized(scene: str, size: tuple[int, int], demo: Demo, snap_compare
     assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scene", ["jobs", "help"])
 def test_scene_80x24(scene: str, demo: Demo, snap_compare: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The held list (with its stage column) and the help at the smallest supported terminal."""

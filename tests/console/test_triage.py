@@ -97,6 +97,7 @@ def guard(screen: TriageScreen, action: str) -> GuardedAction:
     return screen.query_one(f"#action-{action}", GuardedAction)
 
 
+@pytest.mark.slow
 async def test_whole_triage_ends_in_one_more_send(tmp_path: Path, console_sim: Simulator) -> None:
     ledger, config, clock, key = held_ledger(tmp_path, console_sim)
     idem = idem_key(key.job_id, key.operation)
@@ -164,6 +165,7 @@ async def test_whole_triage_ends_in_one_more_send(tmp_path: Path, console_sim: S
     assert by_kind["release"].detail["reason"] == "bob found it never reached Gemini"
 
 
+@pytest.mark.slow
 async def test_four_eyes_refusal_is_shown_and_changes_nothing(demo: Demo) -> None:
     before = fingerprint(demo.ledger)
     app = make_app(demo.ledger, demo.config, "bob", clock=demo.clock)  # bob wrote the finding on #07
@@ -180,6 +182,7 @@ async def test_four_eyes_refusal_is_shown_and_changes_nothing(demo: Demo) -> Non
     assert fingerprint(demo.ledger) == before
 
 
+@pytest.mark.slow
 async def test_refusal_at_write_time_is_shown(demo: Demo, demo_sim: Simulator) -> None:
     key = demo.jobs["held_reset"]
     idem = idem_key(key.job_id, key.operation)
@@ -202,6 +205,7 @@ async def test_refusal_at_write_time_is_shown(demo: Demo, demo_sim: Simulator) -
     assert demo_sim.count("create", idem=idem) == sends
 
 
+@pytest.mark.slow
 async def test_viewer_sees_every_action_disabled_with_reason(demo: Demo) -> None:
     app = make_app(demo.ledger, demo.config, "dave", clock=demo.clock)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -215,6 +219,7 @@ async def test_viewer_sees_every_action_disabled_with_reason(demo: Demo) -> None
         assert "viewer" in widget_text(app) or "dave · viewer" in app.operator_label
 
 
+@pytest.mark.slow
 async def test_read_only_console_writes_nothing(demo: Demo) -> None:
     before = fingerprint(demo.ledger)
     app = make_app(demo.ledger, demo.config, "carol", read_only=True, clock=demo.clock)
@@ -279,6 +284,7 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_quit_does_not_wait_for_a_remote_query(tmp_path: Path) -> None:
     with Simulator().start() as sim:
         ledger, config, clock, key = held_with_handle(tmp_path, sim, timeout_s=3)

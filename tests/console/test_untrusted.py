@@ -82,6 +82,7 @@ def corpus_ledger(folder: Path, sim: Simulator) -> tuple[Path, list[JobKey]]:
     return ledger, keys
 
 
+@pytest.mark.slow
 async def test_corpus_is_shown_literally_everywhere(tmp_path: Path, console_sim: Simulator, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     ledger, keys = corpus_ledger(tmp_path, console_sim)

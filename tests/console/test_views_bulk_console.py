@@ -79,6 +79,7 @@ def rows(screen: JobListScreen) -> list[str]:
     return [table.get_row_at(i)[1].plain for i in range(table.row_count)]
 
 
+@pytest.mark.slow
 async def test_w_picks_a_saved_view_and_shows_it(demo: Demo) -> None:
     conn = connect(demo.ledger)
     try:
@@ -126,6 +127,7 @@ async def test_w_without_saved_views_says_how_to_save_one(demo: Demo) -> None:
         assert app.screen is screen
 
 
+@pytest.mark.slow
 async def test_W_saves_the_group_and_filter_as_a_view(demo: Demo) -> None:
     app = make_app(demo.ledger, demo.config, "alice", clock=demo.clock)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -157,6 +159,7 @@ async def test_W_saves_the_group_and_filter_as_a_view(demo: Demo) -> None:
     assert saved == [("alice", "resets", "held", "op:article.* reason:reset")]
 
 
+@pytest.mark.slow
 async def test_an_unknown_filter_key_is_refused_and_leaves_the_list_unchanged(demo: Demo) -> None:
     before = dump(demo.ledger)
     app = make_app(demo.ledger, demo.config, "alice", clock=demo.clock)
@@ -198,6 +201,7 @@ def hold_after_a_timeout(demo: Demo, job_id: str) -> JobKey:
         conn.close()
 
 
+@pytest.mark.slow
 async def test_reason_filter_finds_jobs_by_why_they_are_held(demo: Demo) -> None:
     hold_after_a_timeout(demo, "article slow #1")
     hold_after_a_timeout(demo, "article slow #2")
@@ -227,6 +231,7 @@ async def open_bulk(pilot: Pilot[Any], screen: JobListScreen, filter_text: str) 
     return form
 
 
+@pytest.mark.slow
 async def test_bulk_assign_previews_the_count_cancel_changes_nothing_and_y_assigns_exactly_those(demo: Demo) -> None:
     flt = "op:article.*"
     matched = held_matching(demo.ledger, flt, "alice")
@@ -281,6 +286,7 @@ async def test_bulk_assign_previews_the_count_cancel_changes_nothing_and_y_assig
     assert sorted((r["job_id"], r["operation"]) for r in new) == sorted((k.job_id, k.operation) for k in matched)
 
 
+@pytest.mark.slow
 async def test_bulk_assign_is_refused_with_its_reason_for_an_operator_without_the_role(demo: Demo) -> None:
     before = dump(demo.ledger)
     app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)  # approver, not triage
@@ -295,6 +301,7 @@ async def test_bulk_assign_is_refused_with_its_reason_for_an_operator_without_th
     assert dump(demo.ledger) == before
 
 
+@pytest.mark.slow
 async def test_bulk_assign_says_why_when_the_list_is_not_the_held_jobs(demo: Demo) -> None:
     app = make_app(demo.ledger, demo.config, "alice", clock=demo.clock)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -309,6 +316,7 @@ async def test_bulk_assign_says_why_when_the_list_is_not_the_held_jobs(demo: Dem
         assert isinstance(app, ReclaimApp) and app.screen is screen
 
 
+@pytest.mark.slow
 async def test_bulk_assign_with_a_due_time_it_cannot_read_says_why_and_changes_nothing(demo: Demo) -> None:
     before = dump(demo.ledger)
     app = make_app(demo.ledger, demo.config, "alice", clock=demo.clock)
@@ -326,6 +334,7 @@ async def test_bulk_assign_with_a_due_time_it_cannot_read_says_why_and_changes_n
     assert dump(demo.ledger) == before
 
 
+@pytest.mark.slow
 async def test_bulk_assign_touches_only_the_jobs_its_preview_counted(demo: Demo) -> None:
     """A job held by a worker while the confirmation is open matches the filter too, but the operator was shown a
     count that did not include it: confirming assigns the previewed jobs only, and says the counts differ."""

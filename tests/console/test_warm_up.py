@@ -107,6 +107,7 @@ async def test_warm_up_builds_the_remote_after_the_first_paint_and_the_job_scree
     assert sim.count(None) == 0
 
 
+@pytest.mark.slow
 async def test_keys_work_and_the_job_screen_builds_its_remote_while_the_warm_up_is_held(
     demo: Demo, sim: Simulator, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -179,6 +180,7 @@ def run_child(mode: str, ledger: Path, config: Path) -> dict[str, Any]:
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["http", "gemini"])
 def test_the_warm_up_imports_only_the_sdk_of_the_kinds_configured(tmp_path: Path, sim: Simulator, kind: str) -> None:
     ledger = tmp_path / "ledger.db"

@@ -201,6 +201,7 @@ def test_reconcile_with_another_jobs_handle_or_another_idem_key_is_refused_and_c
     assert fingerprint(ledger_path) == before
 
 
+@pytest.mark.slow
 def test_evidence_that_it_completed_survives_a_later_failed_query(
     sim: Simulator, ledger_path: Path, make_config: Callable[..., dict[str, Any]], tmp_path: Path,
     clock: ManualClock, conn: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch,

@@ -230,6 +230,7 @@ ERROR_CASES: list[tuple[str, dict[str, Any], str, str]] = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("fault", "kw", "kind", "reason"), ERROR_CASES, ids=[f"{c[0]}{c[1] or ''}" for c in ERROR_CASES])
 def test_each_create_error_is_classified_after_exactly_one_post(
     sim: Simulator, make_remote: Callable[..., GeminiRemote], fault: str, kw: dict[str, Any], kind: str, reason: str
@@ -348,6 +349,7 @@ def test_the_timeout_is_one_total_deadline(sim: Simulator, make_remote: Callable
 # -- reads ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_lookup_404_is_not_found_and_other_answers_are_errors(sim: Simulator, remote: GeminiRemote) -> None:
     got = remote.lookup("v1_no-such-interaction")
     assert got.state == "not_found" and got.snapshot["http_status"] == 404

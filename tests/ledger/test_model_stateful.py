@@ -707,6 +707,7 @@ LedgerMachine.TestCase.settings = settings(
     database=None,
 )
 TestLedgerModel = LedgerMachine.TestCase
+TestLedgerModel.pytestmark = [pytest.mark.slow]
 
 
 class PgLedgerMachine(LedgerMachine):

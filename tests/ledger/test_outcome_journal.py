@@ -235,6 +235,7 @@ def test_journal_appends_survive_a_torn_tail_and_replay_clears_them(tmp_path: Pa
     assert path.stat().st_size == journal.JOURNAL_BYTES  # the space stays allocated
 
 
+@pytest.mark.slow
 def test_when_even_the_journal_fails_one_stderr_line_carries_the_job_and_the_handle(
     ledger_path: Path, make_config: Callable[..., dict[str, Any]], tmp_path: Path,
     capsys: pytest.CaptureFixture[str],

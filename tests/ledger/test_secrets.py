@@ -100,6 +100,7 @@ def keyed_sim() -> Iterator[Simulator]:
         s.stop()
 
 
+@pytest.mark.slow
 def test_a_gemini_api_key_echoed_back_is_never_stored_or_printed(
     keyed_sim: Simulator, make_config: Callable[..., dict[str, Any]], write_config: Callable[..., Path],
     ledger_path: Path, tmp_path: Path, run_cli: Callable[..., Any], read_job: Callable[..., Any],

@@ -140,6 +140,7 @@ def test_deliveries_have_the_documented_shape_for_every_interaction_event(
         assert "user_metadata" not in got.doc["data"] and "status" not in got.doc["data"]
 
 
+@pytest.mark.slow
 def test_a_first_attempt_that_fails_is_retried_with_the_same_webhook_id_and_a_fresh_signature(
     receiver: Receiver, secret: str
 ) -> None:
@@ -186,6 +187,7 @@ def test_a_receiver_down_for_less_than_the_retry_window_gets_the_delivery_once_i
     assert log[-1]["ok"] and all(e["msg_id"] == got.msg_id for e in log)
 
 
+@pytest.mark.slow
 def test_a_receiver_down_for_longer_than_the_retry_window_loses_the_delivery(
     receiver: Receiver, secret: str
 ) -> None:

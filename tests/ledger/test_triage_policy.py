@@ -231,6 +231,7 @@ def test_release_sends_exactly_one_more_request_with_the_same_idem_key(
     assert kinds.index("send_unknown") < kinds.index("release") < kinds.index("accepted")
 
 
+@pytest.mark.slow
 def test_reconcile_attaches_the_handle_without_sending(
     sim: Simulator, make_config: Callable[..., dict[str, Any]], tmp_path: Path, conn: Any, clock: ManualClock,
     ledger_path: Path, fingerprint: Callable[[Path], str], read_job: Callable[..., Any], cfg: Config,
