@@ -37,8 +37,10 @@ system-deps:
 # Everything: both backends, the browser seat, a real Prometheus, chaos and snapshots. The longest kinds start
 # first (tests/conftest.py) and idle workers take queued tests from busy ones (worksteal); the 20 slowest close it.
 PYTEST := $(BIN)/python -m pytest -q -n 2 -p no:cacheprovider --dist worksteal
+# Three workers on two cores: the chaos, pause and lease tests spend most of their time waiting, and a third worker
+# runs other tests meanwhile (1,403 passed in 524 s against 650 s with two).
 test: $(STAMP) system-deps pg-server prometheus
-	$(PYTEST) --durations=20
+	$(PYTEST) -n 3 --durations=20
 
 # The edit-test loop: no server, no browser, no chaos, no process of its own, no test over a second (slow), and
 # a tenth of each property's examples (docs/testing.md).
