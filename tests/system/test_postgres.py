@@ -528,7 +528,10 @@ def _deadlock(pg: str, cfg: Any, retry: bool) -> dict[str, Any]:
 
 def test_a_deadlock_is_run_again_by_retrying(pg: str, cfg: Any) -> None:
     results = _deadlock(pg, cfg, retry=True)
-    assert sorted(results.values()) == [1, 2]  # the server aborted one; it ran again and committed
+    # Both committed and the server aborted at least one, which ran again. Under load the rerun can
+    # deadlock once more with the other (the other is then the one run again): [1, 2] or [2, 2], ...
+    assert sorted(results) == ["a", "b"] and all(isinstance(r, int) for r in results.values()), results
+    assert max(results.values()) >= 2, results
 
 
 def test_a_deadlock_outside_retrying_is_exit_8(pg: str, cfg: Any) -> None:
