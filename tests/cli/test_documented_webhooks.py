@@ -1,8 +1,9 @@
-"""Evidence from the webhook envelope Gemini documents, through a real `reclaim receiver` and the worker.
+"""Evidence from the webhook envelope Gemini documents, through the receiver's server and the worker.
 
 Every delivery here is built and signed in the test in the documented shape (`type`, `version`,
-`timestamp`, `data.id`; no `user_metadata`), POSTed over loopback to the shipped receiver command, and
-acted on by the worker's pass; remote calls are counted at the simulator and the ledger is read back
+`timestamp`, `data.id`; no `user_metadata`), POSTed over loopback to the receiver's HTTP server (the one
+`reclaim receiver` serves, on a thread of the test; the last test runs `reclaim receiver` and `reclaim worker`
+as processes), and acted on by the worker's pass; remote calls are counted at the simulator and the ledger is read back
 from a fresh connection.
 """
 
@@ -11,20 +12,23 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import os
 import secrets
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from unittest import mock
 from urllib.parse import urlsplit
 
 import pytest
 from gemini_deliveries import delivery, envelope, post, signed
 
-from ledger import evidence, queries, triage
+from ledger import evidence, make_webhook_server, queries, triage
 from ledger.clock import SystemClock
 from ledger.config import Config, load_config
 from ledger.db import connect, write_tx
@@ -43,13 +47,28 @@ ENV = {"RECLAIM_TEST_WHSEC": SECRET}
 
 @dataclass
 class Receiver:
+    """A webhook receiver serving the ledger at `url`: the shipped `reclaim receiver` command (`proc`), or the
+    same server (`make_webhook_server`) on a thread of the test (`server`) where the process is not the point."""
+
     url: str
     cfg: Config
-    proc: subprocess.Popen[str]
     ledger: Path
+    proc: subprocess.Popen[str] | None = None
+    server: Any = None
 
     def post(self, body: bytes, headers: dict[str, str]) -> int:
         return post(self.url, body, headers)[0]
+
+    def stop(self) -> None:
+        """Stop serving; returns once the receiver has written what it holds."""
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.communicate(timeout=20)
+        elif self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server.conn.close()
+            self.server = None
 
     def tick(self) -> TickReport:
         conn = connect(self.ledger)
@@ -78,26 +97,43 @@ class Receiver:
             conn.close()
 
 
-def _start(sim: Simulator, ledger_path: Path, make_config: Callable[..., dict[str, Any]],
-           write_config: Callable[..., Path], start_cli: Callable[..., subprocess.Popen[str]],
-           timeout: float = 5.0) -> Receiver:
-    doc = make_config(base_url=sim.url, timeout_seconds=timeout)
-    doc["remotes"]["gemini"]["webhook_secret_env"] = "RECLAIM_TEST_WHSEC"
-    path = write_config(doc)
-    proc = start_cli("receiver", "--port", "0", env=ENV)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "receiver listening on" not in line:
-        proc.kill()
-        pytest.fail(f"the receiver did not start: {proc.communicate(timeout=10)[1]}")
-    return Receiver(line.strip().rsplit(" ", 1)[-1], load_config(path), proc, ledger_path)
+@pytest.fixture
+def start_receiver(
+    ledger_path: Path, make_config: Callable[..., dict[str, Any]], write_config: Callable[..., Path],
+    start_cli: Callable[..., subprocess.Popen[str]],
+) -> Iterator[Callable[..., Receiver]]:
+    """`start_receiver(sim, timeout=5.0, command=False)`: a receiver for `sim`'s deliveries to the test's ledger,
+    on a thread of the test, or as `reclaim receiver --port 0` with `command=True`. Stopped at teardown."""
+    started: list[Receiver] = []
+
+    def start(sim: Simulator, timeout: float = 5.0, command: bool = False) -> Receiver:
+        doc = make_config(base_url=sim.url, timeout_seconds=timeout)
+        doc["remotes"]["gemini"]["webhook_secret_env"] = "RECLAIM_TEST_WHSEC"
+        cfg = load_config(write_config(doc))
+        if command:
+            proc = start_cli("receiver", "--port", "0", env=ENV)
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            if "receiver listening on" not in line:
+                proc.kill()
+                pytest.fail(f"the receiver did not start: {proc.communicate(timeout=10)[1]}")
+            rx = Receiver(line.strip().rsplit(" ", 1)[-1], cfg, ledger_path, proc=proc)
+        else:
+            with mock.patch.dict(os.environ, ENV):
+                server = make_webhook_server(ledger_path, cfg, clock=SystemClock())
+            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+            rx = Receiver(f"http://127.0.0.1:{server.server_address[1]}/", cfg, ledger_path, server=server)
+        started.append(rx)
+        return rx
+
+    yield start
+    for rx in started:
+        rx.stop()
 
 
 @pytest.fixture
-def rx(sim: Simulator, ledger_path: Path, make_config: Callable[..., dict[str, Any]],
-       write_config: Callable[..., Path], start_cli: Callable[..., subprocess.Popen[str]]) -> Iterator[Receiver]:
-    r = _start(sim, ledger_path, make_config, write_config, start_cli)
-    yield r
+def rx(sim: Simulator, start_receiver: Callable[..., Receiver]) -> Receiver:
+    return start_receiver(sim)
 
 
 def _held_lost_reply(sim: Simulator, rx: Receiver, job_id: str) -> tuple[Job, str]:
@@ -190,16 +226,15 @@ def test_during_secret_rotation_one_verifying_signature_of_several_is_enough(sim
 
 @pytest.mark.parametrize("length", ["abc", "-5", "1e3", "99999999999999999999"])
 def test_a_garbage_content_length_is_a_4xx_and_the_receiver_keeps_serving(
-    length: str, sim: Simulator, rx: Receiver,
+    length: str, sim: Simulator, rx: Receiver, capfd: pytest.CaptureFixture[str],
 ) -> None:
     _, interaction = _held_lost_reply(sim, rx, "garbage")
     body, headers = delivery(interaction, SECRET)
     status = post(rx.url, body, {**headers, "Content-Length": length})[0]
     assert 400 <= status < 500
     assert rx.post(body, headers) == 202  # the next delivery is served
-    rx.proc.terminate()
-    _, err = rx.proc.communicate(timeout=20)
-    assert "Traceback" not in err
+    rx.stop()
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_a_chunked_delivery_is_read_whole(sim: Simulator, rx: Receiver) -> None:
@@ -216,11 +251,10 @@ def test_a_chunked_delivery_is_read_whole(sim: Simulator, rx: Receiver) -> None:
 
 
 def test_a_second_interaction_for_a_jobs_idem_key_is_cancelled_once_and_never_delivered(
-    ledger_path: Path, make_config: Callable[..., dict[str, Any]], write_config: Callable[..., Path],
-    start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any],
+    ledger_path: Path, start_receiver: Callable[..., Receiver], wait_for: Callable[..., Any],
 ) -> None:
     with Simulator(complete_after=3600) as slow:
-        rx = _start(slow, ledger_path, make_config, write_config, start_cli)
+        rx = start_receiver(slow)
         conn = connect(ledger_path)
         try:
             reserve(conn, rx.cfg, OP, {"input": "dup"}, clock=SystemClock(), job_id="dup")
@@ -255,11 +289,10 @@ def test_a_second_interaction_for_a_jobs_idem_key_is_cancelled_once_and_never_de
 
 
 def test_an_interaction_that_reached_the_remote_after_a_reject_is_flagged_a_duplicate_and_cancelled(
-    ledger_path: Path, make_config: Callable[..., dict[str, Any]], write_config: Callable[..., Path],
-    start_cli: Callable[..., subprocess.Popen[str]],
+    ledger_path: Path, start_receiver: Callable[..., Receiver],
 ) -> None:
     with Simulator(complete_after=3600) as slow:
-        rx = _start(slow, ledger_path, make_config, write_config, start_cli, timeout=1.0)
+        rx = start_receiver(slow, timeout=1.0)
         conn = connect(ledger_path)
         try:
             res = reserve(conn, rx.cfg, OP, {"input": "late"}, clock=SystemClock(), job_id="late")
@@ -282,11 +315,10 @@ def test_an_interaction_that_reached_the_remote_after_a_reject_is_flagged_a_dupl
 
 
 def test_a_handle_that_is_another_jobs_is_never_cancelled_as_a_duplicate(
-    ledger_path: Path, make_config: Callable[..., dict[str, Any]], write_config: Callable[..., Path],
-    start_cli: Callable[..., subprocess.Popen[str]],
+    ledger_path: Path, start_receiver: Callable[..., Receiver],
 ) -> None:
     with Simulator(complete_after=3600) as slow:
-        rx = _start(slow, ledger_path, make_config, write_config, start_cli)
+        rx = start_receiver(slow)
         conn = connect(ledger_path)
         try:
             for job_id in ("a", "b"):
@@ -346,10 +378,13 @@ def test_neither_echoed_leaves_orphan_evidence_that_reconciles_a_held_job_in_one
 
 
 def test_a_delivery_wakes_a_waiting_worker_long_before_its_poll_interval(
-    sim: Simulator, rx: Receiver, start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any],
+    sim: Simulator, start_receiver: Callable[..., Receiver], start_cli: Callable[..., subprocess.Popen[str]],
+    wait_for: Callable[..., Any],
 ) -> None:
+    """Through the shipped commands: `reclaim receiver` wakes `reclaim worker`."""
     from ledger.heartbeat import read_board
 
+    rx = start_receiver(sim, command=True)
     job, interaction = _held_lost_reply(sim, rx, "woken")
     conn = connect(rx.ledger)
     try:  # a job for the first pass to send, so that pass is recorded in the heartbeat when it ends
