@@ -570,3 +570,38 @@ def test_payloads_the_sdk_accepts_pass_and_are_sent_once(
     assert sim.count(None) == 0
     assert remote.send(payload, IDEM, 1).kind == "accepted"
     assert sim.count("create") == 1
+
+
+def test_every_client_of_a_process_verifies_with_one_context_loaded_once(
+    make_remote: Callable[..., GeminiRemote], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Building a remote loads no certificates once the process has: its HTTP clients and the SDK's transports
+    (httpx async, aiohttp, websocket) all hold the one verifying context, read from SSL_CERT_FILE when set."""
+    import ssl
+
+    import certifi
+
+    from ledger.remotes.gemini import tls_context
+
+    loads: list[tuple[Any, ...]] = []
+    load = ssl.SSLContext.load_verify_locations
+
+    def counted(self: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
+        loads.append(args or tuple(kwargs.values()))
+        load(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
+    monkeypatch.setenv("SSL_CERT_FILE", certifi.where())
+    tls_context.cache_clear()
+    try:
+        remotes = [make_remote() for _ in range(3)]
+        assert len(loads) == 1 and certifi.where() in loads[0]
+        ctx = tls_context()
+        assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+        for remote in remotes:
+            for sdk in (remote._create_client, remote._read_client):
+                api = sdk._api_client
+                assert api._websocket_ssl_ctx == {"ssl": ctx}
+                assert api._async_client_session_request_args.get("ssl") is ctx
+    finally:
+        tls_context.cache_clear()
