@@ -24,6 +24,7 @@ except ImportError:  # pragma: no cover
 
 from console import output, sanitize
 from console.job_link import check_link_part
+from console.payload_source import payload_text
 from ledger import (
     ACTION_TABLE,
     EXIT_BLOCKED_BY_HOLD,
@@ -475,7 +476,10 @@ def policy_set(
 @app.command()
 def submit(
     operation: Annotated[str, typer.Argument(help="A declared operation, e.g. article.generate.")],
-    payload: Annotated[str, typer.Option("--payload", help="The job's JSON payload.")],
+    payload: Annotated[str, typer.Option("--payload", help=(
+        "The job's JSON payload (an object): the JSON text itself, @FILE to read it from a UTF-8 file, or - to "
+        "read it from stdin (at most 64 MiB either way). A JSON object starts with '{', so a value that starts "
+        "with '@' or is '-' is never taken for JSON text."))],
     job_id: Annotated[str | None, typer.Option("--job-id", help="Your business key (default: hash of the spec).")] = None,
     target: Annotated[str | None, typer.Option("--target", help="What the job acts on (for hold blocking).")] = None,
     ledger: LedgerOpt = DEFAULT_LEDGER,
@@ -485,16 +489,19 @@ def submit(
 ) -> None:
     """Reserve a job (committed first), then send it once. A duplicate sends nothing.
 
-    Exit codes: 0 sent or duplicate, 3 quota exceeded, 4 held, 5 blocked by a held job on the target,
-    9 reserved but not sent by this command (the send was given up, or the remote is paused: a worker
-    pass sends it), 10 this command's send was taken over (fenced) and the job moved on without it.
+    Exit codes: 0 sent or duplicate, 2 bad input (a payload that is not a valid one, or an @FILE or stdin
+    that cannot be read: missing, a folder, empty, not UTF-8, over 64 MiB), 3 quota exceeded, 4 held,
+    5 blocked by a held job on the target, 9 reserved but not sent by this command (the send was given up,
+    or the remote is paused: a worker pass sends it), 10 this command's send was taken over (fenced) and
+    the job moved on without it.
     """
     with _guard(as_json):
+        text = payload_text(payload)  # read before the ledger is opened: bad input there touches nothing
         conn, cfg, clock = _open(ledger, config)
         actor = _sender(cfg, operator, "submit jobs")
         from ledger import submit_now  # the remotes (and their SDKs) load only for commands that send
 
-        res = submit_now(conn, cfg, operation, payload, clock=clock, job_id=job_id, target=target, actor=actor)
+        res = submit_now(conn, cfg, operation, text, clock=clock, job_id=job_id, target=target, actor=actor)
     doc: dict[str, Any] = {"outcome": res.outcome, "state": res.state, "job_id": res.key.job_id,
                            "operation": res.key.operation}
     if res.blocking:

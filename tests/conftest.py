@@ -29,9 +29,10 @@ Fixtures (all function-scoped):
                    are not usable ledgers (not SQLite, too new, ...), where `fingerprint` cannot open them.
 - `read_job`       `read_job(path, job_id, operation=OP) -> Job | None` on a FRESH connection.
 - `run_cli`        `run_cli(*args, ledger=..., config=..., now=None, operator=None, env=None,
-                   timeout=60, prefix=None) -> CliResult(rc, stdout, stderr)`: runs `[*prefix, reclaim, *ARGS]` with env
+                   timeout=60, prefix=None, stdin=None) -> CliResult(rc, stdout, stderr)`: runs `[*prefix, reclaim, *ARGS]` with env
                    RECLAIM_LEDGER / RECLAIM_CONFIG (default: the `ledger_path` / `config_path` paths,
-                   whether or not they exist) and RECLAIM_TEST_NOW=`now` (the test launcher's clock) when given; cwd is `tmp_path`.
+                   whether or not they exist) and RECLAIM_TEST_NOW=`now` (the test launcher's clock) when given; cwd is `tmp_path`;
+                   stdin is the text `stdin`, empty when None.
 
 - `start_cli`      `start_cli(*args, **same keywords as run_cli) -> Popen`: starts `reclaim ARGS` without
                    waiting (stdout/stderr piped, text). `proc.communicate(timeout=...)` collects it;
@@ -535,10 +536,12 @@ def run_cli(tmp_path: Path, request: pytest.FixtureRequest) -> Callable[..., Cli
         env: dict[str, str] | None = None,
         timeout: float = 60.0,
         prefix: list[str] | None = None,
+        stdin: str | None = None,
     ) -> CliResult:
         full_env = cli_env(ledger or default_ledger, config or tmp_path / "reclaim.toml", now, operator, env)
         if in_process and prefix is None and process_boundary(args, full_env) is None:
-            return CliResult(*run_in_process(args, full_env, tmp_path))
+            return CliResult(*run_in_process(args, full_env, tmp_path, stdin))
+        fed: dict[str, Any] = {"stdin": subprocess.DEVNULL} if stdin is None else {"input": stdin}
         proc = subprocess.run(
             [*(prefix or []), *reclaim_argv(full_env), *args],
             cwd=tmp_path,
@@ -546,7 +549,7 @@ def run_cli(tmp_path: Path, request: pytest.FixtureRequest) -> Callable[..., Cli
             capture_output=True,
             text=True,
             timeout=timeout,
-            stdin=subprocess.DEVNULL,
+            **fed,
         )
         return CliResult(proc.returncode, proc.stdout, proc.stderr)
 

@@ -65,6 +65,90 @@ def test_bad_submit_is_refused_and_writes_nothing(
     assert sim.count(None) == 0
 
 
+# -- --payload @FILE and --payload - (stdin) -----------------------------------------------------------
+def _payload_source(case: str, folder: Path) -> tuple[str, str | None]:
+    """The --payload value (and the text on stdin) of one unusable source, made in `folder` (the CLI's cwd)."""
+    match case:
+        case "missing-file":
+            return "@nope.json", None
+        case "folder":
+            (folder / "payloads").mkdir()
+            return "@payloads", None
+        case "not-utf8":
+            (folder / "latin1.json").write_bytes('{"input": "café"}'.encode("latin-1"))
+            return "@latin1.json", None
+        case "empty-file":
+            (folder / "empty.json").touch()
+            return "@empty.json", None
+        case "too-large":
+            with (folder / "huge.json").open("wb") as f:  # sparse: refused by its size, never read
+                f.truncate(64 * 1024 * 1024 + 1)
+            return "@huge.json", None
+        case "no-file-named":
+            return "@", None
+        case "empty-stdin":
+            return "-", None
+        case "blank-stdin":
+            return "-", " \n\t\n"
+    raise AssertionError(case)
+
+
+@pytest.mark.parametrize(("case", "needles"), [
+    ("missing-file", ("payload file nope.json", "not found", "check the path")),
+    ("folder", ("payload file payloads", "is a folder", "pass the JSON file itself")),
+    ("not-utf8", ("payload file latin1.json", "not UTF-8", "0xe9 at offset 14", "save it as UTF-8")),
+    ("empty-file", ("payload file empty.json", "is empty")),
+    ("too-large", ("payload file huge.json", "67,108,865 bytes", "more than the 64 MiB")),
+    ("no-file-named", ("--payload @", "no file named", "--payload @FILE")),
+    ("empty-stdin", ("--payload - (stdin)", "is empty", "pipe the JSON in")),
+    ("blank-stdin", ("--payload - (stdin)", "is empty")),
+])
+def test_a_payload_source_that_cannot_be_read_is_refused_and_writes_nothing(
+    case: str, needles: tuple[str, ...], sim: Simulator, ledger_path: Path, config_path: Path, tmp_path: Path,
+    run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
+) -> None:
+    value, stdin = _payload_source(case, tmp_path)
+    before = fingerprint(ledger_path)
+    r = run_cli("submit", OP, "--payload", value, "--job-id", "src-1", stdin=stdin)
+    assert_one_line_error(r, 2, *needles)
+    assert "Traceback" not in r.stderr
+    assert fingerprint(ledger_path) == before
+    assert sim.count(None) == 0
+
+
+@pytest.mark.parametrize("payload", ['{"input": ', "[1, 2]", '"just text"', "{}", '{"input": "x", "colour": "red"}',
+                                     '{"input": "x", "generation_config": {"temperature": NaN}}'])
+def test_a_bad_payload_from_a_file_or_stdin_is_refused_as_when_typed(
+    payload: str, sim: Simulator, ledger_path: Path, config_path: Path, tmp_path: Path,
+    run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
+) -> None:
+    (tmp_path / "bad.json").write_text(payload, encoding="utf-8")
+    before = fingerprint(ledger_path)
+    typed = run_cli("submit", OP, "--payload", payload, "--job-id", "same-1")
+    line = assert_one_line_error(typed, 2, "payload")
+    for r in (run_cli("submit", OP, "--payload", "@bad.json", "--job-id", "same-1"),
+              run_cli("submit", OP, "--payload", "-", "--job-id", "same-1", stdin=payload)):
+        assert assert_one_line_error(r, 2) == line
+    assert fingerprint(ledger_path) == before
+    assert sim.count(None) == 0
+
+
+def test_a_3_mb_payload_file_is_refused_by_the_default_size_rule(
+    sim: Simulator, ledger_path: Path, config_path: Path, tmp_path: Path, run_cli: Callable[..., Any],
+    fingerprint: Callable[[Path], str],
+) -> None:
+    # The default policy: send_margin_seconds 2 s at min_send_rate 1,000,000 bytes/s, at most 2,000,000 bytes.
+    payload = {"input": "tides " * 500_000}
+    (tmp_path / "big.json").write_text(json.dumps(payload), encoding="utf-8")
+    size = len(json.dumps(payload, separators=(",", ":")).encode("utf-8"))
+    before = fingerprint(ledger_path)
+    r = run_cli("submit", OP, "--payload", "@big.json", "--job-id", "big-1")
+    assert_one_line_error(r, 2, f"payload of {size:,} bytes", "policy.min_send_rate", "policy.send_margin_seconds",
+                          "send a smaller payload")
+    assert fingerprint(ledger_path) == before
+    assert sim.count(None) == 0
+
+
 # -- the ledger file ---------------------------------------------------------------------------------
 def test_missing_ledger_is_not_created(tmp_path: Path, sim: Simulator, config_path: Path,
                                        run_cli: Callable[..., Any]) -> None:

@@ -1,8 +1,8 @@
 """Run one `reclaim` command inside the test process, as a subprocess run would see it.
 
-`run_in_process(args, env, cwd)` invokes `console.cli.app` through typer's CliRunner with the process
-environment replaced by `env` (exactly: nothing inherited), the working directory `cwd`, stdin empty
-and not a terminal, and the clock RECLAIM_TEST_NOW / RECLAIM_TEST_CLOCK_OFFSET ask for (as
+`run_in_process(args, env, cwd, stdin=None)` invokes `console.cli.app` through typer's CliRunner with the
+process environment replaced by `env` (exactly: nothing inherited), the working directory `cwd`, stdin `stdin`
+(text or bytes; empty when None) and not a terminal, and the clock RECLAIM_TEST_NOW / RECLAIM_TEST_CLOCK_OFFSET ask for (as
 tests/support/clocked_reclaim.py does). It returns `(rc, stdout, stderr)` with the exit code a shell would see:
 the code of `typer.Exit` (so every LedgerError's `exit_code`), 2 for a usage error, 1 and the traceback
 on stderr for an uncaught exception.
@@ -53,8 +53,9 @@ def process_boundary(args: Sequence[str], env: Mapping[str, str]) -> str | None:
     return None
 
 
-def run_in_process(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> tuple[int, str, str]:
-    """Run `reclaim ARGS` in this process with exactly `env` and `cwd`; returns (rc, stdout, stderr).
+def run_in_process(args: Sequence[str], env: Mapping[str, str], cwd: Path,
+                   stdin: str | bytes | None = None) -> tuple[int, str, str]:
+    """Run `reclaim ARGS` in this process with exactly `env`, `cwd` and `stdin`; returns (rc, stdout, stderr).
 
     Raises ValueError when `env` asks for a clock that is not a time or a number (as the launcher would).
     """
@@ -83,7 +84,8 @@ def run_in_process(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> tu
         for c in consoles:
             c._width = int(columns) if columns.isdigit() else None
             c._color_system = None
-        result = CliRunner().invoke(cli.app, [str(a) for a in args], prog_name="reclaim", catch_exceptions=True)
+        result = CliRunner().invoke(cli.app, [str(a) for a in args], input=stdin, prog_name="reclaim",
+                                    catch_exceptions=True)
     finally:
         os.environ.clear()
         os.environ.update(saved_env)
