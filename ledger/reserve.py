@@ -89,9 +89,12 @@ def parse_payload(config: Config, operation: str, payload: str | dict[str, Any])
         # Whatever the SDK would refuse before sending (its own request models), or nested too deep, is
         # refused here, before anything is written. Imported here: other kinds never load the SDK.
         _gemini_validator()(value)
-    from ledger.send_window import body_bytes, transfer_refusal
+    from ledger.remotes import request_body_size
+    from ledger.send_window import transfer_refusal
 
-    why = transfer_refusal(body_bytes(value), margin_seconds=config.policy.send_margin_seconds,
+    # Measured as the remote's adapter writes it (an idem key always has 32 characters; the first attempt).
+    size = request_body_size(config, operation, value, idem_key="0" * 32, attempt=1)
+    why = transfer_refusal(size, margin_seconds=config.policy.send_margin_seconds,
                            min_send_rate=config.policy.min_send_rate)
     if why is not None:
         raise PayloadError(why)

@@ -6,25 +6,25 @@ the adapter calls `SendWindow.check()`: measured on the monotonic clock from the
 lease left must exceed the whole request's deadline plus a margin, or nothing is sent. One window lets
 exactly one request through: a redirect or a retry inside a client is refused, not sent.
 
-What remains is the pause between `check()` returning and the socket write (a few system calls), and the
-body's transfer: the kernel keeps sending a body after the request was given up, so a body is sent only when
-at `policy.min_send_rate` it fits in the send margin (`transfer_refusal`); the README states both.
+When the sender gives up (its deadline passed, or it was cancelled), `close()` also aborts the request in flight:
+the adapter attached its connection's `ConnectionAbort` (ledger.remotes.abort), and the connection is reset so
+no further byte of the body leaves. What remains is the pause between `check()` returning and the socket write
+(a few system calls), and what a reset cannot stop: a body that had (nearly) all left before the give-up. A
+body is sent only when at `policy.min_send_rate` it fits in the send margin (`transfer_refusal`), measured as
+the adapter puts it on the wire (`Remote.body_size`); docs/design.md states both.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from ledger.remotes.abort import ConnectionAbort
 
 T = TypeVar("T")
-
-
-def body_bytes(payload: dict[str, Any]) -> int:
-    """The size of a payload as it goes on the wire (compact UTF-8 JSON; the request adds a few hundred bytes)."""
-    return len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
 def transfer_refusal(size: int, *, margin_seconds: float, min_send_rate: float) -> str | None:
@@ -61,8 +61,10 @@ class SendWindow:
         self.claimed_at = monotonic() if claimed_at is None else claimed_at
         self._lock = threading.Lock()
         self._closed = False
+        self._abort: ConnectionAbort | None = None
         self.written = False
         self.checked_at: float | None = None
+        self.sent_at: float | None = None
         self.refusal: str | None = None
 
     def lease_left(self) -> float:
@@ -94,11 +96,32 @@ class SendWindow:
             self.written = True
             self.checked_at = self._monotonic()
 
+    def attach(self, abort: ConnectionAbort) -> None:
+        """The adapter's means to reset the connection its request goes on (given once connected, before the
+        check); when the window was closed meanwhile, the connection is reset at once."""
+        with self._lock:
+            self._abort = abort
+            closed = self._closed
+        if closed:
+            abort.abort()
+
+    def request_sent(self) -> None:
+        """The adapter's word that the whole request was handed to the connection (the body has left, bar the
+        few kilobytes the kernel may hold: ledger.remotes.abort): from then on a give-up cannot cut it."""
+        with self._lock:
+            if self.sent_at is None:
+                self.sent_at = self._monotonic()
+
     def close(self) -> bool:
-        """Close the window so no later request can pass; return whether one was already written."""
+        """Close the window so no later request can pass, and reset the connection of the one in flight (if
+        the adapter attached one); return whether a request was already written."""
         with self._lock:
             self._closed = True
-            return self.written
+            abort = self._abort
+            written = self.written
+        if abort is not None:
+            abort.abort()
+        return written
 
 
 class OpenWindow(SendWindow):
@@ -116,6 +139,7 @@ stopped, suspended or starved): that time is not counted against the deadline (s
 def call_with_deadline(
     fn: Callable[[], T], limit: Callable[[], float], step: float = 0.05,
     while_waiting: Callable[[], None] | None = None, monotonic: Callable[[], float] = time.monotonic,
+    firm_limit: Callable[[], float] | None = None,
 ) -> tuple[bool, T | None]:
     """Run `fn` on a daemon thread until it returns or `limit()` (a monotonic time) passes.
 
@@ -128,8 +152,10 @@ def call_with_deadline(
     `step` + STALL_SECONDS: the process was stopped or starved) is added to the limit, since `fn`'s thread
     could not run either: a reply that reached the socket while the process was stopped is read and used
     after it resumes, not thrown away. `fn` must bound its own waits (the adapters bound every phase by
-    the request's deadline), so the added time ends as soon as `fn` does. On (False, None) the call may
-    still be running: the caller closes its SendWindow so it can no longer write anything.
+    the request's deadline), so the added time ends as soon as `fn` does. `firm_limit`, when given, is a
+    time no stall extends (asked like `limit`): a request still being written when it passes is given up
+    even right after a pause, since what it writes next could arrive after the lease. On (False, None) the
+    call may still be running: the caller closes its SendWindow so it can no longer write anything.
     """
     box: dict[str, object] = {}
     done = threading.Event()
@@ -153,7 +179,7 @@ def call_with_deadline(
         last = now
         if while_waiting is not None:
             while_waiting()
-        if now >= limit() + stalled and not done.is_set():
+        if (now >= limit() + stalled or (firm_limit is not None and now >= firm_limit())) and not done.is_set():
             return False, None
     if "error" in box:
         raise box["error"]  # type: ignore[misc]

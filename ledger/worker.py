@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import socket
 import sqlite3
@@ -31,9 +32,9 @@ from ledger.model import Job, JobKey
 from ledger.picks import START, HeldPicks, pick_due, release_picks
 from ledger.redaction import Redactor
 from ledger.remote_health import RemotePause, lift, paused_remotes, record_refusal
-from ledger.remotes import remote_for
+from ledger.remotes import remote_for, request_body_size
 from ledger.remotes.base import Remote, RemoteStatus, SendOutcome, redact_outcome, redact_status
-from ledger.send_window import SendWindow, body_bytes, call_with_deadline, transfer_refusal
+from ledger.send_window import SendWindow, call_with_deadline, transfer_refusal
 from ledger.sink import deliver_to_folder
 from ledger.transitions import Applied, apply
 
@@ -488,9 +489,10 @@ def send_within_window(
     `while_waiting` is called now and then on this thread while the reply is awaited (e.g. to renew picks).
     """
     policy = config.policy
-    rc = config.remotes[config.operations[claim.job.operation].remote]
-    too_big = transfer_refusal(body_bytes(claim.job.payload), margin_seconds=policy.send_margin_seconds,
-                               min_send_rate=policy.min_send_rate)
+    job = claim.job
+    rc = config.remotes[config.operations[job.operation].remote]
+    size = request_body_size(config, job.operation, job.payload, idem_key=job.idem_key, attempt=job.attempt)
+    too_big = transfer_refusal(size, margin_seconds=policy.send_margin_seconds, min_send_rate=policy.min_send_rate)
     if too_big is not None:  # reserved under another config: never sent, said why (an approver may release)
         return SendOutcome("invalid", error=f"not sent: {too_big}")
     window = SendWindow(
@@ -504,12 +506,22 @@ def send_within_window(
             return window.checked_at + rc.timeout_seconds + slack
         return claim.claimed_at + policy.lease_seconds - policy.send_margin_seconds
 
-    job = claim.job
-    finished, outcome = call_with_deadline(lambda: remote.send(job.payload, job.idem_key, job.attempt, window), limit,
-                                           while_waiting=while_waiting)
+    def firm_limit() -> float:  # a request still being written is cut at its deadline, pause or not
+        if window.checked_at is not None and window.sent_at is None:
+            return window.checked_at + rc.timeout_seconds + slack
+        return math.inf
+
+    try:
+        finished, outcome = call_with_deadline(
+            lambda: remote.send(job.payload, job.idem_key, job.attempt, window), limit,
+            while_waiting=while_waiting, firm_limit=firm_limit,
+        )
+    except BaseException:  # interrupted (a signal, a shutdown): the request in flight is reset, not left to finish
+        window.close()
+        raise
     if finished and outcome is not None:
         return outcome
-    if window.close():
+    if window.close():  # gives up: resets the connection, so no further byte of the request leaves
         return SendOutcome("unknown", error=f"no reply within the total deadline of {rc.timeout_seconds:g} s",
                            reason="timeout")
     return SendOutcome("abandoned", error="the request was never written before the deadline")

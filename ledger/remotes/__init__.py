@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from typing import Final
+from typing import Any, Final
 
 from ledger.config import Config
 from ledger.redaction import Redactor
@@ -40,6 +40,18 @@ def preload_adapters(config: Config) -> tuple[str, ...]:
     for kind in kinds:
         importlib.import_module(ADAPTER_MODULES[kind])
     return tuple(kinds)
+
+
+def request_body_size(config: Config, operation: str, payload: dict[str, Any], *, idem_key: str, attempt: int
+                      ) -> int:
+    """The exact number of bytes the body of `operation`'s create for this payload, key and attempt takes on the
+    wire, as its remote's adapter builds it (from the config alone: no adapter is built, no key read).
+
+    The size rule (`ledger.send_window.transfer_refusal`) is applied to this, at submit and again before a send.
+    """
+    rc = config.remotes[config.operations[operation].remote]
+    module = importlib.import_module(ADAPTER_MODULES[rc.kind])
+    return int(module.request_body_size(rc, payload, idem_key=idem_key, attempt=attempt))
 
 
 def console_url_for(config: Config, operation: str, idem_key: str) -> str | None:

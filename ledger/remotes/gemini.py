@@ -60,6 +60,7 @@ from ledger.config import RemoteConfig
 from ledger.crashpoints import crashpoint
 from ledger.errors import ConfigError, PayloadError
 from ledger.redaction import Redactor
+from ledger.remotes.abort import CREATE_SOCKET_OPTIONS, ConnectionAbort
 from ledger.remotes.base import (
     Capabilities,
     RemoteState,
@@ -203,13 +204,31 @@ class _SendContext:
         self.timeout = timeout
         self.deadline = time.monotonic() + timeout
         self.written = False  # this send let a request through its window (a reused window may say more)
+        self.abort: ConnectionAbort | None = None
+
+    def close(self) -> None:
+        """Drop this send's hold on its connection (the last close resets it: ledger.remotes.abort)."""
+        if self.abort is not None:
+            self.abort.close()
 
     def trace(self, name: str, info: dict[str, Any]) -> None:
-        """httpcore's trace callback: check the window right before the write; bound each phase."""
+        """httpcore's trace callback: attach the connection to the window once it is open, check the window right
+        before the write, note when the whole request was written; bound each phase."""
         parts = name.split(".")
-        if len(parts) != 3 or parts[2] != "started":
+        if len(parts) != 3:
             return
         step = parts[1]
+        if parts[2] == "complete":
+            if step == "connect_tcp":  # the plain socket, before TLS wraps it: the give-up resets it
+                sock = getattr(info.get("return_value"), "get_extra_info", lambda _name: None)("socket")
+                if sock is not None:
+                    self.abort = ConnectionAbort(sock)
+                    self.window.attach(self.abort)
+            elif step == "send_request_body":
+                self.window.request_sent()
+            return
+        if parts[2] != "started":
+            return
         if step == "send_request_headers":
             if self.deadline - time.monotonic() <= 0:
                 raise SendWindowClosed(
@@ -305,6 +324,53 @@ def create_kwargs(
     return kwargs
 
 
+def request_body_size(rc: RemoteConfig, payload: dict[str, Any], *, idem_key: str, attempt: int) -> int:
+    """The exact bytes the body of this payload's create takes on the wire, as google-genai 3.6.1 writes it.
+
+    The SDK writes the request as `json.dumps(body, separators=(",", ":"))`, non-ASCII text escaped as
+    `\\uXXXX` (`_gaos/utils/serializers.py`, `marshal_json`): up to six bytes for a character UTF-8 writes in
+    two, twelve for one outside the BMP. A text-only payload's body is `create_kwargs` as it is (no key the SDK
+    adds or drops; the order of keys does not change the size), so it is measured here in microseconds; any
+    other is put through the SDK's own create against a transport that only measures (tens of ms), so the
+    SDK's normalisation (content blocks into a user step, defaults) is counted as sent.
+    """
+    kwargs = create_kwargs(payload, model=rc.model, idem_key=idem_key, attempt=attempt,
+                           webhooks=bool(rc.webhook_secret_env))
+    if _text_only(payload):
+        return len(json.dumps(kwargs, separators=(",", ":")))  # ASCII: one byte per character
+    return _measured_by_sdk(kwargs)
+
+
+class _Measured(Exception):
+    """Raised by the measuring transport with the size of the body it was given; nothing is sent."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+def _measure(request: httpx2.Request) -> httpx2.Response:
+    raise _Measured(len(request.content))
+
+
+@functools.cache
+def _measuring_client() -> genai.Client:
+    """A google-genai client whose transport measures the request and sends nothing (built once)."""
+    return _sdk_client(api_key="measure", base_url="http://measure.invalid/", timeout_ms=1000, attempts=1,
+                       http=httpx2.Client(transport=httpx2.MockTransport(_measure)))
+
+
+def _measured_by_sdk(kwargs: dict[str, Any]) -> int:
+    try:
+        _measuring_client().interactions.create(**kwargs)
+    except Exception as exc:
+        measured = next((e for e in exception_chain(exc) if isinstance(e, _Measured)), None)
+        if measured is not None:
+            return measured.size
+        raise PayloadError(f"payload: the google-genai SDK refuses it: {sdk_refusal(exc)}") from None
+    raise AssertionError("the measuring transport was not called")  # the SDK always writes a create
+
+
 class GeminiRemote:
     """Adapter for `kind = "gemini"`: one POST per send; GET by handle; no search by label."""
 
@@ -332,9 +398,11 @@ class GeminiRemote:
         self._create_http = httpx2.Client(
             follow_redirects=False,
             timeout=phase,
-            limits=httpx2.Limits(max_keepalive_connections=0),
             event_hooks={"request": [_window_hook]},
-            verify=tls_context(),
+            transport=httpx2.HTTPTransport(
+                verify=tls_context(), limits=httpx2.Limits(max_keepalive_connections=0),
+                socket_options=CREATE_SOCKET_OPTIONS,  # a give-up resets the connection: ledger.remotes.abort
+            ),
         )
         self._read_http = httpx2.Client(follow_redirects=False, timeout=phase, verify=tls_context())
         self._create_client = _sdk_client(
@@ -378,6 +446,7 @@ class GeminiRemote:
             return classify_create_failure(exc, written=ctx.written, refusal=ctx.window.refusal, model=self.model)
         finally:
             _CURRENT_SEND.reset(token)
+            ctx.close()
         handle = getattr(interaction, "id", None)
         if not handle:
             return SendOutcome("unknown", error="accepted without an id in the reply", reason="no handle in reply")

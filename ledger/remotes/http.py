@@ -15,7 +15,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -23,6 +23,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 from ledger.config import RemoteConfig
 from ledger.errors import ConfigError
 from ledger.redaction import Redactor
+from ledger.remotes.abort import ConnectionAbort, set_create_options
 from ledger.remotes.base import (
     Capabilities,
     RemoteStatus,
@@ -58,14 +59,16 @@ def _describe(exc: BaseException) -> str:
 
 def exchange(
     method: str, url: str, *, body: bytes | None, headers: Mapping[str, str], timeout: float,
-    before_write: Callable[[], None] | None = None,
+    window: SendWindow | None = None,
 ) -> Exchange:
     """Send one request and read its reply; classify every failure by the phase it happened in.
 
     Connecting (DNS, refused, connect timeout, TLS handshake) fails before anything is written:
     `not_delivered`. A failure while writing the request or waiting for / reading the reply: `unknown`.
-    `before_write` runs once connected, last thing before the first byte is written (the send
-    window's check); what it raises propagates, and nothing is written.
+    With a `window` (a create), the connection gets `CREATE_SOCKET_OPTIONS` and is attached to the window
+    (whose `close()` then resets it), `window.check()` runs once connected, last thing before the first byte
+    is written (what it raises propagates, and nothing is written), and `window.request_sent()` once the
+    whole request was written.
     """
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -76,15 +79,22 @@ def exchange(
     except ValueError as e:  # a malformed port
         return Exchange("not_delivered", error=_describe(e))
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    abort: ConnectionAbort | None = None
     try:
         try:
             conn.connect()
         except OSError as e:  # ConnectionRefusedError, socket.gaierror, TimeoutError, ssl.SSLError ...
             return Exchange("not_delivered", error=f"could not connect to {parts.netloc}: {_describe(e)}")
-        if before_write is not None:
-            before_write()
+        if window is not None:
+            assert conn.sock is not None
+            set_create_options(conn.sock)
+            abort = ConnectionAbort(conn.sock)
+            window.attach(abort)
+            window.check()
         try:
             conn.request(method, target, body=body, headers=dict(headers))
+            if window is not None:
+                window.request_sent()
             resp = conn.getresponse()
             data = resp.read()
         except TimeoutError as e:
@@ -98,6 +108,18 @@ def exchange(
         return Exchange("reply", status=resp.status, body=data, retry_after=resp.getheader("Retry-After"))
     finally:
         conn.close()
+        if abort is not None:
+            abort.close()
+
+
+def request_body(payload: dict[str, Any]) -> bytes:
+    """The body of a create, as it is sent: the payload as UTF-8 JSON, keys sorted, json's default spacing."""
+    return json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")
+
+
+def request_body_size(rc: RemoteConfig, payload: dict[str, Any], *, idem_key: str, attempt: int) -> int:
+    """The bytes a create's body takes on the wire (the key and attempt go in headers, not the body)."""
+    return len(request_body(payload))
 
 
 def render_lookup(template: str, *, handle: str | None = None, idem_key: str | None = None) -> str:
@@ -235,14 +257,14 @@ class HttpRemote:
         return redact_outcome(out, self._redactor)
 
     def _send(self, payload: dict[str, Any], idem_key: str, window: SendWindow) -> SendOutcome:
-        body = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")
+        body = request_body(payload)
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json",
             **self._headers,
             "Idempotency-Key": idem_key,
         }
-        ex = exchange("POST", self.url, body=body, headers=headers, timeout=self.timeout, before_write=window.check)
+        ex = exchange("POST", self.url, body=body, headers=headers, timeout=self.timeout, window=window)
         if ex.outcome == "not_delivered":
             return SendOutcome("not_delivered", error=ex.error)
         if ex.outcome == "unknown":

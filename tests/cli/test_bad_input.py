@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
+from ledger.config import load_config
 from ledger.db import create_ledger
+from ledger.remotes import request_body_size
 from ledger.simulator import Simulator
 from ledger.store.sqlite import SCHEMA_VERSION
 from ledger.worker import RemoteCache, submit_now
@@ -140,7 +142,9 @@ def test_a_3_mb_payload_file_is_refused_by_the_default_size_rule(
     # The default policy: send_margin_seconds 2 s at min_send_rate 1,000,000 bytes/s, at most 2,000,000 bytes.
     payload = {"input": "tides " * 500_000}
     (tmp_path / "big.json").write_text(json.dumps(payload), encoding="utf-8")
-    size = len(json.dumps(payload, separators=(",", ":")).encode("utf-8"))
+    # The size is the create's whole body as the SDK writes it (the model and labels with the payload).
+    size = request_body_size(load_config(config_path), OP, payload, idem_key="0" * 32, attempt=1)
+    assert size > len(json.dumps(payload))
     before = fingerprint(ledger_path)
     r = run_cli("submit", OP, "--payload", "@big.json", "--job-id", "big-1")
     assert_one_line_error(r, 2, f"payload of {size:,} bytes", "policy.min_send_rate", "policy.send_margin_seconds",

@@ -329,3 +329,35 @@ def test_config_refuses_a_min_send_rate_that_is_not_a_positive_number(
         with pytest.raises(ConfigError, match=r"policy\.min_send_rate"):
             parse_config(make_config(policy={"min_send_rate": bad}), base_dir=tmp_path)
     assert parse_config(make_config(), base_dir=tmp_path).policy.min_send_rate == 1_000_000.0
+
+
+def test_a_window_closed_before_its_connection_was_attached_resets_it_on_attach() -> None:
+    import socket
+
+    from ledger.remotes.abort import ConnectionAbort, set_create_options
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    try:
+        client = socket.create_connection(listener.getsockname())
+        server, _ = listener.accept()
+        set_create_options(client)
+        window = SendWindow(lease_seconds=60, deadline_seconds=1, margin_seconds=1)
+        assert window.close() is False  # given up while still connecting
+        abort = ConnectionAbort(client)
+        window.attach(abort)  # the connection arrives after the give-up: shut at once
+        assert abort.aborted
+        with pytest.raises(OSError):
+            client.sendall(b"x" * 1024)  # nothing more can be written
+        with pytest.raises(SendWindowClosed):
+            window.check()
+        client.close()
+        abort.close()  # the last close: a reset (SO_LINGER 0)
+        server.settimeout(5)
+        try:
+            leftover = server.recv(1024)
+        except ConnectionResetError:
+            leftover = b""
+        assert leftover == b""
+        server.close()
+    finally:
+        listener.close()

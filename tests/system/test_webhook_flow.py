@@ -113,7 +113,7 @@ def test_a_lost_reply_ends_consumed_through_the_webhook_and_a_dropped_webhook_le
     assert sim.count("create", idem_key("unheard", OP)) == 1
 
 
-def test_a_stale_send_that_slipped_through_the_window_is_detected_cancelled_and_never_delivered(
+def test_a_stray_create_of_a_stopped_worker_is_detected_cancelled_and_never_delivered(
     slow_sim: Simulator, ledger_path: Path, make_config: Callable[..., dict[str, Any]],
     write_config: Callable[..., Path], start_cli: Callable[..., subprocess.Popen[str]],
     run_cli: Callable[..., Any], wait_for: Callable[..., Any],
@@ -123,15 +123,16 @@ def test_a_stale_send_that_slipped_through_the_window_is_detected_cancelled_and_
                        send_margin_seconds=0.5, stale_reserving_seconds=0)
     env = {"RECLAIM_TEST_WHSEC": SECRET}
     idem = idem_key("slipped", OP)
-    # A worker stops after its window check passed and before its request is written: the gap the
-    # window cannot close (README, "does not promise").
+    # A worker stops once its request was written, before the reply is read: the remote has run it, the
+    # ledger has no handle. (A worker stopped inside the window's residual gap, before the write, is mostly cut
+    # on resuming now, its deadline gone: ledger.send_window.call_with_deadline's firm limit.)
     conn = connect(ledger_path)
     try:
         reserve(conn, load_config(config), OP, {"input": "slipped"}, clock=SystemClock(), job_id="slipped")
     finally:
         conn.close()
-    stale = start_cli("worker", "--interval", "0.2", env={**env, "RECLAIM_PAUSE_AT": "after_window_check"})
-    wait_for(lambda: _state(stale.pid) == "T", timeout=30, what="the worker to stop inside the gap")
+    stale = start_cli("worker", "--interval", "0.2", env={**env, "RECLAIM_PAUSE_AT": "after_request_written"})
+    wait_for(lambda: _state(stale.pid) == "T", timeout=30, what="the worker to stop before reading its reply")
     job, _ = _job(ledger_path, "slipped")
     wait_for(lambda: time.time() > job.lease_until + 0.5, timeout=10, what="the lease to run out")
     assert run_cli("tick", env=env).rc == 4  # recovery: no handle, Gemini cannot be searched -> held
@@ -139,8 +140,8 @@ def test_a_stale_send_that_slipped_through_the_window_is_detected_cancelled_and_
                    operator="alice").rc == 0
     assert run_cli("release", "slipped", "--reason", "not received", operator="bob").rc == 0
     assert run_cli("tick", env=env).rc == 0  # attempt 2 is sent and submitted
-    os.kill(stale.pid, signal.SIGCONT)  # the stale attempt-1 request now goes out
-    wait_for(lambda: sim.count("create", idem) == 2, timeout=30, what="the stale create to arrive")
+    os.kill(stale.pid, signal.SIGCONT)  # the stale worker reads attempt 1's reply: fenced, its handle unknown
+    wait_for(lambda: sim.count("create", idem) == 2, timeout=30, what="both creates to be stored")
     # The stray interaction stops to ask for something: the remote's webhook names it while it is live.
     [stray] = [i for i in sim.find_by_idem(idem) if i["labels"]["attempt"] == "1"]
     sim.force_status(stray["id"], "requires_action")
