@@ -53,6 +53,7 @@ from ledger import (
     Redactor,
     WorkerBoard,
     apply_policy,
+    arrival_words,
     audit_head,
     audit_key_path,
     check_action_input,
@@ -76,6 +77,7 @@ from ledger import (
     ledger_clock,
     list_jobs,
     load_config,
+    may_arrive_until,
     operation_counts,
     operations_of,
     orphan_evidence,
@@ -940,11 +942,18 @@ def show(
         job = get_job(conn, key)
         events = job_events(conn, key)
         found = evidence_for_job(conn, job)
+        arrives = may_arrive_until(conn, job)
+        if arrives is not None and arrives <= ledger_clock(conn, process_clock()).now():
+            arrives = None  # the moment has passed: nothing of the last request can still land
     url = console_url_for(cfg, job.operation, job.idem_key) if cfg is not None else None
     if as_json:
         output.emit_json({"job": job.to_dict(), "events": [e.to_dict() for e in events],
-                          "evidence": [e.to_dict() for e in found], "console_url": url})
+                          "evidence": [e.to_dict() for e in found], "console_url": url,
+                          "may_arrive_until": iso(arrives) if arrives is not None else None})
         return
+    if arrives is not None:
+        output.line(f"{arrival_words(job, arrives, cfg.timezone if cfg is not None else 'UTC')}: release, reject "
+                    "and remediate wait until then; reconcile need not")
     whole = ("job_id", "operation", "idem_key", "handle", "target", "owner")  # typed next: never cut
     output.table(f"job {job.job_id} / {job.operation}", ["field", "value"],
                  [[k, iso(v) if k.endswith("_at") or k.endswith("_until") else v if k in whole else output.cut(v)]

@@ -14,14 +14,11 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar, cast
-from zoneinfo import ZoneInfo
 
 from ledger import (
     GROUPS,
-    INVALID,
     JOB_ACTIONS,
     BadInput,
     Clock,
@@ -44,6 +41,8 @@ from ledger import (
     RemoteStatus,
     Stage,
     WorkerBoard,
+    arrival_words,
+    clock_time,
     close_quietly,
     connect,
     console_url_for,
@@ -64,6 +63,7 @@ from ledger import (
     latest_query,
     list_jobs,
     list_outbox,
+    may_arrive_until,
     paused_remotes,
     preload_adapters,
     preview_action,
@@ -73,7 +73,6 @@ from ledger import (
     remote_capabilities,
     span,
     take,
-    valid_time,
     wait_for_change,
     what_remotes_answer,
     where_to_look,
@@ -387,6 +386,11 @@ class JobDetail:
     searched by idem key. When not, the screens offer no query and say what is known instead."""
     answers: RemoteAnswers | None = None
     """What the job's remote can answer, from the config and the ledger (no adapter built)."""
+    arrives_until: float | None = None
+    """Until when the held job's last request could still reach the remote, when that was still ahead at the read
+    (release, reject and remediate wait for it; the screens read the job again then)."""
+    arrival: str = ""
+    """That, in words ('attempt 1 could still arrive until 12:04:31 (UTC)'), or ''."""
 
     @property
     def duplicates(self) -> list[Event]:
@@ -495,6 +499,9 @@ def load_job(
             previews[action] = p
     rc_name = config.operations[job.operation].remote if job.operation in config.operations else None
     answers = next((a for a in what_remotes_answer(conn, config, clock.now()) if a.name == rc_name), None)
+    arrives = may_arrive_until(conn, job)
+    if arrives is not None and arrives <= clock.now():
+        arrives = None
     return JobDetail(
         job=job,
         events=job_events(conn, key),
@@ -507,6 +514,8 @@ def load_job(
         console_url=console_url_for(config, job.operation, job.idem_key),
         query_helps=helps,
         answers=answers,
+        arrives_until=arrives,
+        arrival=arrival_words(job, arrives, config.timezone) if arrives is not None else "",
     )
 
 
@@ -644,12 +653,3 @@ def age(seconds: float) -> str:
     return span(seconds)
 
 
-def clock_time(ts: float | None, tz: str = "UTC", with_date: bool = False) -> str:
-    """HH:MM:SS (or YYYY-MM-DD HH:MM) of `ts` in `tz`, '' for None, 'invalid' for a value that is not a
-    time in 1970..9999 (stored before validation, or by hand); never raises."""
-    if ts is None:
-        return ""
-    if not valid_time(ts):
-        return INVALID
-    dt = datetime.fromtimestamp(ts, ZoneInfo(tz))
-    return dt.strftime("%Y-%m-%d %H:%M") if with_date else dt.strftime("%H:%M:%S")

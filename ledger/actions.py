@@ -73,6 +73,8 @@ class Action:
     """Extra CLI switches: (parameter, option, help)."""
     detailed: str = ""
     """The summary with the job's own figures, when they are known (a format string)."""
+    waits_for_arrival: bool = False
+    """Refused (for now) while the held job's last request could still reach the remote (ledger.triage)."""
 
     def role_refusal(self, actor: str) -> str:
         """Why `actor`, lacking the role, may not take this action."""
@@ -157,6 +159,7 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
         "release",
         detailed="sends 1 new request to {remote} (attempt {attempt}, same idem key); "
                  "{operation} quota today {used}/{limit} -> {after}/{limit}",
+        waits_for_arrival=True,
     ),
     Action(
         "reconcile", "approver", "reconcile", ("held",),
@@ -178,6 +181,7 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
         "closes the job as rejected; nothing is sent",
         "Close a held job without re-sending (approver).",
         "reject",
+        waits_for_arrival=True,
     ),
     Action(
         "remediate", "approver", "remediate", ("held",),
@@ -187,6 +191,7 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
         "closes the job as remediated by other means; nothing is sent",
         "Close a held job as done by another allowed means (approver).",
         "remediate",
+        waits_for_arrival=True,
     ),
     Action(
         "bulk-assign", "triage", "assign owners", ("held",),

@@ -107,6 +107,17 @@ def iso(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def clock_time(ts: float | None, tz: str = "UTC", with_date: bool = False) -> str:
+    """HH:MM:SS (or YYYY-MM-DD HH:MM) of `ts` in `tz`, '' for None, 'invalid' for a value that is not a
+    time in 1970..9999 (stored before validation, or by hand); never raises."""
+    if ts is None:
+        return ""
+    if not valid_time(ts):
+        return INVALID
+    dt = datetime.fromtimestamp(ts, ZoneInfo(tz))
+    return dt.strftime("%Y-%m-%d %H:%M") if with_date else dt.strftime("%H:%M:%S")
+
+
 EARLIEST = 0.0
 """1970-01-01T00:00:00Z: the earliest time the ledger stores or accepts."""
 LATEST = 253402300799.0

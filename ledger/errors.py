@@ -17,6 +17,7 @@ EXIT_LEDGER_LOCKED = 8
 EXIT_RESERVED_NOT_SENT = 9  # reserved (committed), but this process did not send it: a worker will
 EXIT_SEND_TAKEN_OVER = 10  # this process's send was fenced: another worker or a person moved the job on
 EXIT_VERIFY_FAILED = 11  # `reclaim verify` found a break in the audit chain, a job its events disagree with, or damage
+EXIT_NOT_YET = 12  # a decision refused for now: the held job's last request could still arrive; try after the time given
 
 
 class LedgerError(Exception):
@@ -88,6 +89,17 @@ class Refused(LedgerError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class NotYet(Refused):
+    """A decision refused for now, allowed from `until` (epoch seconds): the held job's last request could still
+    reach the remote until then. Nothing was written; the same command succeeds once the time has passed."""
+
+    exit_code = EXIT_NOT_YET
+
+    def __init__(self, reason: str, until: float) -> None:
+        super().__init__(reason)
+        self.until = until
 
 
 class RowDisagrees(LedgerError):

@@ -10,6 +10,8 @@ can show a disabled action and why, and the CLI's `--dry-run` can say what would
 
 from __future__ import annotations
 
+import json
+import math
 import sqlite3
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -20,10 +22,10 @@ from ledger.actions import DECISIONS as DECISIONS
 from ledger.actions import FINDING_CATEGORIES as FINDING_CATEGORIES
 from ledger.actions import JOB_ACTIONS
 from ledger.actions import action as action_spec
-from ledger.clock import Clock, day_of, valid_time
+from ledger.clock import Clock, clock_time, day_of, span, valid_time
 from ledger.config import Config
 from ledger.db import write_tx
-from ledger.errors import BadInput, JobNotFound, Refused
+from ledger.errors import BadInput, JobNotFound, NotYet, Refused
 from ledger.identity import acting_source
 from ledger.model import Event, Job, JobKey
 from ledger.queries import JobFilter, list_jobs
@@ -102,8 +104,40 @@ def refusal(conn: sqlite3.Connection, config: Config, job: Job, action: str, act
     if why is not None:
         return why
     if action == "release":
-        return _release_refusal(conn, config, job, actor, now)
-    return None
+        why = _release_refusal(conn, config, job, actor, now)
+    return why or arrival_refusal(conn, config, job, action, now)
+
+
+def may_arrive_until(conn: sqlite3.Connection, job: Job) -> float | None:
+    """Until when the held job's last request could still reach the remote (epoch seconds), or None when nothing
+    of it can: the `may_arrive_until` its hold recorded (a send given up, or whose worker was found gone), for
+    a job still held by that hold. Held by an answer from the remote (a poll, a webhook), or not held: None."""
+    if job.state != "held":
+        return None
+    row = conn.execute(
+        "SELECT detail FROM events WHERE job_id = ? AND operation = ? AND to_state = 'held' "
+        "AND (from_state IS NULL OR from_state <> 'held') ORDER BY id DESC LIMIT 1",
+        (job.job_id, job.operation),
+    ).fetchone()
+    until = json.loads(row[0]).get("may_arrive_until") if row is not None else None
+    return float(until) if isinstance(until, (int, float)) and not isinstance(until, bool) else None
+
+
+def arrival_words(job: Job, until: float, tz: str) -> str:
+    """'attempt 2 could still arrive until 12:04:31 (UTC)': what a held job's screens and refusals say."""
+    return f"attempt {job.attempt} could still arrive until {clock_time(until, tz)} ({tz})"
+
+
+def arrival_refusal(conn: sqlite3.Connection, config: Config, job: Job, action: str, now: float) -> str | None:
+    """Why `action` must wait while the job's last request could still reach the remote, or None. Only the actions
+    the table marks `waits_for_arrival` (release, reject, remediate) wait; a reconcile need not."""
+    if not action_spec(action).waits_for_arrival:
+        return None
+    until = may_arrive_until(conn, job)
+    if until is None or now >= until:
+        return None
+    return (f"{arrival_words(job, until, config.timezone)} (in {span(math.ceil(until - now))}); {action} after "
+            "then (a reconcile need not wait)")
 
 
 def _release_refusal(conn: sqlite3.Connection, config: Config, job: Job, actor: str, now: float) -> str | None:
@@ -217,7 +251,11 @@ def _act(
         if why is None and check is not None:
             why = check(conn)
         if why is not None:
-            raise Refused(f"{action} refused for {key.job_id} / {key.operation}: {why}")
+            message = f"{action} refused for {key.job_id} / {key.operation}: {why}"
+            until = may_arrive_until(conn, job)
+            if until is not None and why == arrival_refusal(conn, config, job, action, now):
+                raise NotYet(message, until)  # allowed from `until`: the same command then succeeds
+            raise Refused(message)
         if count_today:
             day = day_of(now, config.timezone)
             count_quota(conn, key.operation, day)

@@ -157,6 +157,8 @@ def record_send_outcome(
         event = "send_unknown"
         fields = {**common, "last_error": outcome.error, "held_reason": reason, "held_at": now}
         detail.update(error=outcome.error, cause=outcome.reason, held_reason=reason)
+        if outcome.unanswered:
+            detail["may_arrive_until"] = arrival_deadline(config, now)
     with write_tx(conn):
         if outcome.kind == "remote_unusable" and remote is not None:
             current = conn.execute(
@@ -181,6 +183,14 @@ def record_send_outcome(
             fields=fields,
             notify=config.notify,
         )
+
+
+def arrival_deadline(config: Config, held_at: float) -> float:
+    """Until when the request of a send held at `held_at` could still reach the remote: the send margin past the
+    hold. The send was given up and its connection reset before the hold (ledger.remotes.abort), or its worker
+    was found gone past its lease and margin; what had already left arrives within the margin. Recorded on the
+    hold event as `may_arrive_until`: release, reject and remediate wait for it (ledger.triage)."""
+    return held_at + config.policy.send_margin_seconds
 
 
 def commit_outcome(
@@ -523,7 +533,7 @@ def send_within_window(
         return outcome
     if window.close():  # gives up: resets the connection, so no further byte of the request leaves
         return SendOutcome("unknown", error=f"no reply within the total deadline of {rc.timeout_seconds:g} s",
-                           reason="timeout")
+                           reason="timeout", unanswered=True)
     return SendOutcome("abandoned", error="the request was never written before the deadline")
 
 
@@ -605,16 +615,18 @@ def recover_stale(
                     reason = "no handle recorded; the remote can be searched by key but does not dedupe by key"
                 else:
                     reason = "no handle recorded and the remote cannot be searched"
+                held_at = clock.now()
                 applied = apply(
                     conn,
                     claim.job.key,
                     "orphan_held",
                     actor=owner,
-                    now=clock.now(),
+                    now=held_at,
                     expected_state="reserving",
                     expected_epoch=claim.epoch,
-                    detail={"cause": "worker died mid-send", "held_reason": reason},
-                    fields={"held_reason": reason, "held_at": clock.now(), "lease_owner": None, "lease_until": None},
+                    detail={"cause": "worker died mid-send", "held_reason": reason,
+                            "may_arrive_until": arrival_deadline(config, held_at)},
+                    fields={"held_reason": reason, "held_at": held_at, "lease_owner": None, "lease_until": None},
                     notify=config.notify,
                 )
                 report.orphans_held += applied.ok

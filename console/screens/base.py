@@ -80,6 +80,19 @@ class ReclaimScreen(Screen[None]):
     def reload(self) -> None:
         """Start this screen's read worker (override)."""
 
+    def reload_at(self, when: float | None) -> None:
+        """Read again once the console's clock reaches `when` (a moment that changes what the screen offers, e.g.
+        the end of a held job's arrival window), when it is ahead; the latest call wins."""
+        timer = getattr(self, "_reload_timer", None)
+        if timer is not None:
+            timer.stop()
+            self._reload_timer = None
+        if when is None:
+            return
+        delay = when - self.reclaim.clock.now()
+        if delay > 0:
+            self._reload_timer = self.set_timer(delay + 0.05, self.reload)
+
     def resumed(self) -> None:
         """The screen became current (shown, or uncovered): re-read by default (override)."""
         self.reload()

@@ -221,6 +221,7 @@ class JobScreen(ReclaimScreen):
         self._fields = rows
         self.query_one("#job-fields", FieldTable).show(rows, columns=self.field_columns())
         self.query_one("#job-why", HeldExplanation).show(detail)
+        self.reload_at(detail.arrives_until)  # release, reject and remediate are allowed from then
         if detail.can_answer:
             self.query_one("#job-remote", Static).update(
                 Text("\n").join(safe_text(line, 300) for line in detail.can_answer))

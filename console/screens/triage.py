@@ -290,6 +290,7 @@ class TriageScreen(ReclaimScreen):
         tz = self.reclaim.config.timezone
         self.query_one("#triage-title", Label).update(Text.assemble(("Triage  ", "bold"), job_title(detail)))
         self.query_one("#triage-why", HeldExplanation).show(detail)
+        self.reload_at(detail.arrives_until)  # release, reject and remediate are allowed from then
         if detail.can_answer:
             self._remote_lines = detail.can_answer[1:]  # the first: the remote's kind
         self.query_one("#step-1", Label).update(STEP_ONE_ASK if detail.query_helps else STEP_ONE_KNOWN)

@@ -23,6 +23,9 @@ class HeldExplanation(Static):
         if job.state == "held":
             text.append("Held: ", style="bold red")
             text.append_text(safe_text(job.held_reason or "outcome unknown", 300))
+            if detail.arrival:
+                text.append(f"\n{detail.arrival[0].upper()}{detail.arrival[1:]}", style="bold yellow")
+                text.append(": release, reject and remediate wait until then (reconcile need not).")
             text.append("\nThe outcome is unknown, so nothing is re-sent automatically. One of three things happened:\n",
                         style="dim")
             suspected = detail.suspected_case()

@@ -56,6 +56,10 @@ class SendOutcome:
     error: str | None = None
     reason: str | None = None  # for unknown: timeout, reset, 5xx, ...; for remote_unusable: why, in words
     retry_after: float | None = None  # for not_delivered: the delay the remote asked for (seconds)
+    unanswered: bool = False
+    """For unknown: no answer came before the send was given up (a timeout), so what had already left could
+    still reach the remote for a moment (`ledger.worker.arrival_deadline`); an answer (a 5xx, a reset by the
+    remote) means nothing more is on its way."""
 
     def __post_init__(self) -> None:
         if self.kind == "accepted" and self.handle is not None and not _storable_text(self.handle):

@@ -604,9 +604,9 @@ def classify_create_failure(
         return SendOutcome(kind, error=reply.summary(), reason=words,
                            retry_after=reply.retry_after if kind == "not_delivered" else None)
     names = {type(e).__name__ for e in chain}
-    if names & _TIMEOUT_NAMES:
-        why = "timeout"  # the word the worker's own deadline uses too
-    elif names & _RESET_NAMES:
+    if names & _TIMEOUT_NAMES:  # the client gave up (and reset the connection: ledger.remotes.abort)
+        return SendOutcome("unknown", error=_message(exc), reason="timeout", unanswered=True)
+    if names & _RESET_NAMES:
         why = "connection reset after the request was sent"
     else:
         why = "unexpected error after the request was sent"

@@ -50,6 +50,7 @@ class Exchange:
     retry_after: str | None = None
     error: str | None = None  # one line; never holds a header value
     reason: str | None = None  # for unknown: timeout, connection closed, reset ...
+    unanswered: bool = False  # for unknown: no answer before the client gave up (a timeout)
 
 
 def _describe(exc: BaseException) -> str:
@@ -98,7 +99,8 @@ def exchange(
             resp = conn.getresponse()
             data = resp.read()
         except TimeoutError as e:
-            return Exchange("unknown", error=_describe(e), reason="timeout after the request was sent")
+            return Exchange("unknown", error=_describe(e), reason="timeout after the request was sent",
+                            unanswered=True)
         except http.client.RemoteDisconnected as e:
             return Exchange("unknown", error=_describe(e), reason="connection closed before a reply")
         except ConnectionError as e:
@@ -268,7 +270,7 @@ class HttpRemote:
         if ex.outcome == "not_delivered":
             return SendOutcome("not_delivered", error=ex.error)
         if ex.outcome == "unknown":
-            return SendOutcome("unknown", error=ex.error, reason=ex.reason)
+            return SendOutcome("unknown", error=ex.error, reason=ex.reason, unanswered=ex.unanswered)
         status = ex.status or 0
         if 200 <= status < 300:
             doc = _reply_json(ex.body)

@@ -315,3 +315,38 @@ def test_quit_does_not_wait_for_a_remote_query(tmp_path: Path) -> None:
         conn.close()
         assert job is not None and job.state == "held"
         assert sim.count("create", idem=idem) == 1
+
+
+@pytest.mark.slow
+async def test_a_decision_waits_while_attempt_1_could_still_arrive(tmp_path: Path, console_sim: Simulator) -> None:
+    path = write_config(tmp_path, console_sim.url)
+    path.write_text(path.read_text(encoding="utf-8").replace("timeout_seconds = 5", "timeout_seconds = 0.3"),
+                    encoding="utf-8")
+    config = load_config(path)
+    ledger = tmp_path / "ledger.db"
+    create_ledger(ledger)
+    clock = ManualClock(T)
+    key = JobKey("hung 2026-12-01", ARTICLE)
+    console_sim.add_fault("accept_then_hang", match_idem=idem_key(key.job_id, key.operation))
+    conn = connect(ledger)
+    res = submit_now(conn, config, ARTICLE, {"input": "no answer"}, clock=clock, job_id=key.job_id,
+                     remotes=RemoteCache(config))
+    triage.record_finding(conn, config, key, "not_received", "nothing in the console", actor="alice", clock=clock)
+    conn.close()
+    assert res.state == "held"
+    clock.set(T + 1)  # the send margin is 2 s: attempt 1 could still arrive until T + 2
+
+    app = make_app(ledger, config, "carol", clock=clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_triage(pilot, key)
+        assert "Attempt 1 could still arrive until 09:00:02 (UTC): release, reject and remediate wait" in (
+            widget_text(app))
+        for name in ("release", "reject", "remediate"):
+            g = guard(screen, name)
+            assert g.allowed is False and g.reason is not None and g.reason.startswith(
+                "attempt 1 could still arrive until 09:00:02 (UTC)"), (name, g.reason)
+        assert guard(screen, "reconcile").reason is None or "could still arrive" not in guard(screen, "reconcile").reason
+        clock.set(T + 2)  # the moment passes: the screen reads the job again by itself, and the decisions open
+        await wait_until(pilot, lambda: guard(screen, "release").allowed, timeout=15, what="release allowed")
+        assert "could still arrive" not in widget_text(app)
+        assert guard(screen, "reject").allowed and guard(screen, "remediate").allowed

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from slow_link import SlowLink
 
-from ledger import queries
+from ledger import queries, triage
 from ledger.clock import SystemClock
 from ledger.config import load_config
 from ledger.db import connect
@@ -203,3 +203,58 @@ def test_a_worker_stopped_before_its_body_and_resumed_after_the_deadline_sends_n
     _link_quiet(link, wait_for)
     assert link.carried[0] < BIG, link.carried
     assert _creates(sim, job.idem_key) == []
+
+
+@pytest.fixture
+def wide_margin_config(link: SlowLink, make_config: Callable[..., dict[str, Any]],
+                       write_config: Callable[..., Path]) -> Path:
+    """The link's config with a 3 s send margin: room for a decision to be tried while attempt 1 could land."""
+    return write_config(make_config(base_url=link.url, timeout_seconds=TIMEOUT,
+                                    policy={**POLICY, "send_margin_seconds": 3, "lease_seconds": 8}))
+
+
+@pytest.mark.parametrize("rate", [256 * 1024, 128 * 1024], ids=["256KBps", "128KBps"])
+def test_a_release_waits_until_attempt_1_cannot_arrive_and_only_attempt_2_is_stored(
+    rate: int, sim: Simulator, link: SlowLink, wide_margin_config: Path, ledger_path: Path,
+    run_cli: Callable[..., Any], wait_for: Callable[..., Any], fingerprint: Callable[[Path], str],
+) -> None:
+    config = wide_margin_config
+    link.rate = rate
+    assert run_cli("submit", OP, "--payload", json.dumps({"input": "x" * BIG}), "--job-id", "big",
+                   config=config).rc == 4
+    assert run_cli("finding", "big", "--category", "not_received", "--note", "nothing in the console",
+                   operator="alice", config=config).rc == 0
+    job = _job(ledger_path, "big")
+    conn = connect(ledger_path, readonly=True)
+    try:
+        until = triage.may_arrive_until(conn, job)
+    finally:
+        conn.close()
+    assert until is not None and until == pytest.approx(job.held_at + 3)
+    before = fingerprint(ledger_path)
+    early = run_cli("release", "big", "--reason", "not received", operator="carol", config=config)
+    assert early.rc == 12 and "attempt 1 could still arrive until" in early.stderr, early
+    assert fingerprint(ledger_path) == before
+
+    wait_for(lambda: time.time() >= until, timeout=30, what="the moment attempt 1 can no longer arrive")
+    assert run_cli("release", "big", "--reason", "not received", operator="carol", config=config).rc == 0
+    link.rate = 50_000_000  # the link recovers: attempt 2 crosses at once
+    assert run_cli("tick", config=config).rc == 0
+    _link_quiet(link, wait_for)
+    assert _creates(sim, job.idem_key) == [2]
+
+
+def test_a_reject_after_the_moment_leaves_nothing_to_arrive(
+    sim: Simulator, link: SlowLink, wide_margin_config: Path, ledger_path: Path, run_cli: Callable[..., Any],
+    wait_for: Callable[..., Any],
+) -> None:
+    config = wide_margin_config
+    assert run_cli("submit", OP, "--payload", json.dumps({"input": "x" * BIG}), "--job-id", "big",
+                   config=config).rc == 4
+    early = run_cli("reject", "big", "--reason", "not wanted", operator="carol", config=config)
+    assert early.rc == 12, early
+    job = _job(ledger_path, "big")
+    wait_for(lambda: time.time() >= job.held_at + 3, timeout=30, what="the moment attempt 1 can no longer arrive")
+    assert run_cli("reject", "big", "--reason", "not wanted", operator="carol", config=config).rc == 0
+    _link_quiet(link, wait_for)
+    assert _creates(sim, job.idem_key) == [] and _job(ledger_path, "big").state == "rejected"
