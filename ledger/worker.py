@@ -186,10 +186,14 @@ def record_send_outcome(
 
 
 def arrival_deadline(config: Config, held_at: float) -> float:
-    """Until when the request of a send held at `held_at` could still reach the remote: the send margin past the
-    hold. The send was given up and its connection reset before the hold (ledger.remotes.abort), or its worker
-    was found gone past its lease and margin; what had already left arrives within the margin. Recorded on the
-    hold event as `may_arrive_until`: release, reject and remediate wait for it (ledger.triage)."""
+    """Until when the request of a send held at `held_at` for want of an answer could still reach the remote: the
+    send margin past the hold. The send was given up and its connection reset before the hold
+    (ledger.remotes.abort); what had already left arrives within the margin. Recorded on the hold event as
+    `may_arrive_until`: release, reject and remediate wait for it (ledger.triage).
+
+    A send whose worker was found gone (`orphan_held`) records none: recovery acts only past the claim's lease
+    plus the margin, while a live worker gives up before its lease minus the margin, so that moment has passed
+    (a worker killed resets its connection as it dies; one stopped and resumed is cut on resuming)."""
     return held_at + config.policy.send_margin_seconds
 
 
@@ -624,8 +628,7 @@ def recover_stale(
                     now=held_at,
                     expected_state="reserving",
                     expected_epoch=claim.epoch,
-                    detail={"cause": "worker died mid-send", "held_reason": reason,
-                            "may_arrive_until": arrival_deadline(config, held_at)},
+                    detail={"cause": "worker died mid-send", "held_reason": reason},
                     fields={"held_reason": reason, "held_at": held_at, "lease_owner": None, "lease_until": None},
                     notify=config.notify,
                 )

@@ -29,7 +29,7 @@ import pytest
 from gemini_deliveries import delivery, envelope, post, signed
 
 from ledger import evidence, make_webhook_server, queries, triage
-from ledger.clock import SystemClock
+from ledger.clock import ManualClock, SystemClock
 from ledger.config import Config, load_config
 from ledger.db import connect, write_tx
 from ledger.model import Job, JobKey
@@ -301,7 +301,9 @@ def test_an_interaction_that_reached_the_remote_after_a_reject_is_flagged_a_dupl
             tick(conn, rx.cfg, clock=SystemClock(), remotes=RemoteCache(rx.cfg), owner="w1")
             held = queries.find_job(conn, res.key)
             assert held is not None and held.state == "held"
-            triage.reject(conn, rx.cfg, res.key, actor="bob", clock=SystemClock(), reason="not needed any more")
+            until = triage.may_arrive_until(conn, held)  # held without an answer: the reject waits for this moment
+            assert until is not None
+            triage.reject(conn, rx.cfg, res.key, actor="bob", clock=ManualClock(until), reason="not needed any more")
         finally:
             conn.close()
         [stored] = slow.find_by_idem(held.idem_key)
