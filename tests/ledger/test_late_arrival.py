@@ -258,3 +258,19 @@ def test_a_reject_after_the_moment_leaves_nothing_to_arrive(
     assert run_cli("reject", "big", "--reason", "not wanted", operator="carol", config=config).rc == 0
     _link_quiet(link, wait_for)
     assert _creates(sim, job.idem_key) == [] and _job(ledger_path, "big").state == "rejected"
+
+
+def test_a_submit_process_that_gave_up_and_exited_leaves_nothing_to_arrive_after_a_reject(
+    sim: Simulator, link: SlowLink, wide_margin_config: Path, ledger_path: Path, run_cli: Callable[..., Any],
+    start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any], tmp_path: Path,
+) -> None:
+    config = wide_margin_config
+    (tmp_path / "big.json").write_text(json.dumps({"input": "x" * BIG}), encoding="utf-8")
+    sender = start_cli("submit", OP, "--payload", "@big.json", "--job-id", "big", config=config)
+    assert sender.wait(timeout=60) == 4  # held: no answer within the deadline; the process has exited
+    job = _job(ledger_path, "big")
+    wait_for(lambda: time.time() >= job.held_at + 3, timeout=30, what="the moment attempt 1 can no longer arrive")
+    assert run_cli("reject", "big", "--reason", "not wanted", operator="carol", config=config).rc == 0
+    _link_quiet(link, wait_for)
+    assert link.carried[0] < BIG, link.carried
+    assert _creates(sim, job.idem_key) == []
