@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from process_state import process_state
 from slow_link import SlowLink
 
 from ledger import queries, triage
@@ -165,13 +166,6 @@ def test_the_size_a_gemini_create_is_measured_at_is_what_the_remote_receives(
     assert request_body_size(cfg, OP, payloads["text"], idem_key="0" * 32, attempt=1) > 2 * utf8  # escaped
 
 
-def _state(pid: int) -> str:
-    """The process's state letter from /proc (T when stopped), or '' once it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return text.rpartition(")")[2].split()[0]
 
 
 def test_a_worker_killed_while_its_body_crosses_sends_no_more_of_it(
@@ -194,7 +188,7 @@ def test_a_worker_stopped_before_its_body_and_resumed_after_the_deadline_sends_n
 ) -> None:
     _reserve(ledger_path, slow_config, "stopped", {"input": "x" * BIG})
     worker = start_cli("tick", config=slow_config, env={"RECLAIM_PAUSE_AT": "after_window_check"})
-    wait_for(lambda: _state(worker.pid) == "T", timeout=30, what="the worker to stop right before its write")
+    wait_for(lambda: process_state(worker.pid) == "T", timeout=30, what="the worker to stop right before its write")
     job = _job(ledger_path, "stopped")
     wait_for(lambda: time.time() > job.lease_until + MARGIN, timeout=30, what="the lease and margin to run out")
     assert run_cli("tick", config=slow_config).rc == 4  # recovery holds it: Gemini cannot be searched

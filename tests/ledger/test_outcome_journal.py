@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from process_state import process_state
 
 from ledger import journal, queries, replay
 from ledger.clock import SystemClock
@@ -32,12 +33,6 @@ from ledger.simulator import Simulator
 OP = "article.generate"
 
 
-def _state(pid: int) -> str:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return text.rpartition(")")[2].split()[0]
 
 
 @pytest.fixture
@@ -58,7 +53,7 @@ def _reserve(ledger: Path, config: Path, job_id: str) -> str:
 def _stopped(start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any], ledger: Path,
              *args: str, point: str = "after_send_claim") -> subprocess.Popen[str]:
     proc = start_cli(*args, ledger=ledger, env={"RECLAIM_PAUSE_AT": point})
-    wait_for(lambda: _state(proc.pid) == "T", timeout=30, what=f"the process to stop at {point}")
+    wait_for(lambda: process_state(proc.pid) == "T", timeout=30, what=f"the process to stop at {point}")
     return proc
 
 
@@ -122,7 +117,7 @@ def test_on_postgresql_an_accepted_reply_while_its_row_is_locked_is_journaled_on
     monkeypatch.setenv("RECLAIM_JOURNAL_DIR", env["RECLAIM_JOURNAL_DIR"])
     idem = _reserve(ledger, journal_config, "pg-locked-1")
     worker = start_cli("tick", ledger=ledger, env={"RECLAIM_PAUSE_AT": "after_send_claim", **env})
-    wait_for(lambda: _state(worker.pid) == "T", timeout=30, what="the worker to stop after its claim")
+    wait_for(lambda: process_state(worker.pid) == "T", timeout=30, what="the worker to stop after its claim")
     with psycopg.connect(pg_url) as holder:  # one transaction, rolled back on leaving
         holder.execute("SELECT 1 FROM jobs WHERE job_id = 'pg-locked-1' FOR UPDATE")  # reads go on; its write waits
         rc, out, err = _finish(worker)
@@ -287,7 +282,7 @@ def test_on_postgresql_a_reply_accepted_while_the_server_is_down_is_journaled_by
     monkeypatch.setenv("RECLAIM_JOURNAL_DIR", env["RECLAIM_JOURNAL_DIR"])
     proc = start_cli("submit", OP, "--payload", '{"input": "server down"}', "--job-id", "pg-down", ledger=ledger,
                      env={"RECLAIM_PAUSE_AT": "after_request_written", **env})
-    wait_for(lambda: _state(proc.pid) == "T", timeout=30, what="submit to stop after writing its create")
+    wait_for(lambda: process_state(proc.pid) == "T", timeout=30, what="submit to stop after writing its create")
     wait_for(lambda: sim.interactions(), timeout=30, what="the remote to accept the create")
     before = time.time()
     pg_server.halt()

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from ledger_reads import held_picks
+from process_state import process_state
 
 from ledger import audit
 from ledger.clock import ManualClock, SystemClock
@@ -216,12 +217,6 @@ def test_a_worker_killed_mid_batch_leaves_only_the_job_it_was_sending_uncertain(
     _verified(ledger_path)
 
 
-def _proc_state(pid: int) -> str:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return text.rpartition(")")[2].split()[0]
 
 
 LEASE, TIMEOUT, MARGIN, PICK = 4.0, 1.0, 0.5, 1.0
@@ -245,7 +240,7 @@ def test_a_stopped_worker_holding_picks_loses_them_and_its_stale_claim_is_fenced
         conn.close()
     # Worker A picks all five, sends the first, claims the second and is stopped (SIGSTOP) right there.
     a = start_cli("tick", "--json", env={"RECLAIM_PAUSE_AT": "after_send_claim#2"})
-    wait_for(lambda: _proc_state(a.pid) == "T", timeout=60, what="worker A to stop after its second claim")
+    wait_for(lambda: process_state(a.pid) == "T", timeout=60, what="worker A to stop after its second claim")
     assert sim.count("create") == 1
     assert {w for _, w, _ in _picks(ledger_path)} and [k for k, _, _ in _picks(ledger_path)] == keys[2:]
 
@@ -388,7 +383,7 @@ def test_on_postgresql_a_pass_whose_whole_batch_is_lost_to_a_renewed_pick_goes_o
         assert [j.key for j in pick_due(conn_a, cfg, owner="worker-A", now=clock.now(), limit=20)] == keys[:20]
         later = clock.now() + window + 1  # A's picks have lapsed: B may pick them
         b = start_cli("tick", "--json", ledger=ledger, now=later, env={"RECLAIM_PAUSE_AT": "after_pick_read"})
-        wait_for(lambda: _proc_state(b.pid) == "T", timeout=60, what="worker B to stop after reading its batch")
+        wait_for(lambda: process_state(b.pid) == "T", timeout=60, what="worker B to stop after reading its batch")
         assert renew_picks(conn_a, cfg, "worker-A", now=later) == 20  # A, still alive, keeps its batch
         os.kill(b.pid, signal.SIGCONT)
         out, err = b.communicate(timeout=60)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from process_state import process_state
 
 from ledger import queries, replay
 from ledger.clock import SystemClock
@@ -34,13 +35,6 @@ TIMEOUT = 1.0
 MARGIN = 0.5
 
 
-def _state(pid: int) -> str:
-    """The process's state letter from /proc (T when stopped), or '' once it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return text.rpartition(")")[2].split()[0]
 
 
 def _creates(sim: Simulator, idem: str) -> list[int]:
@@ -73,7 +67,7 @@ def _reserve(ledger: Path, config: Path, job_id: str) -> str:
 def _paused_tick(start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any]) -> subprocess.Popen[str]:
     """A `reclaim tick` stopped right after it claimed its send (before the request)."""
     proc = start_cli("tick", "--json", env={"RECLAIM_PAUSE_AT": "after_send_claim"})
-    wait_for(lambda: _state(proc.pid) == "T", timeout=30, what="the worker to stop after its claim")
+    wait_for(lambda: process_state(proc.pid) == "T", timeout=30, what="the worker to stop after its claim")
     return proc
 
 
@@ -181,7 +175,7 @@ def test_submit_whose_window_closed_says_reserved_not_sent_with_its_own_code(
 ) -> None:
     proc = start_cli("submit", OP, "--payload", '{"input": "late"}', "--job-id", "w-submit",
                      env={"RECLAIM_PAUSE_AT": "after_send_claim"})
-    wait_for(lambda: _state(proc.pid) == "T", timeout=30, what="submit to stop after its claim")
+    wait_for(lambda: process_state(proc.pid) == "T", timeout=30, what="submit to stop after its claim")
     _lease_gone(ledger_path, "w-submit", wait_for)
     os.kill(proc.pid, signal.SIGCONT)
     out, err = proc.communicate(timeout=30)
@@ -227,7 +221,7 @@ def test_submit_whose_accepted_send_was_taken_over_exits_10_and_says_the_state_n
 ) -> None:
     proc = start_cli("submit", OP, "--payload", '{"input": "slow"}', "--job-id", "w-fenced",
                      env={"RECLAIM_PAUSE_AT": "after_remote_accept"})
-    wait_for(lambda: _state(proc.pid) == "T", timeout=30, what="submit to stop after the remote accepted")
+    wait_for(lambda: process_state(proc.pid) == "T", timeout=30, what="submit to stop after the remote accepted")
     _lease_gone(ledger_path, "w-fenced", wait_for)
     assert run_cli("tick").rc == 4  # recovery: no handle recorded, Gemini cannot be searched -> held
     assert run_cli("reject", "w-fenced", "--reason", "duplicate of another article", operator="bob").rc == 0
@@ -254,7 +248,7 @@ def test_a_sender_stopped_while_the_reply_is_in_flight_keeps_the_handle_after_it
     # the sender is stopped; it resumes after its whole request deadline. The reply in its socket wins.
     proc = start_cli("submit", OP, "--payload", '{"input": "in flight"}', "--job-id", "w-inflight",
                      env={"RECLAIM_PAUSE_AT": "after_request_written"})
-    wait_for(lambda: _state(proc.pid) == "T", timeout=30, what="submit to stop after writing its create")
+    wait_for(lambda: process_state(proc.pid) == "T", timeout=30, what="submit to stop after writing its create")
     stopped_at = time.monotonic()
     [accepted] = wait_for(lambda: sim.interactions(), timeout=30, what="the remote to accept the create")
     wait_for(lambda: time.monotonic() > stopped_at + TIMEOUT + MARGIN, timeout=TIMEOUT + MARGIN + 10,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from process_state import process_state
 
 from ledger import evidence, queries
 from ledger.clock import SystemClock
@@ -31,12 +32,6 @@ OP = "article.generate"
 SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
 
 
-def _state(pid: int) -> str:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return text.rpartition(")")[2].split()[0]
 
 
 @pytest.fixture
@@ -132,7 +127,7 @@ def test_a_stray_create_of_a_stopped_worker_is_detected_cancelled_and_never_deli
     finally:
         conn.close()
     stale = start_cli("worker", "--interval", "0.2", env={**env, "RECLAIM_PAUSE_AT": "after_request_written"})
-    wait_for(lambda: _state(stale.pid) == "T", timeout=30, what="the worker to stop before reading its reply")
+    wait_for(lambda: process_state(stale.pid) == "T", timeout=30, what="the worker to stop before reading its reply")
     job, _ = _job(ledger_path, "slipped")
     wait_for(lambda: time.time() > job.lease_until + 0.5, timeout=10, what="the lease to run out")
     assert run_cli("tick", env=env).rc == 4  # recovery: no handle, Gemini cannot be searched -> held
