@@ -48,14 +48,15 @@ def set_create_options(sock: socket.socket) -> None:
 class ConnectionAbort:
     """The means to reset one create's connection from any thread.
 
-    Built from the connected socket (before TLS wraps it: the wrapped socket shares the connection), it keeps
-    a duplicate of it, so the connection outlives the sender's own close until `close()` here: the reset then
-    comes from whichever close is last. `abort()` and `close()` are idempotent and never raise.
+    Built from the connected socket, plain or TLS (a duplicate of its descriptor is a plain socket on the same
+    connection: a TLS socket cannot be duplicated as such), it keeps that duplicate, so the connection outlives
+    the sender's own close until `close()` here: the reset then comes from whichever close is last. `abort()`
+    and `close()` are idempotent and never raise.
     """
 
     def __init__(self, sock: socket.socket) -> None:
         self._lock = threading.Lock()
-        self._dup: socket.socket | None = sock.dup()
+        self._dup: socket.socket | None = socket.fromfd(sock.fileno(), sock.family, sock.type, sock.proto)
         self.aborted = False
 
     def abort(self) -> None:

@@ -325,8 +325,10 @@ def test_config_refuses_a_min_send_rate_that_is_not_a_positive_number(
     assert parse_config(make_config(), base_dir=tmp_path).policy.min_send_rate == 1_000_000.0
 
 
-def test_a_window_closed_before_its_connection_was_attached_resets_it_on_attach() -> None:
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_a_window_closed_before_its_connection_was_attached_resets_it_on_attach(tls: bool) -> None:
     import socket
+    import ssl
 
     from ledger.remotes.abort import ConnectionAbort, set_create_options
 
@@ -334,6 +336,9 @@ def test_a_window_closed_before_its_connection_was_attached_resets_it_on_attach(
     try:
         client = socket.create_connection(listener.getsockname())
         server, _ = listener.accept()
+        if tls:  # as http.client's HTTPS connection holds it (no handshake needed to act on the connection)
+            client = ssl.create_default_context().wrap_socket(client, do_handshake_on_connect=False,
+                                                              server_hostname="localhost")
         set_create_options(client)
         window = SendWindow(lease_seconds=60, deadline_seconds=1, margin_seconds=1)
         assert window.close() is False  # given up while still connecting
