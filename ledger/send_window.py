@@ -11,7 +11,7 @@ the adapter attached its connection's `ConnectionAbort` (ledger.remotes.abort), 
 no further byte of the body leaves. What remains is the pause between `check()` returning and the socket write
 (a few system calls), and what a reset cannot stop: a body that had (nearly) all left before the give-up. A
 body is sent only when at `policy.min_send_rate` it fits in the send margin (`transfer_refusal`), measured as
-the adapter puts it on the wire (`Remote.body_size`); docs/design.md states both.
+the adapter puts it on the wire (`ledger.remotes.request_body_size`); docs/design.md states both.
 """
 
 from __future__ import annotations
@@ -107,7 +107,8 @@ class SendWindow:
 
     def request_sent(self) -> None:
         """The adapter's word that the whole request was handed to the connection (the body has left, bar the
-        few kilobytes the kernel may hold: ledger.remotes.abort): from then on a give-up cannot cut it."""
+        few kilobytes the kernel may hold: ledger.remotes.abort): from then on only the reply is awaited, and a
+        pause of the process no longer cuts the send (call_with_deadline's `firm_limit` is for the write)."""
         with self._lock:
             if self.sent_at is None:
                 self.sent_at = self._monotonic()

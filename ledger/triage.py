@@ -131,13 +131,21 @@ def arrival_words(job: Job, until: float, tz: str) -> str:
 def arrival_refusal(conn: sqlite3.Connection, config: Config, job: Job, action: str, now: float) -> str | None:
     """Why `action` must wait while the job's last request could still reach the remote, or None. Only the actions
     the table marks `waits_for_arrival` (release, reject, remediate) wait; a reconcile need not."""
+    wait = _arrival_wait(conn, config, job, action, now)
+    return wait[0] if wait is not None else None
+
+
+def _arrival_wait(conn: sqlite3.Connection, config: Config, job: Job, action: str, now: float
+                  ) -> tuple[str, float] | None:
+    """(why, until) when `action` must wait for the job's arrival moment; None when it need not."""
     if not action_spec(action).waits_for_arrival:
         return None
     until = may_arrive_until(conn, job)
     if until is None or now >= until:
         return None
-    return (f"{arrival_words(job, until, config.timezone)} (in {span(math.ceil(until - now))}); {action} after "
-            "then (a reconcile need not wait)")
+    why = (f"{arrival_words(job, until, config.timezone)} (in {span(math.ceil(until - now))}); {action} after "
+           "then (a reconcile need not wait)")
+    return why, until
 
 
 def _release_refusal(conn: sqlite3.Connection, config: Config, job: Job, actor: str, now: float) -> str | None:
@@ -252,9 +260,9 @@ def _act(
             why = check(conn)
         if why is not None:
             message = f"{action} refused for {key.job_id} / {key.operation}: {why}"
-            until = may_arrive_until(conn, job)
-            if until is not None and why == arrival_refusal(conn, config, job, action, now):
-                raise NotYet(message, until)  # allowed from `until`: the same command then succeeds
+            wait = _arrival_wait(conn, config, job, action, now)
+            if wait is not None and why == wait[0]:
+                raise NotYet(message, wait[1])  # allowed from then: the same command then succeeds
             raise Refused(message)
         if count_today:
             day = day_of(now, config.timezone)

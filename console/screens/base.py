@@ -9,6 +9,7 @@ from rich.text import Text
 from textual import events
 from textual.actions import parse as parse_action
 from textual.screen import ModalScreen, Screen
+from textual.timer import Timer
 from textual.worker import Worker
 
 from console.live import Pulse
@@ -60,6 +61,8 @@ class ReclaimScreen(Screen[None]):
     """A screen that reloads its own (paged) reads when it becomes current or the ledger changes."""
 
     loaded: bool = False
+    _reload_timer: Timer | None = None
+    """The pending `reload_at` read, if any."""
     """True once the screen drew its first read (tests wait on it)."""
     remote_read: bool = True
     """False while a job screen is still asking what the job's remote can answer (tests wait on it)."""
@@ -83,9 +86,8 @@ class ReclaimScreen(Screen[None]):
     def reload_at(self, when: float | None) -> None:
         """Read again once the console's clock reaches `when` (a moment that changes what the screen offers, e.g.
         the end of a held job's arrival window), when it is ahead; the latest call wins."""
-        timer = getattr(self, "_reload_timer", None)
-        if timer is not None:
-            timer.stop()
+        if self._reload_timer is not None:
+            self._reload_timer.stop()
             self._reload_timer = None
         if when is None:
             return

@@ -120,7 +120,7 @@ def test_a_body_that_crosses_in_time_is_accepted_once(
     sim: Simulator, link: SlowLink, slow_config: Path, ledger_path: Path, run_cli: Callable[..., Any],
     wait_for: Callable[..., Any],
 ) -> None:
-    res = run_cli("submit", OP, "--payload", json.dumps({"input": "x" * 100_000}), "--job-id", "small",
+    res = run_cli("submit", OP, "--payload", json.dumps({"input": "x" * 50_000}), "--job-id", "small",
                   config=slow_config)
     assert res.rc == 0, res
     job = _job(ledger_path, "small")
