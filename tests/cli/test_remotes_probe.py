@@ -183,3 +183,18 @@ def test_error_shapes_and_a_missing_id_shaped_like_the_handle() -> None:
     other = missing_id(handle)
     assert other != handle and len(other) == len(handle) and other[:-8] == handle[:-8]
     assert missing_id(None).startswith("v1_probe-missing-")
+
+
+def test_a_refused_create_is_not_retried_and_nothing_is_cancelled(
+    sim: Simulator, config_path: Path, run_cli: Callable[..., Any],
+) -> None:
+    done = run_cli("remotes", "probe", "gemini", "--json", env={"GEMINI_API_KEY": "not-the-key"})
+    assert done.rc == EXIT_PROBE_FAILED, (done.stdout, done.stderr)
+    rows = _rows(done.stdout)
+    assert rows["create_labels"]["verdict"] == "does not hold"
+    assert rows["create_labels"]["seen"].startswith("remote_unusable: HTTP 400")
+    assert "not-the-key" not in done.stdout  # the key the error body may quote back is redacted
+    for key in ("get_labels", "statuses", "cancel"):
+        assert rows[key]["verdict"] == "unknown", rows[key]
+    assert json.loads(done.stdout)["handle"] is None
+    assert sim.count("create") == 1 and sim.count("cancel") == 0 and sim.count("get") == 1  # the 404 probe only
