@@ -162,6 +162,15 @@ def orphans(conn: sqlite3.Connection, limit: int = 200) -> list[Evidence]:
     return [Evidence.from_row(r, r["handled_outcome"]) for r in rows]
 
 
+def for_handle(conn: sqlite3.Connection, handle: str, *, source: str | None = None) -> list[Evidence]:
+    """Every piece of evidence naming the remote handle `handle` (of one source when given), oldest first."""
+    if source is None:
+        rows = conn.execute("SELECT * FROM evidence WHERE handle = ? ORDER BY id", (handle,))
+    else:
+        rows = conn.execute("SELECT * FROM evidence WHERE handle = ? AND source = ? ORDER BY id", (handle, source))
+    return [Evidence.from_row(r) for r in rows]
+
+
 def latest_id(conn: sqlite3.Connection) -> int:
     """The id of the newest evidence record (0: none)."""
     return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM evidence").fetchone()[0])
