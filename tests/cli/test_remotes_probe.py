@@ -74,7 +74,7 @@ def test_every_assumption_holds_on_the_simulator_with_one_create_and_one_cancel(
         assert rows[key]["verdict"] == "unknown" and rows[key]["relied_on"] is False, rows[key]
         assert "not configured" in rows[key]["seen"]
     assert f"idem={doc['idem_key']}" in rows["create_labels"]["seen"]
-    assert "google.rpc shape" in rows["error_body"]["seen"] and "HTTP 404" in rows["error_body"]["seen"]
+    assert "interactions shape" in rows["error_body"]["seen"] and "HTTP 404" in rows["error_body"]["seen"]
     # One create and one cancel, both for the probe's own key; nothing else was created.
     assert sim.count("create") == 1 and sim.count("cancel") == 1
     assert sim.count("create", doc["idem_key"]) == 1 and sim.count("cancel", doc["idem_key"]) == 1
@@ -192,7 +192,7 @@ def test_a_refused_create_is_not_retried_and_nothing_is_cancelled(
     assert done.rc == EXIT_PROBE_FAILED, (done.stdout, done.stderr)
     rows = _rows(done.stdout)
     assert rows["create_labels"]["verdict"] == "does not hold"
-    assert rows["create_labels"]["seen"].startswith("remote_unusable: HTTP 400")
+    assert rows["create_labels"]["seen"].startswith("remote_unusable: HTTP 401 AUTHENTICATION")
     assert "not-the-key" not in done.stdout  # the key the error body may quote back is redacted
     for key in ("get_labels", "statuses", "cancel"):
         assert rows[key]["verdict"] == "unknown", rows[key]
