@@ -29,12 +29,14 @@ from ledger import (
     ACTION_TABLE,
     EXIT_BLOCKED_BY_HOLD,
     EXIT_HELD,
+    EXIT_PROBE_FAILED,
     EXIT_QUOTA_EXCEEDED,
     EXIT_REFUSED,
     EXIT_RESERVED_NOT_SENT,
     EXIT_SEND_TAKEN_OVER,
     EXIT_VERIFY_FAILED,
     POLICY_SETTINGS,
+    PROBE_WAIT_SECONDS,
     SEAT_ENV,
     BadInput,
     Clock,
@@ -1563,15 +1565,23 @@ def serve(
             raise BadInput(f"serve: cannot listen on {listen or sock}: {e.strerror}") from None
 
 
-@app.command(name="remotes")
+remotes_app = typer.Typer(add_completion=False)
+app.add_typer(remotes_app, name="remotes")
+
+
+@remotes_app.callback(invoke_without_command=True)
 def remotes_cmd(
+    ctx: typer.Context,
     ledger: LedgerOpt = DEFAULT_LEDGER,
     config: ConfigOpt = DEFAULT_CONFIG,
     operator: OperatorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """What each remote can answer: lookup by key or by handle, idem key honoured, webhooks, record retention,
-    paused or not, last probe, last answer (read-only; no remote is called)."""
+    paused or not, last probe, last answer (read-only; no remote is called). `remotes probe NAME` checks a
+    gemini remote's assumptions against the live service."""
+    if ctx.invoked_subcommand is not None:
+        return
     from ledger import what_remotes_answer
 
     with _guard(as_json):
@@ -1598,6 +1608,51 @@ def remotes_cmd(
             ["last probe / next", f"{when(a.last_probe_at)} / {when(a.next_probe_at)}"],
             ["last answer", f"{when(a.last_answer_at)} ({a.last_answer_source})" if a.last_answer_at else "-"],
         ])
+
+
+PROBE_WAIT_LIMIT = 3600.0
+"""The longest --wait `remotes probe` takes (seconds)."""
+
+
+@remotes_app.command(name="probe")
+def remotes_probe_cmd(
+    name: Annotated[str, typer.Argument(help="The gemini remote to probe, by its name in the config.")],
+    wait: Annotated[float, typer.Option(
+        "--wait", help="Seconds to wait for the webhook delivery to reach the ledger (a remote with "
+        "webhook_secret_env; `reclaim receiver` must be running).")] = PROBE_WAIT_SECONDS,
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check against the live remote every assumption reclaim makes of it: costs one tiny interaction.
+
+    One create (a tiny input, background, labelled with a fresh probe-... idem key that names no job; never
+    retried), cancelled at once, a GET of it, a GET of an id that does not exist, and with a webhook configured
+    the wait for its delivery through `reclaim receiver`. Prints each assumption (create accepted with labels,
+    GET echoes labels, statuses, cancel, error body, delivery, envelope, signature) as holds / does not hold /
+    unknown, and whether this config relies on it. Reserves nothing and writes nothing to the ledger.
+
+    Exit 0 when every assumption this config relies on holds, 13 when one does not (or could not be seen),
+    2 for a remote that is not declared or not a gemini one (nothing sent)."""
+    from ledger import probe_remote
+
+    with _guard(as_json):
+        _within("--wait", wait, 0, PROBE_WAIT_LIMIT)
+        # An undeclared or non-gemini remote, a missing key, or (with a webhook) an unreadable ledger is refused
+        # before anything is sent.
+        report = probe_remote(_load(config), name, ledger=ledger, wait_seconds=wait, notice=output.notice)
+    failing = [a.name for a in report.failing]
+    if as_json:
+        output.emit_json(report.to_dict())
+    else:
+        output.table(f"remote {report.remote}: what reclaim assumes (probe {report.idem_key}, interaction "
+                     f"{report.handle or '-'})", ["assumption", "verdict", "relied on", "seen"],
+                     [[a.name, a.verdict, "yes" if a.relied_on else "no", a.seen] for a in report.assumptions])
+        if failing:
+            output.line(f"not holding, and this config relies on it: {'; '.join(failing)}")
+        else:
+            output.line("every assumption this config relies on holds")
+    raise typer.Exit(EXIT_PROBE_FAILED if failing else 0)
 
 
 REPORT_SINCE = "7d"

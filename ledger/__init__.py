@@ -41,8 +41,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "BadInput": ("ledger.errors", "BadInput"), "ConfigError": ("ledger.errors", "ConfigError"),
     "EXIT_BLOCKED_BY_HOLD": ("ledger.errors", "EXIT_BLOCKED_BY_HOLD"), "EXIT_HELD": ("ledger.errors", "EXIT_HELD"),
     "EXIT_QUOTA_EXCEEDED": ("ledger.errors", "EXIT_QUOTA_EXCEEDED"),
-    "EXIT_NOT_YET": ("ledger.errors", "EXIT_NOT_YET"),
-    "EXIT_UNDECIDED_CANDIDATES": ("ledger.errors", "EXIT_UNDECIDED_CANDIDATES"), "EXIT_REFUSED": ("ledger.errors", "EXIT_REFUSED"),
+    "EXIT_NOT_YET": ("ledger.errors", "EXIT_NOT_YET"), "EXIT_REFUSED": ("ledger.errors", "EXIT_REFUSED"),
+    "EXIT_PROBE_FAILED": ("ledger.errors", "EXIT_PROBE_FAILED"),
+    "EXIT_UNDECIDED_CANDIDATES": ("ledger.errors", "EXIT_UNDECIDED_CANDIDATES"),
     "EXIT_RESERVED_NOT_SENT": ("ledger.errors", "EXIT_RESERVED_NOT_SENT"),
     "EXIT_SEND_TAKEN_OVER": ("ledger.errors", "EXIT_SEND_TAKEN_OVER"),
     "EXIT_VERIFY_FAILED": ("ledger.errors", "EXIT_VERIFY_FAILED"), "JobNotFound": ("ledger.errors", "JobNotFound"),
@@ -120,6 +121,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Event": ("ledger.model", "Event"), "GROUPS": ("ledger.model", "GROUPS"),
     "idem_key": ("ledger.model", "idem_key"), "Job": ("ledger.model", "Job"), "JobKey": ("ledger.model", "JobKey"),
     "STATES": ("ledger.model", "STATES"),
+    # ledger.probe
+    "probe_remote": ("ledger.probe", "probe_remote"), "ProbeReport": ("ledger.probe", "ProbeReport"),
+    "PROBE_WAIT_SECONDS": ("ledger.probe", "DEFAULT_WAIT_SECONDS"),
     # ledger.queries
     "fenced_write_count": ("ledger.queries", "fenced_write_count"),
     "fenced_writes_for": ("ledger.queries", "fenced_writes_for"), "find_job": ("ledger.queries", "find_job"),
@@ -206,6 +210,7 @@ if TYPE_CHECKING:
         EXIT_BLOCKED_BY_HOLD,
         EXIT_HELD,
         EXIT_NOT_YET,
+        EXIT_PROBE_FAILED,
         EXIT_QUOTA_EXCEEDED,
         EXIT_REFUSED,
         EXIT_RESERVED_NOT_SENT,
@@ -296,6 +301,8 @@ if TYPE_CHECKING:
     from ledger.policy import read as read_policy
     from ledger.policy import record as record_policy
     from ledger.policy import require_owner as require_policy_owner
+    from ledger.probe import DEFAULT_WAIT_SECONDS as PROBE_WAIT_SECONDS
+    from ledger.probe import ProbeReport, probe_remote
     from ledger.queries import (
         JobFilter,
         QuotaDay,
@@ -379,6 +386,7 @@ __all__ = [
     "EXIT_BLOCKED_BY_HOLD",
     "EXIT_HELD",
     "EXIT_NOT_YET",
+    "EXIT_PROBE_FAILED",
     "EXIT_QUOTA_EXCEEDED",
     "EXIT_REFUSED",
     "EXIT_RESERVED_NOT_SENT",
@@ -392,6 +400,7 @@ __all__ = [
     "JOB_ACTIONS",
     "JOURNAL_BYTES",
     "POLICY_SETTINGS",
+    "PROBE_WAIT_SECONDS",
     "RELEASE_OUTCOMES",
     "REPORT_CSV_COLUMNS",
     "REPORT_ENDINGS",
@@ -425,6 +434,7 @@ __all__ = [
     "PayloadError",
     "Policy",
     "Preview",
+    "ProbeReport",
     "QuotaDay",
     "Redactor",
     "Refused",
@@ -526,6 +536,7 @@ __all__ = [
     "poll_submitted",
     "preload_adapters",
     "preview_action",
+    "probe_remote",
     "process_clock",
     "query_job",
     "quota_history",

@@ -75,8 +75,9 @@ class RemoteConfig:
     lookup_url: str | None = None
     dedupes_by_key: bool = False
     header_env: dict[str, str] = field(default_factory=dict)
-    # gemini: the variable holding the static project webhook's `whsec_` signing secret; when set,
-    # creates carry webhook_config.user_metadata {idem, attempt} and `reclaim receiver` verifies deliveries.
+    # gemini: the variable holding the project's static webhook `whsec_` signing secret (Standard Webhooks);
+    # when set, `reclaim receiver` verifies deliveries with it. Creates are unchanged: a delivery names only the
+    # interaction, attributed by the GET's `labels` (no request-level webhook_config: v1 does not document it).
     webhook_secret_env: str | None = None
     # How many days the remote keeps its records of a job, as its operator declares it (None: not declared);
     # shown by `reclaim remotes`: past it, a lookup cannot tell "never ran" from "forgotten".

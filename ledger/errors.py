@@ -18,7 +18,8 @@ EXIT_RESERVED_NOT_SENT = 9  # reserved (committed), but this process did not sen
 EXIT_SEND_TAKEN_OVER = 10  # this process's send was fenced: another worker or a person moved the job on
 EXIT_VERIFY_FAILED = 11  # `reclaim verify` found a break in the audit chain, a job its events disagree with, or damage
 EXIT_NOT_YET = 12  # a decision refused for now: the held job's last request could still arrive; try after the time given
-EXIT_UNDECIDED_CANDIDATES = 13  # a release refused: orphan deliveries could be the held job's own; reconcile or dismiss each
+EXIT_PROBE_FAILED = 13  # `reclaim remotes probe`: an assumption this config relies on does not hold (or could not be seen)
+EXIT_UNDECIDED_CANDIDATES = 14  # a release refused: orphan deliveries could be the held job's own; reconcile or dismiss each
 
 
 class LedgerError(Exception):

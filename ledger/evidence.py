@@ -8,7 +8,7 @@ failed query adds nothing).
 
 A webhook delivery names only an interaction id. The receiver records it against the job whose handle
 it is, or against no job; every worker pass then attributes the rest from the interaction's own record
-(`owner_of_record`: its `labels`, else the echoed `webhook_config.user_metadata`) and acts on the
+(`owner_of_record`: its `labels`) and acts on the
 evidence nobody handled yet (`ledger.worker`): a submitted job is polled at once; a held job with no
 handle is reconciled (or gets a finding by `reclaim`); a second interaction for the same idem key is
 recorded as a duplicate and cancelled while it runs; an interaction whose owner cannot be read, or
@@ -207,6 +207,15 @@ def orphans_since(conn: sqlite3.Connection, since: float, limit: int = 500) -> l
     return out
 
 
+def for_handle(conn: sqlite3.Connection, handle: str, *, source: str | None = None) -> list[Evidence]:
+    """Every piece of evidence naming the remote handle `handle` (of one source when given), oldest first."""
+    if source is None:
+        rows = conn.execute("SELECT * FROM evidence WHERE handle = ? ORDER BY id", (handle,))
+    else:
+        rows = conn.execute("SELECT * FROM evidence WHERE handle = ? AND source = ? ORDER BY id", (handle, source))
+    return [Evidence.from_row(r) for r in rows]
+
+
 def latest_id(conn: sqlite3.Connection) -> int:
     """The id of the newest evidence record (0: none)."""
     return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM evidence").fetchone()[0])
@@ -225,20 +234,18 @@ MAX_ATTEMPT = 1_000_000
 def owner_of_record(snapshot: Any) -> tuple[str | None, int | None, str | None]:
     """Whose interaction a remote record is: (idem key, attempt, where it was read) from its own fields.
 
-    Reads `labels` (`idem`, `attempt`), else the echoed `webhook_config.user_metadata`; a GET reply is
-    not promised to echo either. (None, None, None) when neither names an idem key. For a remote whose
-    records carry the key as `key` (the HTTP clean-up remote), that key.
+    Reads `labels` (`idem`, `attempt`): a documented request and resource field, though no documented example
+    reply shows it, so a GET may not echo it. (None, None, None) when no label names an idem key. For a remote
+    whose records carry the key as `key` (the HTTP clean-up remote), that key.
     """
     if not isinstance(snapshot, dict):
         return None, None, None
-    for where, holder in (("labels", snapshot.get("labels")),
-                          ("webhook_config", (snapshot.get("webhook_config") or {}).get("user_metadata")
-                           if isinstance(snapshot.get("webhook_config"), dict) else None)):
-        if isinstance(holder, dict) and isinstance(holder.get("idem"), str) and holder["idem"]:
-            raw = holder.get("attempt")
-            text = str(raw) if isinstance(raw, (str, int)) and not isinstance(raw, bool) else ""
-            attempt = int(text) if text.isdigit() and len(text) <= 7 and int(text) <= MAX_ATTEMPT else None
-            return holder["idem"], attempt, where
+    labels = snapshot.get("labels")
+    if isinstance(labels, dict) and isinstance(labels.get("idem"), str) and labels["idem"]:
+        raw = labels.get("attempt")
+        text = str(raw) if isinstance(raw, (str, int)) and not isinstance(raw, bool) else ""
+        attempt = int(text) if text.isdigit() and len(text) <= 7 and int(text) <= MAX_ATTEMPT else None
+        return labels["idem"], attempt, "labels"
     if isinstance(snapshot.get("key"), str) and snapshot["key"]:
         return snapshot["key"], None, "key"
     return None, None, None

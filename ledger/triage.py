@@ -513,7 +513,7 @@ def verify_handle(config: Config, job: Job, handle: str, remote: Remote, attempt
         return f"the remote does not know {handle}; check the handle"
     carried, label_attempt, _ = evidence.owner_of_record(status.snapshot)
     if carried is None:
-        return (f"the remote's record of {handle} names no idem key (neither labels nor webhook_config are "
+        return (f"the remote's record of {handle} names no idem key (its labels are not "
                 "echoed): it cannot be verified; reconcile with --unverified and a reason")
     if carried != job.idem_key:
         return f"{handle} carries idem key {carried}, not this job's {job.idem_key}: it is another job's interaction"

@@ -292,8 +292,7 @@ def attribute_deliveries(
     """Give each webhook delivery that names no job an owner, from the interaction's own record.
 
     A delivery names only an interaction id. When the id has since become a job's handle, that job owns
-    it; otherwise the interaction is fetched by id (GET) and its `labels` (else the echoed
-    `webhook_config.user_metadata`) name the idem key and attempt. The owner gets a new evidence record
+    it; otherwise the interaction is fetched by id (GET) and its `labels` name the idem key and attempt. The owner gets a new evidence record
     (append-only: the delivery's own record stays, marked "attributed"), which `act_on_evidence` then acts
     on. An interaction the remote no longer knows, whose record names no idem key, or whose idem key is not
     in this ledger stays orphan evidence, with the reason; for one whose owner cannot be read, what its record
@@ -323,8 +322,7 @@ def attribute_deliveries(
             idem, attempt, where = evidence.owner_of_record(status.snapshot)
             if idem is None:
                 _handled(conn, ev.id, "orphan: the interaction's record names no idem key "
-                         "(neither labels nor webhook_config echoed)", clock,
-                         record=evidence.what_record_says(status.snapshot))
+                         "(its labels were not echoed)", clock, record=evidence.what_record_says(status.snapshot))
                 continue
             job = _job_by_idem(conn, idem)
             if job is None:

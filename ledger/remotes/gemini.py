@@ -301,13 +301,12 @@ def _sdk_client(*, api_key: str, base_url: str, timeout_ms: int, attempts: int, 
         raise ConfigError(f"the google-genai client cannot be built: {e}") from None
 
 
-def create_kwargs(
-    payload: dict[str, Any], *, model: str, idem_key: str, attempt: int, webhooks: bool = False
-) -> dict[str, Any]:
+def create_kwargs(payload: dict[str, Any], *, model: str, idem_key: str, attempt: int) -> dict[str, Any]:
     """The arguments of the one `interactions.create` a send makes (and `validate_payload` checks).
 
-    The labels carry the idem key and attempt: the interaction's own record names its job. With `webhooks`,
-    `webhook_config.user_metadata` carries them too, a second place a GET may echo when it echoes no labels.
+    Only fields the v1 reference documents: the labels carry the idem key and attempt, so the interaction's own
+    record names its job. No `webhook_config`: v1 does not document it (only v1beta does), and the documented
+    answer to an unknown field is 400 `parameter_unknown`. Deliveries come from the project's static webhook.
     """
     kwargs: dict[str, Any] = {
         "model": model,
@@ -315,8 +314,6 @@ def create_kwargs(
         "background": True,
         "labels": {"idem": idem_key, "attempt": str(attempt)},
     }
-    if webhooks:
-        kwargs["webhook_config"] = {"user_metadata": {"idem": idem_key, "attempt": str(attempt)}}
     if "system_instruction" in payload:
         kwargs["system_instruction"] = payload["system_instruction"]
     if "generation_config" in payload:
@@ -334,8 +331,7 @@ def request_body_size(rc: RemoteConfig, payload: dict[str, Any], *, idem_key: st
     other is put through the SDK's own create against a transport that only measures (tens of ms), so the
     SDK's normalisation (content blocks into a user step, defaults) is counted as sent.
     """
-    kwargs = create_kwargs(payload, model=rc.model, idem_key=idem_key, attempt=attempt,
-                           webhooks=bool(rc.webhook_secret_env))
+    kwargs = create_kwargs(payload, model=rc.model, idem_key=idem_key, attempt=attempt)
     if _text_only(payload):
         return len(json.dumps(kwargs, separators=(",", ":")))  # ASCII: one byte per character
     return _measured_by_sdk(kwargs)
@@ -385,7 +381,6 @@ class GeminiRemote:
         self._redactor = redactor if redactor is not None else Redactor.for_remote(rc)
         self.model = rc.model
         self.timeout = float(rc.timeout_seconds)
-        self.webhooks = bool(rc.webhook_secret_env)
         self.base_url = rc.base_url
         key = os.environ.get(rc.api_key_env) or ("simulator" if rc.base_url else None)
         if key is None:
@@ -440,7 +435,7 @@ class GeminiRemote:
         ctx = _SendContext(OpenWindow() if window is None else window, self.timeout)
         token = _CURRENT_SEND.set(ctx)
         try:
-            kwargs = create_kwargs(payload, model=self.model, idem_key=idem_key, attempt=attempt, webhooks=self.webhooks)
+            kwargs = create_kwargs(payload, model=self.model, idem_key=idem_key, attempt=attempt)
             interaction = self._create_client.interactions.create(**kwargs)
         except Exception as exc:
             return classify_create_failure(exc, written=ctx.written, refusal=ctx.window.refusal, model=self.model)

@@ -11,13 +11,16 @@ It speaks the current Interactions API as google-genai 3.6.1 models it: replies
 carry ``steps`` (no legacy ``outputs``), every documented status is reachable
 (``force_status``, or an ``end_status`` fault on a create), ids are long opaque
 strings, the API key is checked (``x-goog-api-key`` or ``?key=``), replies copy the
-documented resource (``object``, ``usage``, the ``labels`` and ``webhook_config`` echoes, each
-switchable, the ``user_input`` step on GET), interactions expire after ``retention_seconds``, a
-cancel may take ``cancel_delay``, and errors come in both documented shapes, chosen per fault
-(``error_shape``): Google's front end ``{"error": {"code": <int>, "message", "status", "details"}}``
-and the Interactions API's ``{"error": {"code": "<string>", "message"}}``, with fault kinds for each
-answer that makes a remote unusable (invalid key, billing, region, permission, unknown model), rate
-limits and redirects. ``tests/documented/`` holds the documented examples they are checked against.
+documented resource (``object``, ``usage``, the ``user_input`` step on GET; a background create answers
+``in_progress``; the ``labels`` and v1beta ``webhook_config`` echoes, which no documented reply shows, each
+switchable), a v1 create carrying a field only v1beta documents is refused 400 ``parameter_unknown``,
+interactions expire after ``retention_seconds`` (one day by default, the free tier's), a cancel may take
+``cancel_delay``, and errors come in the Interactions API's documented shape ``{"error": {"code":
+"<snake_case>", "message"}}`` with the error page's codes and no RetryInfo, or, as a robustness case chosen per
+simulator or per fault (``error_shape``), Google's front end ``{"error": {"code": <int>, "message", "status",
+"details"}}``; fault kinds cover each answer that makes a remote unusable (invalid key, billing, region,
+permission, unknown model), rate limits, quota and redirects. ``tests/documented/`` holds the documented
+examples they are checked against.
 
 What the remote did can be found out the ways Gemini offers: a GET by handle, signed Standard
 Webhooks deliveries from the project webhook (``webhook_url`` / ``webhook_secret``, with faults of
@@ -37,7 +40,13 @@ from ledger.simulator.base import MAX_HANG_SECONDS, METHODS, Method, is_loopback
 from ledger.simulator.cleanup import DEFAULT_CLEANUP_SELECTED
 from ledger.simulator.cli import main, serve
 from ledger.simulator.console import CONSOLE_PATH
-from ledger.simulator.errors import DEFAULT_RETRY_DELAY, ERROR_SHAPES, google_error, interactions_error
+from ledger.simulator.errors import (
+    DEFAULT_RETRY_DELAY,
+    ERROR_SHAPES,
+    INTERACTIONS_CODES,
+    google_error,
+    interactions_error,
+)
 from ledger.simulator.faults import (
     ERROR_KINDS,
     FAULT_KINDS,
@@ -50,6 +59,7 @@ from ledger.simulator.faults import (
 )
 from ledger.simulator.gemini import (
     DEFAULT_API_KEY,
+    DEFAULT_RETENTION_SECONDS,
     INTERACTION_STATUSES,
     STORE_FALSE_WITH_BACKGROUND,
     WEBHOOK_CONFIG_NEEDS_BACKGROUND,
@@ -70,11 +80,13 @@ __all__ = [
     "CONSOLE_PATH",
     "DEFAULT_API_KEY",
     "DEFAULT_CLEANUP_SELECTED",
+    "DEFAULT_RETENTION_SECONDS",
     "DEFAULT_RETRY_DELAY",
     "ERROR_KINDS",
     "ERROR_SHAPES",
     "FAULT_KINDS",
     "GEMINI_RETRY_SCHEDULE",
+    "INTERACTIONS_CODES",
     "INTERACTION_STATUSES",
     "MAX_HANG_SECONDS",
     "METHODS",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.simulator.cleanup import CleanupMixin
 from ledger.simulator.console import RemoteConsoleMixin
+from ledger.simulator.errors import ERROR_SHAPES
 from ledger.simulator.gemini import GeminiMixin, check_cancel_delay, check_retention
 from ledger.simulator.webhooks import _check_webhook_secret, _check_webhook_url
 
@@ -32,7 +33,8 @@ _WEBHOOK_FAULT_FIELDS = frozenset({"kind", "count", "match_idem", "seconds"})
 _CONFIG_FIELDS = frozenset(
     {"dedupes_by_key", "cleanup_seconds", "complete_after", "cleanup_selected", "api_key", "unknown_models",
      "webhook_url", "webhook_secret", "webhook_drop_rate", "echo_labels", "echo_webhook_config", "retention_seconds",
-     "cancel_delay", "webhook_time_compression", "webhook_first_attempt_fail_rate", "receiver_down_seconds"}
+     "cancel_delay", "webhook_time_compression", "webhook_first_attempt_fail_rate", "receiver_down_seconds",
+     "error_shape"}
 )
 
 
@@ -59,6 +61,7 @@ class ControlMixin(GeminiMixin, CleanupMixin, RemoteConsoleMixin):
         webhook_time_compression: float | None = None,
         webhook_first_attempt_fail_rate: float | None = None,
         receiver_down_seconds: float | None = None,
+        error_shape: str | None = None,
     ) -> dict[str, Any]:
         """Change runtime settings (only the ones given); returns the resulting config.
 
@@ -70,8 +73,12 @@ class ControlMixin(GeminiMixin, CleanupMixin, RemoteConsoleMixin):
         good). ``cancel_delay``: seconds from an accepted cancel to ``cancelled``. ``webhook_time_compression``:
         divides the Gemini retry schedule's waits (> 0). ``webhook_first_attempt_fail_rate``: share of first
         delivery attempts that fail (then retried). ``receiver_down_seconds``: every delivery attempt fails to
-        connect for that long from now (0 ends it). Bad values raise ValueError and change nothing.
+        connect for that long from now (0 ends it). ``error_shape``: the body of the API's errors and of faults
+        that name none, "interactions" (documented; the default) or "google" (a robustness case). Bad values
+        raise ValueError and change nothing.
         """
+        if error_shape is not None and error_shape not in ERROR_SHAPES:
+            raise ValueError(f"error_shape must be one of {', '.join(ERROR_SHAPES)}")
         if retention_seconds is not UNSET:
             retention_seconds = check_retention(retention_seconds)
         if cancel_delay is not None:
@@ -100,6 +107,8 @@ class ControlMixin(GeminiMixin, CleanupMixin, RemoteConsoleMixin):
                 self.webhook_drop_rate = float(webhook_drop_rate)
             if echo_labels is not None:
                 self.echo_labels = echo_labels
+            if error_shape is not None:
+                self.error_shape = error_shape
             if echo_webhook_config is not None:
                 self.echo_webhook_config = echo_webhook_config
             if not isinstance(retention_seconds, Unset):
@@ -135,6 +144,7 @@ class ControlMixin(GeminiMixin, CleanupMixin, RemoteConsoleMixin):
             "webhook_drop_rate": self.webhook_drop_rate,
             "echo_labels": self.echo_labels,
             "echo_webhook_config": self.echo_webhook_config,
+            "error_shape": self.error_shape,
             "retention_seconds": self.retention_seconds,
             "cancel_delay": self.cancel_delay,
             "api_key_checked": self.api_key is not None,
@@ -147,6 +157,7 @@ class ControlMixin(GeminiMixin, CleanupMixin, RemoteConsoleMixin):
         and the delivery log (ids keep growing; settings, webhook URL and secret stay)."""
         with self._lock:
             self._reset_counts()
+            self._create_fields.clear()
             self._rules.clear()
             self._rates = {}
             self._interactions.clear()
@@ -162,6 +173,12 @@ class ControlMixin(GeminiMixin, CleanupMixin, RemoteConsoleMixin):
                 "by_method": dict(self._by_method),
                 "by_idem": {k: dict(v) for k, v in self._by_idem.items()},
             }
+
+    def create_field_count(self, name: str) -> int:
+        """How many creates carried the top-level field ``name`` (counted when the create arrives, whatever
+        it was answered)."""
+        with self._lock:
+            return self._create_fields.get(name, 0)
 
     def count(self, method: str | None = "create", idem: str | None = None) -> int:
         """Number of requests of ``method`` (None = all methods), optionally for one idem/key."""

@@ -1,12 +1,17 @@
-"""Error answers in both documented shapes.
+"""Error answers in both shapes.
 
-- ``google`` (Google's front end, AIP-193): ``{"error": {"code": <int>, "message", "status", "details":
-  [ErrorInfo, RetryInfo]}}``;
-- ``interactions`` (the Interactions API's own errors): ``{"error": {"code": "<string>", "message"}}``.
+- ``interactions`` (the default; the Interactions API's error page): ``{"error": {"code": "<snake_case>",
+  "message"}}``, with the page's codes (``INTERACTIONS_CODES``): ``invalid_request``, ``parameter_unknown``,
+  ``failed_precondition``, ``authentication``, ``payment_required``, ``permission_denied``, ``not_found``,
+  ``model_not_found``, ``rate_limit_exceeded``, ``quota_exceeded``, ``api_error``, ``service_unavailable``,
+  ``deadline_exceeded``, ... and no RetryInfo;
+- ``google`` (Google's front end, AIP-193; kept as a robustness case, the Interactions API does not document
+  it): ``{"error": {"code": <int>, "message", "status", "details": [ErrorInfo, RetryInfo]}}``.
 
-Each error fault kind answers as Google's front end does (invalid key, billing, region, permission,
-disabled service, payment, unknown model, rate limit, redirect), or, for ``echo_key``, as a careless one
-that quotes the request's credential back; nothing is created. A fault's ``error_shape`` picks the shape.
+Each error fault kind answers as the chosen shape would (invalid key, billing, region, permission, disabled
+service, payment, unknown model, rate limit, quota, redirect), or, for ``echo_key``, as a careless front end
+that quotes the request's credential back; nothing is created. A fault's ``error_shape`` picks the shape,
+else the simulator's ``error_shape``.
 """
 
 from __future__ import annotations
@@ -78,25 +83,43 @@ def google_error(
 ERROR_SHAPES: tuple[str, ...] = ("google", "interactions")
 """The error body shapes a fault can answer with."""
 
-_INTERACTIONS_CODE: dict[int, str] = {
-    400: "invalid_request",
-    401: "unauthenticated",
-    402: "payment_required",
-    403: "permission_denied",
-    404: "not_found",
-    408: "deadline_exceeded",
-    409: "aborted",
-    429: "resource_exhausted",
-    500: "internal_error",
-    501: "unimplemented",
-    503: "unavailable",
-    504: "deadline_exceeded",
+INTERACTIONS_CODES: dict[str, int] = {
+    "invalid_request": 400,
+    "failed_precondition": 400,
+    "parameter_unknown": 400,
+    "authentication": 401,
+    "payment_required": 402,
+    "permission_denied": 403,
+    "not_found": 404,
+    "model_not_found": 404,
+    "out_of_range": 416,
+    "rate_limit_exceeded": 429,
+    "quota_exceeded": 429,
+    "cancelled": 499,
+    "api_error": 500,
+    "service_unavailable": 503,
+    "deadline_exceeded": 504,
+}
+"""The Interactions API's error codes and their HTTP statuses, as its error page lists them
+(https://ai.google.dev/gemini-api/docs/api-errors)."""
+
+_CODE_OF_STATUS: dict[int, str] = {
+    400: "invalid_request", 401: "authentication", 402: "payment_required", 403: "permission_denied",
+    404: "not_found", 416: "out_of_range", 429: "rate_limit_exceeded", 499: "cancelled", 500: "api_error",
+    503: "service_unavailable", 504: "deadline_exceeded",
 }
 
 
-def interactions_error(code: int, message: str) -> dict[str, Any]:
-    """The body the Interactions API answers its own errors with: ``{"error": {"code": "<string>", "message"}}``."""
-    return {"error": {"code": _INTERACTIONS_CODE.get(code, "unknown"), "message": message}}
+def interactions_code(http_status: int) -> str:
+    """The error page's code for an HTTP status; a status the page does not list gets its class's general code
+    (``invalid_request`` for 4xx, ``api_error`` otherwise)."""
+    return _CODE_OF_STATUS.get(http_status, "invalid_request" if 400 <= http_status < 500 else "api_error")
+
+
+def interactions_error(code: int, message: str, word: str | None = None) -> dict[str, Any]:
+    """The body the Interactions API answers errors with: ``{"error": {"code": "<snake_case>", "message"}}``;
+    ``word`` is the code (default: the page's code for the HTTP status ``code``)."""
+    return {"error": {"code": word or interactions_code(code), "message": message}}
 
 
 def error_body(
@@ -107,10 +130,12 @@ def error_body(
     status: str | None = None,
     reason: str | None = None,
     retry_delay: float | None = None,
+    word: str | None = None,
 ) -> dict[str, Any]:
-    """An error body in ``shape`` ("google" or "interactions"; the latter has no status or details)."""
+    """An error body in ``shape``: "interactions" (``word`` or the status's code, the message; no status or
+    details) or "google" (``status``, an ErrorInfo for ``reason``, a RetryInfo for ``retry_delay``)."""
     if shape == "interactions":
-        return interactions_error(code, message)
+        return interactions_error(code, message, word)
     return google_error(code, message, status=status, reason=reason, retry_delay=retry_delay)
 
 
@@ -125,14 +150,14 @@ def _retry_headers(fault: FaultRule) -> dict[str, str]:
 
 def _model_not_found_message(model: str) -> str:
     return (
-        f"models/{model} is not found for API version v1beta, or is not supported for "
+        f"models/{model} is not found for API version v1, or is not supported for "
         "createInteraction. Call ListModels to see the list of available models."
     )
 
 
-def send_status_fault(h: _Handler, fault: FaultRule) -> None:
-    """Answer a ``status`` fault: its HTTP code, a body in the fault's shape, optional Retry-After /
-    retry-after-ms / ErrorInfo / RetryInfo."""
+def send_status_fault(h: _Handler, fault: FaultRule, shape: str) -> None:
+    """Answer a ``status`` fault: its HTTP code, a body in ``shape``, optional Retry-After / retry-after-ms (and,
+    in the google shape, ErrorInfo / RetryInfo)."""
     headers = _retry_headers(fault)
     try:
         phrase = HTTPStatus(fault.status).phrase
@@ -140,7 +165,7 @@ def send_status_fault(h: _Handler, fault: FaultRule) -> None:
         phrase = "error"
     h.send_error_json(
         fault.status, f"simulated fault: {fault.status} {phrase}", headers,
-        reason=fault.reason, retry_delay=fault.retry_delay, shape=fault.error_shape,
+        reason=fault.reason, retry_delay=fault.retry_delay, shape=shape,
     )
 
 
@@ -150,34 +175,44 @@ def _credential(h: _Handler) -> str:
     return h.headers.get("x-goog-api-key") or h.headers.get("Authorization") or (keys[-1] if keys else "")
 
 
-def send_echo_key(h: _Handler, fault: FaultRule) -> None:
-    """Answer ``fault.status`` with an error that quotes the request's credential back (message and metadata)."""
+def send_echo_key(h: _Handler, fault: FaultRule, shape: str) -> None:
+    """Answer ``fault.status`` with an error that quotes the request's credential back (its message and, in the
+    google shape, its ErrorInfo metadata)."""
     key = _credential(h)
-    body = google_error(fault.status, f"simulated fault: the request carried the credential {key}",
-                        reason=fault.reason or "ECHOED_CREDENTIAL")
+    message = f"simulated fault: the request carried the credential {key}"
+    if shape == "interactions":
+        h.send_json(fault.status, interactions_error(fault.status, message))
+        return
+    body = google_error(fault.status, message, reason=fault.reason or "ECHOED_CREDENTIAL")
     for detail in body["error"].get("details", []):
         detail.setdefault("metadata", {})["credential"] = key
     h.send_json(fault.status, body)
 
 
-def send_error_fault(h: _Handler, fault: FaultRule, base_url: str, model: str | None = None) -> None:
-    """Answer one of the error kinds (or a redirect) in the fault's ``error_shape``; nothing is created."""
+def send_error_fault(h: _Handler, fault: FaultRule, base_url: str, shape: str, model: str | None = None) -> None:
+    """Answer one of the error kinds (or a redirect) in ``shape``; nothing is created.
+
+    The interactions shape uses the error page's codes (an invalid key is 401 ``authentication``, billing and
+    region ``failed_precondition``, a rate limit ``rate_limit_exceeded`` with no RetryInfo); the google shape
+    Google's front end (400 INVALID_ARGUMENT with API_KEY_INVALID, FAILED_PRECONDITION, RESOURCE_EXHAUSTED with a
+    RetryInfo, ``retry_delay`` default 7 s)."""
     kind = fault.kind
     headers = _retry_headers(fault)
-    err = partial(h.send_error_json, shape=fault.error_shape)
+    err = partial(h.send_error_json, shape=shape)
+    google = shape == "google"
     if kind == "redirect":
         h.send_redirect(fault.status, fault.location or f"{base_url}/v1beta/moved/interactions")
     elif kind == "api_key_invalid":
-        err(400, "API key not valid. Please pass a valid API key.",
-            status="INVALID_ARGUMENT", reason=fault.reason or "API_KEY_INVALID")
+        err(400 if google else 401, "API key not valid. Please pass a valid API key.",
+            status="INVALID_ARGUMENT", reason=fault.reason or "API_KEY_INVALID", word="authentication")
     elif kind == "billing":
         err(
             400, "Billing is not enabled for this project; enable billing to use this model.",
-            status="FAILED_PRECONDITION", reason=fault.reason,
+            status="FAILED_PRECONDITION", reason=fault.reason, word="failed_precondition",
         )
     elif kind == "location":
         err(400, "User location is not supported for the API use.",
-            status="FAILED_PRECONDITION", reason=fault.reason)
+            status="FAILED_PRECONDITION", reason=fault.reason, word="failed_precondition")
     elif kind == "permission_denied":
         err(403, "The caller does not have permission", status="PERMISSION_DENIED",
             reason=fault.reason)
@@ -191,14 +226,18 @@ def send_error_fault(h: _Handler, fault: FaultRule, base_url: str, model: str | 
             reason=fault.reason)
     elif kind == "model_not_found":
         err(404, _model_not_found_message(model or "unknown"), status="NOT_FOUND",
-            reason=fault.reason)
+            reason=fault.reason, word="model_not_found")
     elif kind == "echo_key":
-        send_echo_key(h, fault)
+        send_echo_key(h, fault, shape)
     elif kind == "rate_limited":
         delay = DEFAULT_RETRY_DELAY if fault.retry_delay is None else fault.retry_delay
         err(
             429, "You exceeded your current quota, please check your plan and billing details.",
-            headers, status="RESOURCE_EXHAUSTED", reason=fault.reason, retry_delay=delay,
+            headers, status="RESOURCE_EXHAUSTED", reason=fault.reason, retry_delay=delay if google else None,
+            word="rate_limit_exceeded",
         )
+    elif kind == "quota_exceeded":
+        err(429, "You have exceeded your daily quota.", headers, status="RESOURCE_EXHAUSTED",
+            reason=fault.reason or "QUOTA_EXCEEDED", word="quota_exceeded")
     else:  # pragma: no cover - ERROR_KINDS and this chain are kept in step
         raise AssertionError(kind)

@@ -20,9 +20,9 @@ if TYPE_CHECKING:
 
 FaultKind = Literal[
     "drop_before_accept", "accept_then_hang", "complete_lose_reply", "status", "slow",
-    # Google-shaped error answers (nothing is created):
+    # error answers (nothing is created), in the fault's error shape:
     "api_key_invalid", "billing", "location", "permission_denied", "service_disabled",
-    "payment_required", "model_not_found", "rate_limited", "redirect",
+    "payment_required", "model_not_found", "rate_limited", "quota_exceeded", "redirect",
     # an error answer (``status``, default 503) whose message quotes the credential the request carried:
     "echo_key",
     # a create that is accepted and whose interaction ends in `end_status` (with `text`):
@@ -35,7 +35,7 @@ FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
 ERROR_KINDS: frozenset[str] = frozenset(
     {
         "api_key_invalid", "billing", "location", "permission_denied", "service_disabled",
-        "payment_required", "model_not_found", "rate_limited", "redirect", "echo_key",
+        "payment_required", "model_not_found", "rate_limited", "quota_exceeded", "redirect", "echo_key",
     }
 )
 """Fault kinds that answer with an error (or a redirect) before anything is created."""
@@ -67,12 +67,12 @@ class FaultRule:
     location: str | None = None
     end_status: str | None = None
     text: str | None = None
-    error_shape: str = "google"
+    error_shape: str | None = None  # None: the simulator's error_shape
     retry_after_ms: float | None = None
 
     def validate(self) -> None:
         """Raise ValueError if the rule is malformed."""
-        if self.error_shape not in ERROR_SHAPES:
+        if self.error_shape is not None and self.error_shape not in ERROR_SHAPES:
             raise ValueError(f"unknown error_shape {self.error_shape!r}; expected one of {ERROR_SHAPES}")
         if self.retry_after_ms is not None and (
             isinstance(self.retry_after_ms, bool) or not isinstance(self.retry_after_ms, (int, float))
@@ -140,8 +140,10 @@ class FaultsMixin(_SimBase):
     _rng: random.Random
     _webhook_rules: list[WebhookFaultRule]
     webhook_drop_rate: float
+    error_shape: str  # the shape of the error answers a fault gives none for, and of the API's own errors
 
     def _init_faults(self) -> None:
+        self.error_shape = "interactions"
         self._rules = []
         self._rates = {}
         self._rng = random.Random()
@@ -163,17 +165,19 @@ class FaultsMixin(_SimBase):
         location: str | None = None,
         end_status: str | None = None,
         text: str | None = None,
-        error_shape: str = "google",
+        error_shape: str | None = None,
         retry_after_ms: float | None = None,
     ) -> FaultRule:
         """Queue a fault for the next ``count`` matching requests (FIFO); returns the rule.
 
         ``retry_after`` (seconds) adds a ``Retry-After`` header to ``status`` / ``rate_limited``
-        faults; ``reason`` an ErrorInfo and ``retry_delay`` a RetryInfo to their body. The error
-        kinds answer as Google does: ``api_key_invalid`` (400 INVALID_ARGUMENT, API_KEY_INVALID),
-        ``billing`` / ``location`` (400 FAILED_PRECONDITION), ``permission_denied`` (403),
-        ``service_disabled`` (403, SERVICE_DISABLED), ``payment_required`` (402),
-        ``model_not_found`` (404), ``rate_limited`` (429 with RetryInfo, ``retry_delay`` default 7 s),
+        faults; in the google shape ``reason`` adds an ErrorInfo and ``retry_delay`` a RetryInfo to their body.
+        The error kinds (``ledger.simulator.errors.send_error_fault``): ``api_key_invalid`` (interactions: 401
+        authentication; google: 400 INVALID_ARGUMENT, API_KEY_INVALID), ``billing`` / ``location`` (400
+        failed_precondition / FAILED_PRECONDITION), ``permission_denied`` (403), ``service_disabled`` (403,
+        SERVICE_DISABLED), ``payment_required`` (402), ``model_not_found`` (404), ``rate_limited`` (429
+        rate_limit_exceeded; google: RESOURCE_EXHAUSTED with RetryInfo, ``retry_delay`` default 7 s),
+        ``quota_exceeded`` (429 quota_exceeded),
         ``redirect`` (``status`` 307 or 308 to ``location``), ``echo_key`` (``status``, default 503, whose
         message and ErrorInfo metadata quote the ``x-goog-api-key`` / ``Authorization`` / ``?key=`` the
         request carried, as a careless front end might). ``end_status`` (creates only): the
@@ -181,8 +185,9 @@ class FaultsMixin(_SimBase):
         any other string to play an undocumented one), with ``text`` as its answer (partial text
         for ``incomplete``; "" for none). ``reply_id`` (creates only): the create is accepted, and its reply
         names the interaction ``text`` instead of its own id (a front end that mangles ids).
-        ``error_shape``: the body of an error answer, "google" (integer code, status, details) or
-        "interactions" (``{"error": {"code": "<string>", "message"}}``). ``retry_after_ms`` adds a
+        ``error_shape``: the body of an error answer, "interactions" (``{"error": {"code": "<snake_case>",
+        "message"}}``, as documented) or "google" (integer code, status, details; a robustness case); None:
+        the simulator's ``error_shape``. ``retry_after_ms`` adds a
         ``retry-after-ms`` header (milliseconds).
         """
         if kind == "redirect" and status == 503:  # the default status: a redirect's default is 307
@@ -348,9 +353,9 @@ class FaultsMixin(_SimBase):
         if fault is not None and fault.kind == "drop_before_accept":
             raise _Close
         if fault is not None and fault.kind == "status":
-            send_status_fault(h, fault)
+            send_status_fault(h, fault, fault.error_shape or self.error_shape)
             return True, None
         if fault is not None and fault.kind in ERROR_KINDS:
-            send_error_fault(h, fault, self.url, model)
+            send_error_fault(h, fault, self.url, fault.error_shape or self.error_shape, model)
             return True, None
         return False, fault

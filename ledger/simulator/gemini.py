@@ -3,14 +3,17 @@
 It speaks the current Interactions API as google-genai 3.6.1 models it: replies carry ``steps`` (no
 legacy ``outputs``), every documented status is reachable (``force_status``, or an ``end_status``
 fault on a create), ids are long opaque strings, the API key is checked (``x-goog-api-key`` or
-``?key=``), and errors are Google-shaped (``errors.google_error``). A create may carry
-``webhook_config: {"user_metadata": {...}, "uris": [...]}``; the metadata is echoed by the webhook
-events (``webhooks``), the URIs are stored but unused (the simulator plays the project webhook).
+``?key=``), and errors come in the simulator's ``error_shape`` (``errors``: the Interactions API's by
+default). A background create answers ``in_progress``, as documented. On ``v1beta`` a create may carry
+``webhook_config: {"user_metadata": {...}, "uris": [...]}`` (stored; the URIs unused: the simulator plays the
+project webhook); the v1 reference does not document the field, so a v1 create carrying it is refused as the
+error page says an unknown field is (400 ``parameter_unknown``), and nothing is created.
 """
 
 from __future__ import annotations
 
 import base64
+import collections
 import json
 import random
 import re
@@ -18,6 +21,7 @@ import secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from ledger.simulator.base import _Close, _now_iso
@@ -58,8 +62,14 @@ STORE_FALSE_WITH_BACKGROUND = "background=true requires store=true; an interacti
 """The 400 a create with ``background: true`` and ``store: false`` gets (rule documented, sentence the simulator's)."""
 
 _INTERACTION_PATH = re.compile(
-    r"^/(?:v\d+(?:alpha|beta)?\d*)/interactions(?:/(?P<id>[^/:]+)(?P<cancel>/cancel|:cancel)?)?/?$"
+    r"^/(?P<version>v\d+(?:alpha|beta)?\d*)/interactions(?:/(?P<id>[^/:]+)(?P<cancel>/cancel|:cancel)?)?/?$"
 )
+
+V1_UNDOCUMENTED_CREATE_FIELDS: frozenset[str] = frozenset({"webhook_config"})
+"""Create fields only the v1beta reference lists: a v1 create carrying one is refused (400 parameter_unknown)."""
+
+DEFAULT_RETENTION_SECONDS = 86_400.0
+"""How long an interaction is kept by default: one day, the free tier's documented retention (paid: 55 days)."""
 
 
 @dataclass
@@ -113,11 +123,13 @@ class _Interaction:
         return full[: max(1, len(full) // 2)] if status in ("incomplete", "requires_continuation") else full
 
     def to_json(
-        self, now: float, *, labels: bool = True, webhook_config: bool = True, user_input: bool = False
+        self, now: float, *, labels: bool = True, webhook_config: bool = True, user_input: bool = False,
+        as_created: bool = False,
     ) -> dict[str, Any]:
         """The interaction as the Interactions API answers it (``object: "interaction"``, ``usage``, the answer
         in ``steps``). ``labels`` / ``webhook_config``: echo them (when the create gave them); ``user_input``:
-        the steps start with the caller's input, as a GET answers."""
+        the steps start with the caller's input, as a GET answers; ``as_created``: the reply to a background
+        create, ``in_progress`` with no steps or usage yet (as documented)."""
         status = self.status(now)
         body: dict[str, Any] = {
             "id": self.id,
@@ -134,6 +146,9 @@ class _Interaction:
             body["agent"] = self.agent
         if webhook_config and self.webhook_config is not None:
             body["webhook_config"] = json.loads(json.dumps(self.webhook_config))
+        if as_created:
+            body["status"] = "in_progress"
+            return body
         steps: list[dict[str, Any]] = []
         if user_input:
             steps.append({"type": "user_input", "content": [{"type": "text", "text": _input_text(self.input)}]})
@@ -255,6 +270,7 @@ class GeminiMixin(WebhooksMixin, FaultsMixin):
     echo_webhook_config: bool
     retention_seconds: float | None
     cancel_delay: float
+    _create_fields: collections.Counter[str]
     _interaction_seq: int
     _id_rng: random.Random | None
 
@@ -268,13 +284,16 @@ class GeminiMixin(WebhooksMixin, FaultsMixin):
         self.echo_webhook_config = bool(echo_webhook_config)
         self.retention_seconds = check_retention(retention_seconds)
         self.cancel_delay = check_cancel_delay(cancel_delay)
+        self._create_fields = collections.Counter()
         self._interaction_seq = 0
         self._id_rng = None
 
-    def _reply_locked(self, rec: _Interaction, now: float, *, user_input: bool) -> dict[str, Any]:
+    def _reply_locked(
+        self, rec: _Interaction, now: float, *, user_input: bool, as_created: bool = False
+    ) -> dict[str, Any]:
         """``rec`` as a reply, with the echo switches applied."""
         return rec.to_json(now, labels=self.echo_labels, webhook_config=self.echo_webhook_config,
-                           user_input=user_input)
+                           user_input=user_input, as_created=as_created)
 
     def _expired_locked(self, rec: _Interaction, now: float) -> bool:
         """True once ``rec`` is older than ``retention_seconds``: the API answers 404 for it."""
@@ -329,14 +348,14 @@ class GeminiMixin(WebhooksMixin, FaultsMixin):
                 401,
                 "Method doesn't allow unregistered callers (callers without established identity). "
                 "Please use API Key or other form of API consumer identity to call this API.",
-                status="UNAUTHENTICATED",
-                reason="CREDENTIALS_MISSING",
+                status="UNAUTHENTICATED", reason="CREDENTIALS_MISSING", shape=self.error_shape,
+                word="authentication",
             )
             return False
-        if got != want:
+        if got != want:  # the error page: 401 authentication; Google's front end: 400 API_KEY_INVALID
             h.send_error_json(
-                400, "API key not valid. Please pass a valid API key.", status="INVALID_ARGUMENT",
-                reason="API_KEY_INVALID",
+                400 if self.error_shape == "google" else 401, "API key not valid. Please pass a valid API key.",
+                status="INVALID_ARGUMENT", reason="API_KEY_INVALID", shape=self.error_shape, word="authentication",
             )
             return False
         return True
@@ -348,18 +367,18 @@ class GeminiMixin(WebhooksMixin, FaultsMixin):
             return False
         iid, cancel = m.group("id"), m.group("cancel")
         if iid is None and verb == "POST":
-            self._create(h, raw, query)
+            self._create(h, raw, query, m.group("version"))
         elif iid is not None and cancel and verb == "POST":
             self._on_interaction(h, "cancel", iid, query)
         elif iid is not None and not cancel and verb == "GET":
             if query.get("stream", ["false"])[-1].lower() == "true":
-                h.send_error_json(400, "the simulator does not support streaming")
+                h.send_error_json(400, "the simulator does not support streaming", shape=self.error_shape)
                 return True
             self._on_interaction(h, "get", iid, query)
         elif iid is not None and not cancel and verb == "DELETE":
             self._on_interaction(h, "delete", iid, query)
         else:
-            h.send_error_json(405, f"{verb} not supported on {path}")
+            h.send_error_json(405, f"{verb} not supported on {path}", shape=self.error_shape)
         return True
 
     def _new_interaction_locked(
@@ -395,7 +414,7 @@ class GeminiMixin(WebhooksMixin, FaultsMixin):
         self._watch_locked(rec)
         return rec
 
-    def _create(self, h: _Handler, raw: bytes, query: Mapping[str, list[str]]) -> None:
+    def _create(self, h: _Handler, raw: bytes, query: Mapping[str, list[str]], version: str) -> None:
         body: Any
         try:
             body = json.loads(raw or b"{}")
@@ -407,6 +426,8 @@ class GeminiMixin(WebhooksMixin, FaultsMixin):
             idem = str(value) if value is not None else None
         with self._lock:
             attempt = self._count_locked("create", idem)
+            if isinstance(body, dict):
+                self._create_fields.update(str(k) for k in body)
         if not self._check_key(h, query):
             return  # Google's front end refuses the key before anything else (no fault is used up)
         model = _model_name(body.get("model")) if isinstance(body, dict) else None
@@ -416,26 +437,31 @@ class GeminiMixin(WebhooksMixin, FaultsMixin):
         answered, fault = self._front_faults(h, fault, model)
         if answered:
             return
+        err = partial(h.send_error_json, shape=self.error_shape)
         if not isinstance(body, dict):
-            h.send_error_json(400, "request body must be a JSON object")
+            err(400, "request body must be a JSON object")
+            return
+        unknown = sorted(V1_UNDOCUMENTED_CREATE_FIELDS & set(body)) if version == "v1" else []
+        if unknown:
+            err(400, f"Unknown parameter: {unknown[0]}.", word="parameter_unknown", status="INVALID_ARGUMENT")
             return
         if unknown_model:
-            h.send_error_json(404, _model_not_found_message(model or ""), status="NOT_FOUND")
+            err(404, _model_not_found_message(model or ""), status="NOT_FOUND", word="model_not_found")
             return
         if not isinstance(body.get("model"), str) and not isinstance(
             body.get("agent"), str
         ):
-            h.send_error_json(400, "model (or agent) is required")
+            err(400, "model (or agent) is required")
             return
         if "input" not in body:
-            h.send_error_json(400, "input is required")
+            err(400, "input is required")
             return
         if body.get("stream") is True:
-            h.send_error_json(400, "the simulator does not support streaming")
+            err(400, "the simulator does not support streaming")
             return
         problem = _webhook_config_error(body.get("webhook_config"))
         if problem is not None:
-            h.send_error_json(400, problem)
+            err(400, problem)
             return
         background = body.get("background") is True
         if body.get("webhook_config") is not None and not background:
@@ -465,7 +491,7 @@ class GeminiMixin(WebhooksMixin, FaultsMixin):
                 if self._wait(min(remaining, 0.05)):
                     raise _Close
         with self._lock:
-            reply = self._reply_locked(rec, time.monotonic(), user_input=False)
+            reply = self._reply_locked(rec, time.monotonic(), user_input=False, as_created=rec.background)
         if fault is not None and fault.kind == "reply_id":
             reply["id"] = fault.text
         h.send_json(200, reply)
@@ -501,6 +527,6 @@ class GeminiMixin(WebhooksMixin, FaultsMixin):
         if fault is not None and fault.kind == "complete_lose_reply":
             raise _Close
         if reply is None:
-            h.send_error_json(404, f"interaction {iid} not found")
+            h.send_error_json(404, f"interaction {iid} not found", shape=self.error_shape)
         else:
             h.send_json(*reply)

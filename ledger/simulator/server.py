@@ -16,7 +16,7 @@ from ledger.simulator.base import _Close, is_loopback_host
 from ledger.simulator.cleanup import DEFAULT_CLEANUP_SELECTED
 from ledger.simulator.control import ControlMixin
 from ledger.simulator.errors import error_body
-from ledger.simulator.gemini import DEFAULT_API_KEY
+from ledger.simulator.gemini import DEFAULT_API_KEY, DEFAULT_RETENTION_SECONDS
 
 
 class _Server(ThreadingHTTPServer):
@@ -112,11 +112,13 @@ class _Handler(BaseHTTPRequestHandler):
         reason: str | None = None,
         retry_delay: float | None = None,
         shape: str = "google",
+        word: str | None = None,
     ) -> None:
         """Answer with an error body in ``shape`` ("google": ``reason`` adds an ErrorInfo, ``retry_delay`` a
-        RetryInfo; "interactions": a string code and the message only)."""
+        RetryInfo; "interactions": the code ``word``, else the error page's code for ``code``, and the message)."""
         self.send_json(
-            code, error_body(code, message, shape=shape, status=status, reason=reason, retry_delay=retry_delay),
+            code,
+            error_body(code, message, shape=shape, status=status, reason=reason, retry_delay=retry_delay, word=word),
             headers,
         )
 
@@ -150,10 +152,11 @@ class Simulator(ControlMixin):
         webhook_secret: str | None = None,
         echo_labels: bool = True,
         echo_webhook_config: bool = True,
-        retention_seconds: float | None = None,
+        retention_seconds: float | None = DEFAULT_RETENTION_SECONDS,
         cancel_delay: float = 0.0,
         webhook_time_compression: float = 1.0,
         webhook_first_attempt_fail_rate: float = 0.0,
+        error_shape: str = "interactions",
     ) -> None:
         """Configure (not start) a simulator; raises ValueError for a non-loopback host or a bad setting.
 
@@ -161,7 +164,9 @@ class Simulator(ControlMixin):
         None accepts any. ``unknown_models``: model names a create answers with 404 NOT_FOUND.
         ``webhook_url`` (``http://`` on loopback) and ``webhook_secret`` (``whsec_...``): with both,
         signed webhook events are POSTed there (see ``ledger.simulator.webhooks``); by default none.
-        The other settings are those of ``configure`` (echo switches, retention, cancel delay, delivery retries).
+        The other settings are those of ``configure`` (echo switches, retention, cancel delay, delivery retries,
+        error shape). By default an interaction is kept one day (the free tier's documented retention), labels are
+        echoed, and errors come in the Interactions API's documented shape.
         """
         if not is_loopback_host(host):
             raise ValueError(
@@ -176,7 +181,7 @@ class Simulator(ControlMixin):
         self.configure(
             echo_labels=echo_labels, echo_webhook_config=echo_webhook_config, retention_seconds=retention_seconds,
             cancel_delay=cancel_delay, webhook_time_compression=webhook_time_compression,
-            webhook_first_attempt_fail_rate=webhook_first_attempt_fail_rate,
+            webhook_first_attempt_fail_rate=webhook_first_attempt_fail_rate, error_shape=error_shape,
         )
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None

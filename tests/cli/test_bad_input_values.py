@@ -759,7 +759,7 @@ def test_a_remote_error_holding_a_nul_is_recorded_alike_on_every_backend(
 ) -> None:
     from ledger.worker import RemoteCache, submit_now
 
-    sim.add_fault("status", status=status, reason="BAD\x00REASON")
+    sim.add_fault("status", status=status, reason="BAD\x00REASON", error_shape="google")  # ErrorInfo.reason
     res = submit_now(conn, cfg, OP, {"input": "x"}, clock=clock, job_id="nul-err", remotes=RemoteCache(cfg))
     assert res.state == state
     job = read_job(ledger_path, "nul-err")

@@ -233,7 +233,7 @@ def test_every_command_on_one_ledger(
     # until a person decides it
     assert [c["handle"] for c in cli("show", "h-1", "--json")["candidates"]] == ["v1_zzz"]
     before = fingerprint(ledger_path)
-    assert "v1_zzz" in cli("release", "h-1", "--reason", "not received", operator="bob", rc=13).stderr
+    assert "v1_zzz" in cli("release", "h-1", "--reason", "not received", operator="bob", rc=14).stderr
     assert fingerprint(ledger_path) == before
     dismissed = cli("dismiss-candidate", "h-1", "--evidence", str(orphans[0]["id"]), "--reason",
                     "another application's interaction (AI Studio)", "--json", operator="alice")

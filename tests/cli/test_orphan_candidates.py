@@ -2,7 +2,7 @@
 
 With label echo off, a delivery of the project's webhook names an interaction whose record names no idem key: it
 stays orphan evidence. A held job (its create timed out) whose interaction completed lists that orphan as a
-candidate in `show`; a release is refused naming it (exit 13, nothing written, nothing sent) until it is dismissed
+candidate in `show`; a release is refused naming it (exit 14, nothing written, nothing sent) until it is dismissed
 by a person or reconciled from; an orphan created outside the job's send window, or of another model, is not a
 candidate.
 
@@ -160,7 +160,7 @@ def test_release_is_refused_naming_the_candidate_until_it_is_dismissed(
     _past_arrival(ledger_path, job, wait_for)
     before, creates = fingerprint(ledger_path), sim.count("create")
     refused = run_cli("release", "timed-out", "--reason", "looks unsent", operator="carol", config=config, env=ENV)
-    assert refused.rc == EXIT_UNDECIDED_CANDIDATES == 13, refused
+    assert refused.rc == EXIT_UNDECIDED_CANDIDATES == 14, refused
     [line] = refused.stderr.strip().splitlines()
     assert line.startswith("reclaim: error: release refused for timed-out / article.generate: 1 orphan delivery "
                            "could be this job's own: ")

@@ -176,16 +176,16 @@ def test_every_simulator_reply_parses_with_the_sdk_interaction_model(sim: Simula
                   {"model": MODEL, "input": "shape check", "background": True, "labels": {"idem": IDEM}})
     assert created.status_code == 200
     replies = [created.json(), raw(sim, "GET", f"/v1/interactions/{created.json()['id']}").json()]
-    for reply in replies:
+    for reply, expected in zip(replies, ("in_progress", status), strict=True):  # a background create: in_progress
         parsed = Interaction.model_validate(reply)
-        assert parsed.status == status
+        assert parsed.status == expected
         # no field the SDK does not model (no legacy `outputs`), but the documented `object: "interaction"`
         # (the API reference gives it; google-genai 3.6.1 keeps it as an extra)
         assert parsed.model_extra == {"object": "interaction"}
         assert "outputs" not in reply and "output_text" not in reply
         snap = parsed.model_dump(mode="json", exclude_none=True)
         text, source = output_text(snap)
-        if status in ("completed", "incomplete", "requires_continuation"):
+        if expected in ("completed", "incomplete", "requires_continuation"):
             assert source == "steps" and text and "simulated reply to: shape check".startswith(text)
         else:
             assert (text, source) == ("", "none")
@@ -210,20 +210,36 @@ def test_text_comes_from_steps_not_the_fallbacks() -> None:
 
 # -- errors on create ----------------------------------------------------------------------------------------
 
+G = {"error_shape": "google"}  # the robustness case: Google's front-end error body
 ERROR_CASES: list[tuple[str, dict[str, Any], str, str]] = [
-    ("api_key_invalid", {}, "remote_unusable", "the API key is invalid"),
+    # the Interactions API's documented body (the simulator's default): the error page's codes
+    ("api_key_invalid", {}, "remote_unusable", "the API key was not accepted: AUTHENTICATION"),
     ("billing", {}, "remote_unusable", "billing or region: FAILED_PRECONDITION"),
     ("location", {}, "remote_unusable", "billing or region: FAILED_PRECONDITION"),
     ("permission_denied", {}, "remote_unusable", "permission denied: PERMISSION_DENIED"),
-    ("service_disabled", {}, "remote_unusable", "the Gemini API is disabled for this project: SERVICE_DISABLED"),
+    ("service_disabled", {}, "remote_unusable", "permission denied: PERMISSION_DENIED"),
     ("payment_required", {}, "remote_unusable", "billing: payment required (HTTP 402)"),
     ("model_not_found", {}, "remote_unusable", f"model {MODEL!r} not found"),
-    ("status", {"status": 400}, "invalid", "the remote refused this payload: INVALID_ARGUMENT"),
-    ("status", {"status": 401}, "remote_unusable", "the API key was not accepted: UNAUTHENTICATED"),
-    ("status", {"status": 403, "reason": "SERVICE_DISABLED"}, "remote_unusable",
+    ("rate_limited", {}, "not_delivered", "rate limited or out of quota: RATE_LIMIT_EXCEEDED"),
+    ("quota_exceeded", {}, "not_delivered", "rate limited or out of quota: QUOTA_EXCEEDED"),
+    ("status", {"status": 400}, "invalid", "the remote refused this payload: INVALID_REQUEST"),
+    ("status", {"status": 401}, "remote_unusable", "the API key was not accepted: AUTHENTICATION"),
+    ("status", {"status": 500}, "unknown", "HTTP 500 API_ERROR: the remote failed while handling the request"),
+    ("status", {"status": 503}, "unknown",
+     "HTTP 503 SERVICE_UNAVAILABLE: the remote failed while handling the request"),
+    ("status", {"status": 504}, "unknown",
+     "HTTP 504 DEADLINE_EXCEEDED: the remote failed while handling the request"),
+    # Google's front-end body
+    ("api_key_invalid", G, "remote_unusable", "the API key is invalid"),
+    ("billing", G, "remote_unusable", "billing or region: FAILED_PRECONDITION"),
+    ("service_disabled", G, "remote_unusable", "the Gemini API is disabled for this project: SERVICE_DISABLED"),
+    ("status", {"status": 400, **G}, "invalid", "the remote refused this payload: INVALID_ARGUMENT"),
+    ("status", {"status": 401, **G}, "remote_unusable", "the API key was not accepted: UNAUTHENTICATED"),
+    ("status", {"status": 403, "reason": "SERVICE_DISABLED", **G}, "remote_unusable",
      "the Gemini API is disabled for this project: SERVICE_DISABLED"),
-    ("status", {"status": 500}, "unknown", "HTTP 500 INTERNAL: the remote failed while handling the request"),
-    ("status", {"status": 503}, "unknown", "HTTP 503 UNAVAILABLE: the remote failed while handling the request"),
+    ("status", {"status": 500, **G}, "unknown", "HTTP 500 INTERNAL: the remote failed while handling the request"),
+    ("status", {"status": 503, **G}, "unknown", "HTTP 503 UNAVAILABLE: the remote failed while handling the request"),
+    # no answer at all
     ("accept_then_hang", {}, "unknown", "timeout"),
     ("complete_lose_reply", {}, "unknown", "connection reset after the request was sent"),
     ("drop_before_accept", {}, "unknown", "connection reset after the request was sent"),
@@ -247,14 +263,25 @@ def test_each_create_error_is_classified_after_exactly_one_post(
     ("kw", "expected"),
     [({}, 7.0), ({"retry_delay": 42}, 42.0), ({"retry_delay": 1.5, "retry_after": 99}, 1.5)],
 )
-def test_429_is_not_delivered_with_the_delay_from_retry_info(
+def test_429_in_googles_shape_is_not_delivered_with_the_delay_from_retry_info(
     sim: Simulator, remote: GeminiRemote, kw: dict[str, Any], expected: float
 ) -> None:
-    sim.add_fault("rate_limited", **kw)
+    sim.add_fault("rate_limited", error_shape="google", **kw)
     out = remote.send({"input": "x"}, IDEM, 1)
     assert out.kind == "not_delivered" and out.retry_after == expected
     assert out.reason == "rate limited or out of quota: RESOURCE_EXHAUSTED"
     assert sim.count("create") == 1
+
+
+def test_429_in_the_interactions_shape_carries_no_retry_info_and_takes_retry_after(
+    sim: Simulator, remote: GeminiRemote
+) -> None:
+    sim.add_fault("rate_limited")
+    out = remote.send({"input": "x"}, IDEM, 1)
+    assert (out.kind, out.retry_after) == ("not_delivered", None)  # the documented body gives no delay
+    sim.add_fault("rate_limited", retry_after=9)
+    assert remote.send({"input": "x"}, IDEM, 1).retry_after == 9.0
+    assert sim.count("create") == 2
 
 
 def test_429_without_retry_info_takes_the_retry_after_header(sim: Simulator, remote: GeminiRemote) -> None:
@@ -278,29 +305,38 @@ def test_a_redirect_is_never_followed_and_makes_the_remote_unusable(
     assert sim.count("create") == 1 and sim.interactions() == []
 
 
+@pytest.mark.parametrize(
+    ("shape", "words", "said"),
+    [("interactions", "the API key was not accepted: AUTHENTICATION", "HTTP 401 AUTHENTICATION"),
+     ("google", "the API key is invalid", "API_KEY_INVALID")],
+)
 def test_a_wrong_api_key_is_the_invalid_key_answer(
-    sim: Simulator, make_remote: Callable[..., GeminiRemote], monkeypatch: pytest.MonkeyPatch
+    sim: Simulator, make_remote: Callable[..., GeminiRemote], monkeypatch: pytest.MonkeyPatch,
+    shape: str, words: str, said: str,
 ) -> None:
+    sim.configure(error_shape=shape)
     monkeypatch.setenv("GEMINI_API_KEY", "not-the-key")
     remote = make_remote()
     out = remote.send({"input": "x"}, IDEM, 1)
-    assert (out.kind, out.reason) == ("remote_unusable", "the API key is invalid")
-    assert "API_KEY_INVALID" in (out.error or "")
+    assert (out.kind, out.reason) == ("remote_unusable", words)
+    assert said in (out.error or "")
     assert sim.count("create") == 1 and sim.interactions() == []
     got = remote.lookup("v1_whatever")
-    assert got.state == "error" and (got.error or "").startswith("the API key is invalid")
+    assert got.state == "error" and (got.error or "").startswith(words)
 
 
-def test_a_missing_key_is_401_unauthenticated_and_unusable(sim: Simulator) -> None:
+@pytest.mark.parametrize(("shape", "code"), [("interactions", "authentication"), ("google", 401)])
+def test_a_missing_key_is_401_and_unusable(sim: Simulator, shape: str, code: str | int) -> None:
+    sim.configure(error_shape=shape)
     reply = raw(sim, "POST", "/v1/interactions", {"model": MODEL, "input": "x"}, key=None)
     assert reply.status_code == 401
-    body = reply.json()["error"]
-    assert (body["code"], body["status"]) == (401, "UNAUTHENTICATED")
+    assert reply.json()["error"]["code"] == code
     kind, words = classify_reply(parse_error_reply(401, reply.json(), reply.headers))
-    assert (kind, words) == ("remote_unusable", "the API key was not accepted: UNAUTHENTICATED")
+    assert kind == "remote_unusable" and words.startswith("the API key was not accepted: ")
 
 
 def test_google_error_bodies_carry_error_info_and_retry_info(sim: Simulator) -> None:
+    sim.configure(error_shape="google")
     sim.add_fault("rate_limited", retry_delay=7)
     body = raw(sim, "POST", "/v1/interactions", {"model": MODEL, "input": "x"}).json()["error"]
     assert (body["code"], body["status"]) == (429, "RESOURCE_EXHAUSTED")

@@ -515,7 +515,7 @@ def test_cli_prints_url_serves_and_exits_on_sigterm() -> None:
             f"{url}/v1/interactions", data=body, method="POST", headers={"x-goog-api-key": KEY}
         )
         with urllib.request.urlopen(req, timeout=3) as resp:
-            assert json.loads(resp.read())["status"] == "completed"
+            assert json.loads(resp.read())["status"] == "in_progress"  # a background create, as documented
         with urllib.request.urlopen(f"{url}/_sim/calls", timeout=3) as resp:
             assert json.loads(resp.read())["by_method"]["create"] == 1
         proc.send_signal(signal.SIGTERM)

@@ -10,13 +10,12 @@ ports from the OS, no fixed sleeps: every wait is on a condition with a bounded 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
+from documented import DOCUMENTED, example, example_status, interaction_events, raw_example, shape
 from standardwebhooks.webhooks import Webhook
 from test_simulator_webhooks import Receiver, create_body, new_secret, post_json, wait_for
 
@@ -28,34 +27,11 @@ from ledger.remotes.gemini import (
     parse_error_reply,
     status_from_snapshot,
 )
-from ledger.simulator import INTERACTION_STATUSES, WEBHOOK_CONFIG_NEEDS_BACKGROUND, Simulator
+from ledger.simulator import INTERACTION_STATUSES, WEBHOOK_CONFIG_NEEDS_BACKGROUND, WEBHOOK_EVENTS, Simulator
 
-DOCUMENTED = Path(__file__).parents[1] / "documented"
 MODEL = "gemini-sim"
 KEY = "simulator"
 IDEM = "0123456789abcdef0123456789abcdef"
-FREE_MAPS = frozenset({"labels", "user_metadata", "metadata"})  # maps whose keys are the caller's, not the API's
-
-
-def example(name: str) -> dict[str, Any]:
-    """A documented example without its ``_`` keys (source, HTTP status)."""
-    doc = json.loads((DOCUMENTED / name).read_text(encoding="utf-8"))
-    return {k: v for k, v in doc.items() if not k.startswith("_")}
-
-
-def example_status(name: str) -> int:
-    return int(json.loads((DOCUMENTED / name).read_text(encoding="utf-8"))["_http_status"])
-
-
-def shape(value: Any, key: str = "") -> Any:
-    """Keys, nesting and value types of a JSON value (caller-chosen maps reduced to their value types)."""
-    if isinstance(value, dict):
-        if key in FREE_MAPS:
-            return ("map", sorted({type(v).__name__ for v in value.values()}))
-        return {k: shape(v, k) for k, v in value.items()}
-    if isinstance(value, list):
-        return [shape(v) for v in value]
-    return type(value).__name__
 
 
 def raw(sim: Simulator, method: str, path: str, body: Any = None) -> httpx2.Response:
@@ -98,15 +74,33 @@ def make_remote(sim: Simulator) -> Iterator[Callable[[], GeminiRemote]]:
 def test_every_documented_example_is_kept_with_its_source() -> None:
     files = sorted(p.name for p in DOCUMENTED.glob("*.json"))
     assert files == sorted([
-        "create_reply.json", "error_google.json", "error_interactions.json", "get_reply.json",
-        "webhook_interaction_cancelled.json", "webhook_interaction_completed.json",
-        "webhook_interaction_failed.json", "webhook_interaction_requires_action.json",
+        "create_reply.json", "create_reply_echoing_webhook_config.json", "error_failed_precondition.json",
+        "error_google.json", "error_interactions.json", "error_parameter_unknown.json",
+        "error_rate_limit_exceeded.json", "get_reply.json", "get_reply_echoing_labels.json",
+        "webhook_batch_succeeded.json", "webhook_events.json", "webhook_interaction_cancelled.json",
+        "webhook_interaction_completed.json", "webhook_interaction_failed.json",
+        "webhook_interaction_requires_action.json",
     ])
     sources = (DOCUMENTED / "SOURCES.md").read_text(encoding="utf-8")
     for name in files:
-        doc = json.loads((DOCUMENTED / name).read_text(encoding="utf-8"))
+        doc = raw_example(name)
         assert doc["_source"].startswith("https://"), name
         assert f"`{name}`" in sources, name
+        # an undocumented echo says so in its name and in a note; only the google shape is a robustness case
+        assert ("echoing" in name) == ("_undocumented_echo" in doc), name
+        assert ("_robustness" in doc) == (name == "error_google.json"), name
+    assert example("create_reply.json")["status"] == "in_progress"  # a background create answers in_progress
+    for name in ("create_reply.json", "get_reply.json"):
+        assert not {"labels", "webhook_config"} & set(example(name)), name
+
+
+def test_the_guides_envelope_is_every_interaction_events_envelope_and_the_catalogue_is_what_is_sent() -> None:
+    envelope = example("webhook_batch_succeeded.json")
+    for event in interaction_events():
+        doc = example(f"webhook_{event.replace('.', '_')}.json")
+        assert doc["type"] == event and set(doc) == set(envelope) and doc["version"] == envelope["version"]
+        assert "id" in doc["data"]
+    assert {v: k for k, v in WEBHOOK_EVENTS.items()} == interaction_events()
 
 
 # -- deliveries ------------------------------------------------------------------------------------------------
@@ -205,25 +199,50 @@ def test_a_receiver_down_for_longer_than_the_retry_window_loses_the_delivery(
 
 
 # -- replies ------------------------------------------------------------------------------------------------------
-def test_create_and_get_replies_have_the_documented_shape(sim: Simulator) -> None:
-    body = {"model": MODEL, "input": "Hello", "background": True, "labels": {"idem": IDEM, "attempt": "1"},
-            "webhook_config": {"user_metadata": {"idem": IDEM, "attempt": "1"}}}
-    created = raw(sim, "POST", "/v1beta/interactions", body)
-    assert created.status_code == 200
-    assert shape(created.json()) == shape(example("create_reply.json"))
-    got = raw(sim, "GET", f"/v1beta/interactions/{created.json()['id']}")
+@pytest.mark.parametrize("echo", [False, True])
+def test_create_and_get_replies_have_the_documented_shape(echo: bool) -> None:
+    body = {"model": MODEL, "input": "Hello", "background": True, "labels": {"idem": IDEM, "attempt": "1"}}
+    with Simulator(echo_labels=echo).start() as s:
+        created = raw(s, "POST", "/v1/interactions", body)
+        assert created.status_code == 200
+        got = raw(s, "GET", f"/v1/interactions/{created.json()['id']}")
     assert got.status_code == 200
-    assert shape(got.json()) == shape(example("get_reply.json"))
+    reply = created.json()
+    assert reply["status"] == "in_progress"
+    if echo:  # the undocumented echo: the documented replies plus the create's labels
+        assert shape(got.json()) == shape(example("get_reply_echoing_labels.json"))
+        assert reply.pop("labels") == got.json()["labels"] == body["labels"]
+    else:
+        assert shape(got.json()) == shape(example("get_reply.json"))
+    assert shape(reply) == shape(example("create_reply.json"))
     assert got.json()["steps"][0] == {"type": "user_input", "content": [{"type": "text", "text": "Hello"}]}
-    assert got.json()["webhook_config"] == body["webhook_config"] and got.json()["labels"] == body["labels"]
 
 
-@pytest.mark.parametrize("name", ["create_reply.json", "get_reply.json"])
+def test_a_v1_create_with_webhook_config_is_refused_as_an_unknown_parameter_and_creates_nothing(sim: Simulator) -> None:
+    body = {"model": MODEL, "input": "x", "background": True, "labels": {"idem": IDEM, "attempt": "1"},
+            "webhook_config": {"user_metadata": {"idem": IDEM, "attempt": "1"}}}
+    reply = raw(sim, "POST", "/v1/interactions", body)
+    assert reply.status_code == example_status("error_parameter_unknown.json")
+    assert shape(reply.json()) == shape(example("error_parameter_unknown.json"))
+    assert reply.json()["error"]["code"] == "parameter_unknown"
+    assert sim.interactions() == [] and sim.count("create") == 1 and sim.create_field_count("webhook_config") == 1
+    assert parse_error_reply(reply.status_code, reply.json()).status == "PARAMETER_UNKNOWN"
+    assert classify_reply(parse_error_reply(reply.status_code, reply.json()))[0] == "invalid"
+    # v1beta lists the field: the same create is accepted there
+    assert raw(sim, "POST", "/v1beta/interactions", body).status_code == 200
+
+
+@pytest.mark.parametrize("name", ["create_reply.json", "get_reply.json", "get_reply_echoing_labels.json",
+                                  "create_reply_echoing_webhook_config.json"])
 def test_the_adapter_reads_each_documented_reply(name: str) -> None:
     doc = example(name)
     got = status_from_snapshot(doc, handle=doc["id"])
-    assert got.state == "completed" and got.handle == doc["id"]
-    assert got.result is not None and got.result["text"] == "Hello! How can I help you today?"
+    assert got.handle == doc["id"]
+    if doc["status"] == "in_progress":
+        assert got.state == "running" and got.result is None
+    else:
+        assert got.state == "completed"
+        assert got.result is not None and got.result["text"] == "Hello! How can I help you today?"
 
 
 @pytest.mark.parametrize(
@@ -255,11 +274,13 @@ def test_get_answers_404_once_the_retention_time_has_passed() -> None:
         wait_for(lambda: raw(s, "GET", f"/v1beta/interactions/{iid}").status_code == 404, timeout=5)
         assert raw(s, "POST", f"/v1beta/interactions/{iid}:cancel").status_code == 404
     with Simulator().start() as s:
-        assert s.configure()["retention_seconds"] is None  # by default kept for good
+        assert s.configure()["retention_seconds"] == 86_400  # by default one day: the free tier's retention
         for bad in (0, -1, "1", True):
             reply = raw(s, "POST", "/_sim/config", {"retention_seconds": bad})
             assert reply.status_code == 400 and "retention_seconds" in reply.json()["error"]["message"]
-        assert s.configure()["retention_seconds"] is None  # a refused setting changed nothing
+        assert s.configure()["retention_seconds"] == 86_400  # a refused setting changed nothing
+    with Simulator(retention_seconds=None).start() as s:
+        assert s.configure()["retention_seconds"] is None  # kept for good when a test needs it
 
 
 def test_a_cancel_takes_a_moment_reads_in_between_say_in_progress_then_cancelled_is_delivered(
@@ -286,25 +307,49 @@ def test_webhook_config_without_background_is_refused_in_the_interactions_shape(
 
 # -- errors -------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    ("error_shape", "name"), [("google", "error_google.json"), ("interactions", "error_interactions.json")]
+    ("fault", "name"),
+    [({"kind": "status", "status": 400}, "error_interactions.json"),
+     ({"kind": "rate_limited"}, "error_rate_limit_exceeded.json"),
+     ({"kind": "billing"}, "error_failed_precondition.json"),
+     ({"kind": "rate_limited", "reason": "RATE_LIMIT_EXCEEDED", "error_shape": "google"}, "error_google.json")],
 )
-def test_error_bodies_come_in_the_shape_the_fault_chooses(sim: Simulator, error_shape: str, name: str) -> None:
-    kind_kw: dict[str, Any] = (
-        {"kind": "rate_limited", "reason": "RATE_LIMIT_EXCEEDED"} if error_shape == "google"
-        else {"kind": "status", "status": 400}
-    )
-    kind = kind_kw.pop("kind")
-    sim.add_fault(kind, error_shape=error_shape, **kind_kw)
-    reply = raw(sim, "POST", "/v1beta/interactions", {"model": MODEL, "input": "x", "background": True})
+def test_error_bodies_copy_the_documented_examples(sim: Simulator, fault: dict[str, Any], name: str) -> None:
+    fault = dict(fault)
+    sim.add_fault(fault.pop("kind"), **fault)
+    reply = raw(sim, "POST", "/v1/interactions", {"model": MODEL, "input": "x", "background": True})
     assert reply.status_code == example_status(name)
     assert shape(reply.json()) == shape(example(name))
+    if "error_shape" not in fault:  # the documented shape by default: the page's code, no RetryInfo
+        assert reply.json()["error"]["code"] == example(name)["error"]["code"]
     assert sim.interactions() == []
+
+
+def test_the_simulators_own_errors_use_the_error_pages_codes(sim: Simulator) -> None:
+    missing = raw(sim, "GET", "/v1/interactions/v1_nope")
+    assert (missing.status_code, missing.json()["error"]["code"]) == (404, "not_found")
+    sim.configure(unknown_models=[MODEL])
+    unknown = raw(sim, "POST", "/v1/interactions", {"model": MODEL, "input": "x", "background": True})
+    assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, "model_not_found")
+    wrong_key = httpx2.post(f"{sim.url}/v1/interactions", json={"model": "m", "input": "x"},
+                            headers={"x-goog-api-key": "wrong"}, timeout=5)
+    assert (wrong_key.status_code, wrong_key.json()["error"]["code"]) == (401, "authentication")
+    for reply in (missing, unknown, wrong_key):
+        assert set(reply.json()["error"]) == {"code", "message"}
+    sim.configure(error_shape="google")  # the robustness case: Google's front end
+    wrong_key = httpx2.post(f"{sim.url}/v1/interactions", json={"model": "m", "input": "x"},
+                            headers={"x-goog-api-key": "wrong"}, timeout=5)
+    assert (wrong_key.status_code, wrong_key.json()["error"]["status"]) == (400, "INVALID_ARGUMENT")
+    assert raw(sim, "POST", "/_sim/config", {"error_shape": "xml"}).status_code == 400
+    assert sim.configure()["error_shape"] == "google"
 
 
 @pytest.mark.parametrize(
     ("name", "kind", "status", "retry_after"),
     [("error_google.json", "not_delivered", "RESOURCE_EXHAUSTED", 7.0),
-     ("error_interactions.json", "invalid", "INVALID_REQUEST", None)],
+     ("error_interactions.json", "invalid", "INVALID_REQUEST", None),
+     ("error_parameter_unknown.json", "invalid", "PARAMETER_UNKNOWN", None),
+     ("error_rate_limit_exceeded.json", "not_delivered", "RATE_LIMIT_EXCEEDED", None),
+     ("error_failed_precondition.json", "remote_unusable", "FAILED_PRECONDITION", None)],
 )
 def test_the_adapter_reads_each_documented_error(
     name: str, kind: str, status: str, retry_after: float | None

@@ -218,10 +218,7 @@ def test_sdk_create_gets_one_verified_completed_delivery_in_the_documented_envel
     sim.configure(complete_after=0.3)  # a background interaction the delivery thread must notice completing
     client = make_client(sim)
     t0 = time.monotonic()
-    created = client.interactions.create(
-        model=MODEL, input="hello", background=True, labels=meta("job-1"),
-        webhook_config={"user_metadata": meta("job-1")},
-    )
+    created = client.interactions.create(model=MODEL, input="hello", background=True, labels=meta("job-1"))
     assert created.status == "in_progress"
     [d] = wait_for(lambda: receiver.for_interaction(created.id))
     assert d.verified and d.answered == 200
@@ -241,7 +238,7 @@ def test_sdk_create_gets_one_verified_completed_delivery_in_the_documented_envel
     assert (logged["type"], logged["attempt"], logged["status"], logged["ok"], logged["error"]) == (
         "interaction.completed", 1, 200, True, None)
     assert logged["sent"].endswith("Z") and logged["idem"] == "job-1"
-    assert sim.interaction(created.id)["user_metadata"] == {"idem": "job-1", "attempt": "1"}  # type: ignore[index]
+    assert sim.create_field_count("webhook_config") == 0  # the project webhook: nothing in the create asked for it
     assert sim.pending_webhooks() == 0
     # Exactly one event per status reached: nothing more arrives when nothing changes.
     client.interactions.get(id=created.id)

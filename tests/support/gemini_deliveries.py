@@ -1,7 +1,9 @@
 """Webhook deliveries in the envelope Gemini documents, signed the Standard Webhooks way, for tests.
 
-The envelope is `{"type", "version", "timestamp", "data": {"id"}}`; `interaction.failed` adds
-`data.error_code` and `data.error_message`. Nothing in it names reclaim's job: no `user_metadata`.
+Each delivery is the documented example for its event (`tests/documented/webhook_interaction_*.json`, the
+envelope `{"type", "version", "timestamp", "data": {"id"}}`; `interaction.failed` adds `data.error_code` and
+`data.error_message`) with the interaction id and the time filled in. Nothing in it names reclaim's job: no
+`user_metadata`.
 """
 
 from __future__ import annotations
@@ -13,16 +15,18 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from documented import example, interaction_events
 from standardwebhooks.webhooks import Webhook
 
 
 def envelope(interaction_id: str, kind: str = "interaction.completed", **data: Any) -> dict[str, Any]:
-    """The documented delivery body for `interaction_id`; `data` adds fields to `data` (e.g. error_code)."""
-    if kind == "interaction.failed":
-        data.setdefault("error_code", "INTERNAL")
-        data.setdefault("error_message", "The interaction failed.")
-    return {"type": kind, "version": "v1", "timestamp": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
-            "data": {"id": interaction_id, **data}}
+    """The documented delivery body of event `kind` for `interaction_id` (an interaction event: its documented
+    example; any other type: the guide's envelope); `data` sets fields of `data` (e.g. error_code)."""
+    name = f"webhook_{kind.replace('.', '_')}.json"
+    doc = example(name) if kind in interaction_events() else {**example("webhook_batch_succeeded.json"), "type": kind}
+    doc["timestamp"] = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    doc["data"] = {**doc["data"], "id": interaction_id, **data}
+    return doc
 
 
 def signed(doc: dict[str, Any] | bytes, secret: str | list[str], *, msg_id: str | None = None,
