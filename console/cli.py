@@ -58,6 +58,7 @@ from ledger import (
     arrival_words,
     audit_head,
     audit_key_path,
+    candidate_choices,
     check_action_input,
     check_pages,
     connect,
@@ -73,6 +74,7 @@ from ledger import (
     evidence_refusal_counts,
     fenced_write_count,
     get_job,
+    held_candidates,
     is_url,
     iso,
     job_events,
@@ -947,15 +949,23 @@ def show(
         arrives = may_arrive_until(conn, job)
         if arrives is not None and arrives <= ledger_clock(conn, process_clock()).now():
             arrives = None  # the moment has passed: nothing of the last request can still land
+        candidates = held_candidates(conn, cfg, job) if cfg is not None else None
     url = console_url_for(cfg, job.operation, job.idem_key) if cfg is not None else None
     if as_json:
         output.emit_json({"job": job.to_dict(), "events": [e.to_dict() for e in events],
                           "evidence": [e.to_dict() for e in found], "console_url": url,
-                          "may_arrive_until": iso(arrives) if arrives is not None else None})
+                          "may_arrive_until": iso(arrives) if arrives is not None else None,
+                          "candidates": None if candidates is None else [
+                              {**c.to_dict(), "arrived": iso(c.arrived),
+                               "created": iso(c.created) if c.created is not None else None} for c in candidates]})
         return
     if arrives is not None:
         output.line(f"{arrival_words(job, arrives, cfg.timezone if cfg is not None else 'UTC')}: release, reject "
                     "and remediate wait until then; reconcile need not")
+    if candidates:
+        _print_candidates(job, candidates)
+    elif candidates is None and job.state == "held" and not job.handle:
+        output.line("orphan deliveries that could be this job's own: not checked (no usable config names its remote)")
     whole = ("job_id", "operation", "idem_key", "handle", "target", "owner")  # typed next: never cut
     output.table(f"job {job.job_id} / {job.operation}", ["field", "value"],
                  [[k, iso(v) if k.endswith("_at") or k.endswith("_until") else v if k in whole else output.cut(v)]
@@ -969,6 +979,20 @@ def show(
     _print_events(events)
     if url is not None:
         output.line(f"remote console (the remote's own records of this job): {url}")
+
+
+def _print_candidates(job: Job, candidates: list[Any]) -> None:
+    """The orphan deliveries that could be a held job's own, and the two ways to decide each, before its fields:
+    a release waits for them."""
+    output.table(f"CANDIDATES: {len(candidates)} orphan deliver{'y' if len(candidates) == 1 else 'ies'} could be this "
+                 "job's own (same remote, within its send window); a release waits until each is decided",
+                 ["evidence", "interaction", "says", "created", "arrived", "matched by"],
+                 [[f"evidence:{c.evidence_id}", c.handle or "", c.remote_state,
+                   iso(c.created) if c.created is not None else "unknown (not read)", iso(c.arrived),
+                   "created time" + (f", model {c.model}" if c.model else "") if c.matched_by == "created"
+                   else "arrival time (its record could not be read)"] for c in candidates],
+                 ids=("evidence", "interaction"))
+    output.line(candidate_choices(job, candidates))
 
 
 def _print_events(events: list[Event]) -> None:
@@ -1141,6 +1165,7 @@ def _take(name: str, options: dict[str, Any]) -> None:
             result = take(conn, cfg, key, name, given, actor=actor, clock=clock, remote=remote,
                                  unverified=unverified)
         job = get_job(conn, key)
+        left = held_candidates(conn, cfg, job) if name == "dismiss-candidate" and not dry else []
     doc: dict[str, Any] = {"job_id": key.job_id, "operation": key.operation, "state": job.state,
                            "attempt": job.attempt}
     if dry:
@@ -1148,6 +1173,8 @@ def _take(name: str, options: dict[str, Any]) -> None:
         _print_dry_run(name, doc, would, spec.describe(shown), shown, as_json)
         raise typer.Exit(0 if would.allowed else EXIT_REFUSED)
     doc.update(_what_was_done(name, actor, given, result, job, unverified))
+    if name == "dismiss-candidate":
+        doc["candidates_left"] = [c.evidence_id for c in left]
     if name == "query" and remote is not None:
         doc["can_answer"] = remote.capabilities.explain()
     if as_json:
@@ -1175,6 +1202,8 @@ def _what_was_done(name: str, actor: str, given: dict[str, Any], result: Any, jo
         doc.update(handle=job.handle, verified=not unverified, reason=given["reason"])
     elif name == "remediate":
         doc.update(note=given["note"])
+    elif name == "dismiss-candidate":
+        doc.update(evidence_id=int(str(given["evidence"]).strip().removeprefix("evidence:")), reason=given["reason"])
     else:
         doc.update(reason=given["reason"])
     return doc
@@ -1195,7 +1224,7 @@ def _print_dry_run(name: str, doc: dict[str, Any], would: Preview, words: list[s
     output.line("allowed" if would.allowed else f"refused: {would.reason}")
 
 
-for _name in ("query", "finding", "assign"):
+for _name in ("query", "finding", "dismiss-candidate", "assign"):
     app.command(name=_name)(_triage_command(_name))
 
 _BULK = {f.name: f for f in ACTION_TABLE["bulk-assign"].fields}

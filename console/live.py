@@ -21,6 +21,7 @@ from ledger import (
     GROUPS,
     JOB_ACTIONS,
     BadInput,
+    Candidate,
     Clock,
     Config,
     Connection,
@@ -53,6 +54,7 @@ from ledger import (
     get_action,
     group_counts,
     held_by_operation,
+    held_candidates,
     held_jobs,
     is_url,
     job_events,
@@ -391,6 +393,8 @@ class JobDetail:
     (release, reject and remediate wait for it; the screens read the job again then)."""
     arrival: str = ""
     """That, in words ('attempt 1 could still arrive until 12:04:31 (UTC)'), or ''."""
+    candidates: list[Candidate] = field(default_factory=list)
+    """Orphan deliveries that could be this held job's own and that nobody has decided yet (a release waits)."""
 
     @property
     def duplicates(self) -> list[Event]:
@@ -516,6 +520,7 @@ def load_job(
         answers=answers,
         arrives_until=arrives,
         arrival=arrival_words(job, arrives, config.timezone) if arrives is not None else "",
+        candidates=held_candidates(conn, config, job),
     )
 
 

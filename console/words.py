@@ -65,6 +65,12 @@ def action_line(name: str, doc: Mapping[str, Any], *, now: float, tz: str) -> st
     if name == "finding":
         return (f"recorded finding {doc['category']} on {job} as {who} (event {doc['event_id']}): "
                 f"{_quoted(doc['note'])}; the job is still {state}, attempt {doc['attempt']}; nothing was sent")
+    if name == "dismiss-candidate":
+        left = doc.get("candidates_left") or []
+        after = (f"{len(left)} candidate{'s' if len(left) != 1 else ''} left to decide "
+                 f"(evidence {', '.join(str(i) for i in left)})" if left else "no candidate left to decide")
+        return (f"dismissed evidence {doc['evidence_id']} as a candidate of {job} as {who} (event {doc['event_id']}): "
+                f"{_quoted(doc['reason'])}; {after}; the job is still {state}; nothing was sent")
     if name == "assign":
         return (f"assigned {job} to {doc['owner']}, due {when(doc['due_at'], now, tz)}, as {who} "
                 f"(event {doc['event_id']}): {_quoted(doc['reason'])}; nothing was sent")

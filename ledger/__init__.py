@@ -15,6 +15,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # ledger.actions
     "ACTION_TABLE": ("ledger.actions", "ACTIONS"), "ActionField": ("ledger.actions", "Field"),
     "get_action": ("ledger.actions", "action"), "JOB_ACTIONS": ("ledger.actions", "JOB_ACTIONS"),
+    # ledger.candidates
+    "Candidate": ("ledger.candidates", "Candidate"), "held_candidates": ("ledger.candidates", "candidates"),
+    "candidate_choices": ("ledger.candidates", "decide_words"),
     # ledger.audit
     "audit_head": ("ledger.audit", "head"), "verify_ledger": ("ledger.audit", "verify"),
     # ledger.clock
@@ -40,12 +43,13 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "EXIT_QUOTA_EXCEEDED": ("ledger.errors", "EXIT_QUOTA_EXCEEDED"),
     "EXIT_NOT_YET": ("ledger.errors", "EXIT_NOT_YET"), "EXIT_REFUSED": ("ledger.errors", "EXIT_REFUSED"),
     "EXIT_PROBE_FAILED": ("ledger.errors", "EXIT_PROBE_FAILED"),
+    "EXIT_UNDECIDED_CANDIDATES": ("ledger.errors", "EXIT_UNDECIDED_CANDIDATES"),
     "EXIT_RESERVED_NOT_SENT": ("ledger.errors", "EXIT_RESERVED_NOT_SENT"),
     "EXIT_SEND_TAKEN_OVER": ("ledger.errors", "EXIT_SEND_TAKEN_OVER"),
     "EXIT_VERIFY_FAILED": ("ledger.errors", "EXIT_VERIFY_FAILED"), "JobNotFound": ("ledger.errors", "JobNotFound"),
     "LedgerCorrupt": ("ledger.errors", "LedgerCorrupt"), "LedgerError": ("ledger.errors", "LedgerError"),
     "LedgerLocked": ("ledger.errors", "LedgerLocked"), "LedgerUnusable": ("ledger.errors", "LedgerUnusable"),
-    "NotYet": ("ledger.errors", "NotYet"),
+    "NotYet": ("ledger.errors", "NotYet"), "UndecidedCandidates": ("ledger.errors", "UndecidedCandidates"),
     "PayloadError": ("ledger.errors", "PayloadError"), "Refused": ("ledger.errors", "Refused"),
     "UnknownOperation": ("ledger.errors", "UnknownOperation"),
     # ledger.evidence
@@ -181,6 +185,9 @@ if TYPE_CHECKING:
     from ledger.audit import head as audit_head
     from ledger.audit import parse_head as parse_audit_head
     from ledger.audit import verify as verify_ledger
+    from ledger.candidates import Candidate
+    from ledger.candidates import candidates as held_candidates
+    from ledger.candidates import decide_words as candidate_choices
     from ledger.clock import (
         INVALID,
         Clock,
@@ -208,6 +215,7 @@ if TYPE_CHECKING:
         EXIT_REFUSED,
         EXIT_RESERVED_NOT_SENT,
         EXIT_SEND_TAKEN_OVER,
+        EXIT_UNDECIDED_CANDIDATES,
         EXIT_VERIFY_FAILED,
         BadInput,
         ConfigError,
@@ -219,6 +227,7 @@ if TYPE_CHECKING:
         NotYet,
         PayloadError,
         Refused,
+        UndecidedCandidates,
         UnknownOperation,
     )
     from ledger.evidence import (
@@ -382,6 +391,7 @@ __all__ = [
     "EXIT_REFUSED",
     "EXIT_RESERVED_NOT_SENT",
     "EXIT_SEND_TAKEN_OVER",
+    "EXIT_UNDECIDED_CANDIDATES",
     "EXIT_VERIFY_FAILED",
     "EXPORT_TABLES",
     "FINDING_CATEGORIES",
@@ -399,6 +409,7 @@ __all__ = [
     "STATES",
     "ActionField",
     "BadInput",
+    "Candidate",
     "Clock",
     "Config",
     "ConfigError",
@@ -437,6 +448,7 @@ __all__ = [
     "Stage",
     "SystemClock",
     "TickReport",
+    "UndecidedCandidates",
     "UnknownOperation",
     "WorkerBeat",
     "WorkerBoard",
@@ -449,6 +461,7 @@ __all__ = [
     "build_report",
     "builtin_views",
     "bulk_assign",
+    "candidate_choices",
     "check_action_input",
     "check_export_filter",
     "check_pages",
@@ -481,6 +494,7 @@ __all__ = [
     "get_view",
     "group_counts",
     "held_by_operation",
+    "held_candidates",
     "held_jobs",
     "history_destination",
     "idem_key",

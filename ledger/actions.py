@@ -194,6 +194,17 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
         waits_for_arrival=True,
     ),
     Action(
+        "dismiss-candidate", "triage", "dismiss a candidate", ("held",),
+        (Field("evidence", "--evidence", "type the candidate's evidence id first",
+               "the id of the orphan evidence that is not this job's (listed by 'reclaim show JOB')",
+               "The candidate's evidence id, as 'reclaim show JOB' lists it (required)."),
+         _reason("say how you know it is not this job's (e.g. another model or time in the remote's console)")),
+        "records that this orphan delivery is not this job's (it is no longer a candidate); nothing is sent",
+        "Record that an orphan delivery listed as a candidate is not this held job's own, so a release need not wait "
+        "for it (triage).",
+        "candidate_dismissed",
+    ),
+    Action(
         "bulk-assign", "triage", "assign owners", ("held",),
         (_reason("say why these jobs go to this owner"), _OWNER, _DUE),
         "sets the owner and due time of every matching held job; nothing is sent (never a release)",
@@ -202,7 +213,7 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
     ),
 )}
 
-JOB_ACTIONS = ("query", "finding", "assign", "release", "reconcile", "reject", "remediate")
+JOB_ACTIONS = ("query", "finding", "dismiss-candidate", "assign", "release", "reconcile", "reject", "remediate")
 """The actions on one job, in the order triage takes them (bulk-assign acts on many)."""
 DECISIONS = frozenset({"release", "reconcile", "reject", "remediate"})
 """The actions that decide a held job's fate: each fences whatever was in flight for the old state."""

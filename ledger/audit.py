@@ -48,7 +48,7 @@ def head(conn: sqlite3.Connection) -> tuple[int, str | None]:
     return int(count), (row[1] if row else None)
 
 
-UNKEYED_KINDS = frozenset({"finding", "assign", "remote_query"})
+UNKEYED_KINDS = frozenset({"finding", "assign", "remote_query", "candidate_dismissed"})
 """Events a triage account writes: without the audit key (it holds none) they carry no MAC, and are
 authenticated only by the next keyed event chained on top of them."""
 

@@ -19,6 +19,7 @@ EXIT_SEND_TAKEN_OVER = 10  # this process's send was fenced: another worker or a
 EXIT_VERIFY_FAILED = 11  # `reclaim verify` found a break in the audit chain, a job its events disagree with, or damage
 EXIT_NOT_YET = 12  # a decision refused for now: the held job's last request could still arrive; try after the time given
 EXIT_PROBE_FAILED = 13  # `reclaim remotes probe`: an assumption this config relies on does not hold (or could not be seen)
+EXIT_UNDECIDED_CANDIDATES = 14  # a release refused: orphan deliveries could be the held job's own; reconcile or dismiss each
 
 
 class LedgerError(Exception):
@@ -101,6 +102,17 @@ class NotYet(Refused):
     def __init__(self, reason: str, until: float) -> None:
         super().__init__(reason)
         self.until = until
+
+
+class UndecidedCandidates(Refused):
+    """A release refused while orphan deliveries that could be the held job's own are undecided (ledger.candidates):
+    each must be reconciled from or dismissed first. Nothing was written. `evidence_ids` names them."""
+
+    exit_code = EXIT_UNDECIDED_CANDIDATES
+
+    def __init__(self, reason: str, evidence_ids: tuple[int, ...]) -> None:
+        super().__init__(reason)
+        self.evidence_ids = evidence_ids
 
 
 class RowDisagrees(LedgerError):

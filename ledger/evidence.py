@@ -21,6 +21,7 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from ledger import seal, store
@@ -131,12 +132,15 @@ def unhandled(conn: sqlite3.Connection, limit: int = 200) -> Iterator[Evidence]:
     return (Evidence.from_row(r) for r in rows)
 
 
-def mark_handled(conn: sqlite3.Connection, evidence_id: int, outcome: str, now: float) -> None:
-    """Record that a pass acted on a piece of evidence (inside the caller's transaction)."""
+def mark_handled(conn: sqlite3.Connection, evidence_id: int, outcome: str, now: float,
+                 record: dict[str, Any] | None = None) -> None:
+    """Record that a pass acted on a piece of evidence (inside the caller's transaction). `record`: what the pass
+    read of an orphan's interaction that may tell whose it could be (`created`, `model`; `{}` when it could not be
+    read), kept so a held job can list it as a candidate (`orphans_since`)."""
     conn.execute(
-        "INSERT INTO evidence_handled (evidence_id, at, outcome) VALUES (?, ?, ?) "
+        "INSERT INTO evidence_handled (evidence_id, at, outcome, record) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (evidence_id) DO NOTHING",
-        (evidence_id, now, outcome),
+        (evidence_id, now, outcome, detail_json(record) if record is not None else None),
     )
 
 
@@ -160,6 +164,47 @@ def orphans(conn: sqlite3.Connection, limit: int = 200) -> list[Evidence]:
         "ORDER BY e.id DESC LIMIT ?", (limit,),
     ).fetchall()
     return [Evidence.from_row(r, r["handled_outcome"]) for r in rows]
+
+
+UNOWNED_OUTCOMES = ("orphan: the interaction's record names no idem key", "orphan: the remote no longer knows")
+"""How a pass words an orphan whose owner nobody can read (ledgers older than the `record` column kept only these)."""
+
+
+@dataclass(frozen=True)
+class Unowned:
+    """Orphan evidence whose owner could not be read, and what was read of its interaction."""
+
+    evidence: Evidence
+    created: float | None
+    """When the remote says it created the interaction (epoch seconds), when it was read."""
+    model: str | None
+    """The interaction's model, when it was read."""
+
+
+def orphans_since(conn: sqlite3.Connection, since: float, limit: int = 500) -> list[Unowned]:
+    """Orphan webhook evidence that arrived at or after `since` and whose owner nobody could read, oldest first:
+    not attributed yet (no pass has read its interaction, or the GET keeps failing), its interaction's record names
+    no idem key, or the remote no longer knows it. Not listed: evidence attributed to a job, or whose record names an
+    idem key (another application's or a job's gone), or signed for a remote no operation uses."""
+    rows = conn.execute(
+        "SELECT e.*, h.outcome AS handled_outcome, h.record AS handled_record FROM evidence e "
+        "LEFT JOIN evidence_handled h ON h.evidence_id = e.id "
+        "WHERE e.job_id IS NULL AND e.source = 'webhook' AND e.at >= ? "
+        "AND (h.evidence_id IS NULL OR h.record IS NOT NULL OR h.outcome LIKE ? OR h.outcome LIKE ?) "
+        "ORDER BY e.id LIMIT ?",
+        (since, UNOWNED_OUTCOMES[0] + "%", UNOWNED_OUTCOMES[1] + "%", limit),
+    ).fetchall()
+    out: list[Unowned] = []
+    for r in rows:
+        read = json.loads(r["handled_record"]) if r["handled_record"] else {}
+        created = read.get("created")
+        model = read.get("model")
+        out.append(Unowned(
+            Evidence.from_row(r, r["handled_outcome"]),
+            float(created) if isinstance(created, (int, float)) and not isinstance(created, bool) else None,
+            model if isinstance(model, str) and model else None,
+        ))
+    return out
 
 
 def for_handle(conn: sqlite3.Connection, handle: str, *, source: str | None = None) -> list[Evidence]:
@@ -204,6 +249,25 @@ def owner_of_record(snapshot: Any) -> tuple[str | None, int | None, str | None]:
     if isinstance(snapshot.get("key"), str) and snapshot["key"]:
         return snapshot["key"], None, "key"
     return None, None, None
+
+
+def what_record_says(snapshot: Any) -> dict[str, Any]:
+    """What a remote record tells of whose interaction it could be, when its labels do not: when the remote created
+    it (`created`, epoch seconds, or None) and its `model` (or None). Kept with an orphan's outcome (`mark_handled`)."""
+    if not isinstance(snapshot, dict):
+        return {"created": None, "model": None}
+    created: float | None = None
+    raw = snapshot.get("created") or snapshot.get("create_time")
+    if isinstance(raw, str) and raw.strip():
+        try:
+            when = datetime.fromisoformat(raw.strip().replace("Z", "+00:00"))
+            created = (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+        except ValueError:
+            created = None
+    elif isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        created = float(raw)
+    model = snapshot.get("model")
+    return {"created": created, "model": model if isinstance(model, str) and model else None}
 
 
 def duplicate_count(conn: sqlite3.Connection) -> int:

@@ -47,6 +47,7 @@ TRANSITIONS: dict[tuple[str | None, str], str] = {
     ("failed", "finding"): "failed",
     ("held", "assign"): "held",
     ("failed", "assign"): "failed",
+    ("held", "candidate_dismissed"): "held",
     **{(s, "remote_query"): s for s in STATES},
     **{(s, "remote_resumed"): s for s in STATES},
     **{(s, "evidence"): s for s in STATES},

@@ -1,4 +1,5 @@
-"""Operator actions on a held (or failed) job: query, finding, assign, release, reconcile, reject, remediate.
+"""Operator actions on a held (or failed) job: query, finding, dismiss-candidate, assign, release, reconcile, reject,
+remediate.
 
 Who may take each, on which states, what must be typed and what it does come from one table,
 `ledger.actions`. Each action refuses a missing field (BadInput, naming it and its CLI option) before
@@ -17,6 +18,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ledger import candidates as orphan_candidates
 from ledger import evidence
 from ledger.actions import DECISIONS as DECISIONS
 from ledger.actions import FINDING_CATEGORIES as FINDING_CATEGORIES
@@ -25,7 +27,7 @@ from ledger.actions import action as action_spec
 from ledger.clock import Clock, clock_time, day_of, span, valid_time
 from ledger.config import Config
 from ledger.db import write_tx
-from ledger.errors import BadInput, JobNotFound, NotYet, Refused
+from ledger.errors import BadInput, JobNotFound, NotYet, Refused, UndecidedCandidates
 from ledger.identity import acting_source
 from ledger.model import Event, Job, JobKey
 from ledger.queries import JobFilter, list_jobs
@@ -74,12 +76,14 @@ def attempt_authors(conn: sqlite3.Connection, key: JobKey) -> dict[str, str]:
     """Everyone who wrote a finding or queried the remote in the job's current attempt, with what they did."""
     rows = conn.execute(
         "SELECT actor, kind FROM events WHERE job_id = ? AND operation = ? AND id > ? "
-        "AND kind IN ('finding', 'remote_query') ORDER BY id",
+        "AND kind IN ('finding', 'remote_query', 'candidate_dismissed') ORDER BY id",
         (key.job_id, key.operation, current_attempt_start(conn, key)),
     ).fetchall()
+    words = {"finding": "wrote a finding", "remote_query": "queried the remote",
+             "candidate_dismissed": "dismissed a candidate"}
     did: dict[str, set[str]] = {}
     for actor, kind in rows:
-        did.setdefault(actor, set()).add("wrote a finding" if kind == "finding" else "queried the remote")
+        did.setdefault(actor, set()).add(words[kind])
     return {actor: " and ".join(sorted(what, reverse=True)) for actor, what in did.items()}
 
 
@@ -104,8 +108,17 @@ def refusal(conn: sqlite3.Connection, config: Config, job: Job, action: str, act
     if why is not None:
         return why
     if action == "release":
-        why = _release_refusal(conn, config, job, actor, now)
+        why = candidate_refusal(conn, config, job) or _release_refusal(conn, config, job, actor, now)
+    elif action == "dismiss-candidate" and not orphan_candidates.candidates(conn, config, job):
+        why = "no orphan delivery is an undecided candidate for this job's own (see 'reclaim show')"
     return why or arrival_refusal(conn, config, job, action, now)
+
+
+def candidate_refusal(conn: sqlite3.Connection, config: Config, job: Job) -> str | None:
+    """Why a release must wait for a person to decide the orphan deliveries that could be the job's own
+    (ledger.candidates), naming each and the two ways out; None when there are none undecided."""
+    found = orphan_candidates.candidates(conn, config, job)
+    return orphan_candidates.refusal_words(job, found) if found else None
 
 
 def may_arrive_until(conn: sqlite3.Connection, job: Job) -> float | None:
@@ -228,6 +241,10 @@ def dry_run(
     """
     check_input(action, given)
     p = preview(conn, config, key, action, actor, clock)
+    if p.allowed and action == "dismiss-candidate":
+        why = _dismiss_refusal(conn, config, key, evidence_id_of(str(given.get("evidence", ""))))
+        if why is not None:
+            p = Preview(action, False, why, p.summary)
     if p.allowed and action == "reconcile":
         handle, _ = resolve_handle(conn, str(given.get("handle", "")))
         why = _reconcile_refusal(conn, config, get_job(conn, key), handle, remote, unverified)
@@ -263,6 +280,10 @@ def _act(
             wait = _arrival_wait(conn, config, job, action, now)
             if wait is not None and why == wait[0]:
                 raise NotYet(message, wait[1])  # allowed from then: the same command then succeeds
+            if action == "release":
+                found = orphan_candidates.candidates(conn, config, job)
+                if found and why == orphan_candidates.refusal_words(job, found):
+                    raise UndecidedCandidates(message, tuple(c.evidence_id for c in found))
             raise Refused(message)
         if count_today:
             day = day_of(now, config.timezone)
@@ -438,6 +459,44 @@ def release(
     )
 
 
+def evidence_id_of(text: str) -> int:
+    """The evidence id `--evidence` names ('12' or 'evidence:12'); BadInput for anything else."""
+    raw = text.strip()
+    number = raw[len(EVIDENCE_PREFIX):] if raw.startswith(EVIDENCE_PREFIX) else raw
+    if not number.isdigit() or len(number) > 18:
+        raise BadInput(f"--evidence {raw!r}: not an evidence id; give the number 'reclaim show JOB' lists "
+                       "(e.g. 12 or evidence:12)")
+    return int(number)
+
+
+def dismiss_candidate(
+    conn: sqlite3.Connection, config: Config, key: JobKey, evidence_ref: str, *, actor: str, clock: Clock,
+    reason: str,
+) -> Applied:
+    """Record that orphan evidence `evidence_ref` (an id, or evidence:ID), listed as a candidate of this held job, is
+    not its own: a `candidate_dismissed` event on the job, with who, when and why. Refused (nothing written) when it
+    is not one of the job's undecided candidates; a blank reason or id is refused (BadInput)."""
+    check_input("dismiss-candidate", {"evidence": evidence_ref, "reason": reason})
+    evidence_id = evidence_id_of(evidence_ref)
+    ev = evidence.get(conn, evidence_id)
+    return _act(
+        conn, config, key, "dismiss-candidate", orphan_candidates.DISMISS_EVENT, actor=actor, clock=clock,
+        detail={"evidence_id": evidence_id, "handle": ev.handle if ev is not None else None, "reason": reason},
+        check=lambda c: _dismiss_refusal(c, config, key, evidence_id),
+    )
+
+
+def _dismiss_refusal(conn: sqlite3.Connection, config: Config, key: JobKey, evidence_id: int) -> str | None:
+    """Why evidence `evidence_id` cannot be dismissed for this job: it is not one of its undecided candidates."""
+    found = orphan_candidates.candidates(conn, config, get_job(conn, key))
+    if any(x.evidence_id == evidence_id for x in found):
+        return None
+    if evidence_id in orphan_candidates.dismissed(conn, key):
+        return f"evidence {evidence_id} was already dismissed for this job"
+    listed = ", ".join(str(x.evidence_id) for x in found) or "none"
+    return f"evidence {evidence_id} is not a candidate for this job's own (its candidates: {listed})"
+
+
 def verify_handle(config: Config, job: Job, handle: str, remote: Remote, attempt: int | None = None) -> str | None:
     """Ask the remote whether `handle` is this job's: None when it is, else which check failed.
 
@@ -590,6 +649,9 @@ def take(
         return query_job(conn, config, key, remote, actor=actor, clock=clock)
     if action == "finding":
         return record_finding(conn, config, key, given["category"], given["note"], actor=actor, clock=clock)
+    if action == "dismiss-candidate":
+        return dismiss_candidate(conn, config, key, given["evidence"], actor=actor, clock=clock,
+                                 reason=given["reason"])
     if action == "assign":
         return assign(conn, config, key, given["owner"], given["due"], actor=actor, clock=clock, reason=given["reason"])
     if action == "release":

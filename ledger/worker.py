@@ -295,7 +295,9 @@ def attribute_deliveries(
     it; otherwise the interaction is fetched by id (GET) and its `labels` name the idem key and attempt. The owner gets a new evidence record
     (append-only: the delivery's own record stays, marked "attributed"), which `act_on_evidence` then acts
     on. An interaction the remote no longer knows, whose record names no idem key, or whose idem key is not
-    in this ledger stays orphan evidence, with the reason. A GET that fails is tried again next pass.
+    in this ledger stays orphan evidence, with the reason; for one whose owner cannot be read, what its record
+    says of when it was created and its model is kept too (a held job lists it as a candidate: ledger.candidates).
+    A GET that fails is tried again next pass.
     """
     for ev in evidence.unattributed(conn):
         assert ev.handle is not None
@@ -315,12 +317,12 @@ def attribute_deliveries(
             if status.state == "error":
                 continue  # the remote could not be asked: try again next pass
             if status.state == "not_found":
-                _handled(conn, ev.id, f"orphan: the remote no longer knows {ev.handle}", clock)
+                _handled(conn, ev.id, f"orphan: the remote no longer knows {ev.handle}", clock, record={})
                 continue
             idem, attempt, where = evidence.owner_of_record(status.snapshot)
             if idem is None:
                 _handled(conn, ev.id, "orphan: the interaction's record names no idem key "
-                         "(its labels were not echoed)", clock)
+                         "(its labels were not echoed)", clock, record=evidence.what_record_says(status.snapshot))
                 continue
             job = _job_by_idem(conn, idem)
             if job is None:
@@ -399,9 +401,10 @@ def act_on_evidence(
             _handled(conn, ev.id, f"recorded (job {job.state})", clock)
 
 
-def _handled(conn: sqlite3.Connection, evidence_id: int, outcome: str, clock: Clock) -> None:
+def _handled(conn: sqlite3.Connection, evidence_id: int, outcome: str, clock: Clock,
+             record: dict[str, object] | None = None) -> None:
     with write_tx(conn):
-        evidence.mark_handled(conn, evidence_id, outcome, clock.now())
+        evidence.mark_handled(conn, evidence_id, outcome, clock.now(), record)
 
 
 def _reconcile_from_evidence(

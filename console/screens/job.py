@@ -220,7 +220,7 @@ class JobScreen(ReclaimScreen):
         ]
         self._fields = rows
         self.query_one("#job-fields", FieldTable).show(rows, columns=self.field_columns())
-        self.query_one("#job-why", HeldExplanation).show(detail)
+        self.query_one("#job-why", HeldExplanation).show(detail, self.reclaim.config.timezone)
         self.reload_at(detail.arrives_until)  # release, reject and remediate are allowed from then
         if detail.can_answer:
             self.query_one("#job-remote", Static).update(

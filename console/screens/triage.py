@@ -111,7 +111,11 @@ def known_lines(detail: JobDetail, tz: str) -> Text:
     follows in the remote's own lines)."""
     text = Text()
     known = detail.known_state()
-    if known is None:
+    if known is None and detail.candidates:
+        n = len(detail.candidates)
+        text.append(f"Evidence: none names this job, but {n} orphan deliver{'y' if n == 1 else 'ies'} could be "
+                    "its own (listed above)", style="bold yellow")
+    elif known is None:
         text.append("Evidence: none for this attempt yet", style="bold")
     else:
         text.append("Evidence: ", style="bold")
@@ -289,7 +293,7 @@ class TriageScreen(ReclaimScreen):
         detail = message.detail
         tz = self.reclaim.config.timezone
         self.query_one("#triage-title", Label).update(Text.assemble(("Triage  ", "bold"), job_title(detail)))
-        self.query_one("#triage-why", HeldExplanation).show(detail)
+        self.query_one("#triage-why", HeldExplanation).show(detail, self.reclaim.config.timezone)
         self.reload_at(detail.arrives_until)  # release, reject and remediate are allowed from then
         if detail.can_answer:
             self._remote_lines = detail.can_answer[1:]  # the first: the remote's kind
@@ -299,6 +303,8 @@ class TriageScreen(ReclaimScreen):
             detail.console_url, self.reclaim.keymap.keys.get("triage.copy_url", "l"))
         self.query_one("#triage-last-query", Static).update(query_line(detail, tz))
         for action, preview in detail.previews.items():
+            if action not in TRIAGE_ACTIONS:
+                continue  # no key here (dismiss-candidate is taken with the CLI; its candidates are listed above)
             self.query_one(f"#action-{action}", GuardedAction).set_guard(preview.allowed, preview.reason,
                                                                           preview.summary)
         handle = self.query_one("#decision-handle", Input)

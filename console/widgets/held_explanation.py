@@ -7,6 +7,29 @@ from textual.widgets import Static
 
 from console.live import HELD_CASES, JobDetail
 from console.sanitize import safe_text
+from console.times import full_time
+
+
+def candidate_lines(detail: JobDetail, tz: str = "UTC") -> Text:
+    """The orphan deliveries that could be the held job's own, one line each, and how to decide them."""
+    found = detail.candidates
+    text = Text()
+    text.append(f"\nCandidates: {len(found)} orphan deliver{'y' if len(found) == 1 else 'ies'} could be this job's own "
+                "(same remote, within its send window); release waits until each is decided:", style="bold yellow")
+    for c in found:
+        text.append(f"\n  evidence:{c.evidence_id} ", style="bold")
+        text.append_text(safe_text(c.handle or "?", 80))
+        text.append(f" {c.remote_state}")
+        if c.created is not None:
+            text.append(f" · created {full_time(c.created, tz)}")
+            if c.model:
+                text.append(" · ")
+                text.append_text(safe_text(c.model, 60))
+        else:
+            text.append(f" · arrived {full_time(c.arrived, tz)} (its record could not be read)")
+    text.append("\n  Reconcile from it if it is this job's (handle evidence:ID), or dismiss it: "
+                "reclaim dismiss-candidate JOB --evidence ID --reason TEXT", style="italic")
+    return text
 
 
 class HeldExplanation(Static):
@@ -16,8 +39,8 @@ class HeldExplanation(Static):
     HeldExplanation { height: auto; padding: 0 1; }
     """
 
-    def show(self, detail: JobDetail) -> None:
-        """Explain `detail.job`'s state."""
+    def show(self, detail: JobDetail, tz: str = "UTC") -> None:
+        """Explain `detail.job`'s state (times in `tz`)."""
         job = detail.job
         text = Text()
         if job.state == "held":
@@ -26,6 +49,8 @@ class HeldExplanation(Static):
             if detail.arrival:
                 text.append(f"\n{detail.arrival[0].upper()}{detail.arrival[1:]}", style="bold yellow")
                 text.append(": release, reject and remediate wait until then (reconcile need not).")
+            if detail.candidates:
+                text.append_text(candidate_lines(detail, tz))
             text.append("\nThe outcome is unknown, so nothing is re-sent automatically. One of three things happened:\n",
                         style="dim")
             suspected = detail.suspected_case()

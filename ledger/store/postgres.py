@@ -289,6 +289,10 @@ CREATE TRIGGER webhook_deliveries_no_truncate BEFORE TRUNCATE ON webhook_deliver
     13: """
 CREATE INDEX events_kind_at ON events (kind, at);
 """,
+    # What a pass read of an orphan delivery's interaction (`created`, `model`), for a held job's candidates.
+    14: """
+ALTER TABLE evidence_handled ADD COLUMN record TEXT;
+""",
 }
 
 TRIGGERS = frozenset({

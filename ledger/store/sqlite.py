@@ -301,7 +301,13 @@ _V13 = """
 CREATE INDEX events_kind_at ON events (kind, at);
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, _V13]
+# What a pass read of an orphan delivery's interaction (its `created` and `model`, as JSON), kept beside the
+# outcome so a held job can list the orphans that could be its own (ledger.candidates); NULL: nothing read.
+_V14 = """
+ALTER TABLE evidence_handled ADD COLUMN record TEXT;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, _V13, _V14]
 
 TRIGGERS = frozenset({
     "events_no_update", "events_no_delete", "events_no_replace", "events_chain", "evidence_no_update",

@@ -229,6 +229,15 @@ def test_every_command_on_one_ledger(
 
     # -- release (four eyes: bob, not the finding's author), reconcile, reject, remediate ----------------------
     cli("release", "h-1", "--reason", "not received", operator="alice", rc=6)
+    # the orphan v1_zzz (not attributed yet, arrived after h-1's send began) could be h-1's own: a release waits
+    # until a person decides it
+    assert [c["handle"] for c in cli("show", "h-1", "--json")["candidates"]] == ["v1_zzz"]
+    before = fingerprint(ledger_path)
+    assert "v1_zzz" in cli("release", "h-1", "--reason", "not received", operator="bob", rc=14).stderr
+    assert fingerprint(ledger_path) == before
+    dismissed = cli("dismiss-candidate", "h-1", "--evidence", str(orphans[0]["id"]), "--reason",
+                    "another application's interaction (AI Studio)", "--json", operator="alice")
+    assert (dismissed["evidence_id"], dismissed["candidates_left"]) == (orphans[0]["id"], [])
     released = cli("release", "h-1", "--reason", "not received", "--json", operator="bob")
     assert released["attempt"] == 3 and read_job(ledger_path, "h-1").state == released["state"] != "held"
     cli("reconcile", "lost-1", "--handle", found["id"], "--reason", "found in the console", "--json",

@@ -421,7 +421,9 @@ def test_a_ledger_of_schema_version_9_migrates_forward_to_the_current_schema(pg:
     conn = connect(pg)  # migrates forward
     try:
         version = conn.execute("SELECT value FROM reclaim_meta WHERE key = 'schema_version'").fetchone()[0]
-        assert int(version) == schema_version() == 13
+        assert int(version) == schema_version() == 14
+        assert conn.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = 'evidence_handled' "
+                            "AND column_name = 'record' AND table_schema = current_schema()").fetchone()[0] == 1
         assert conn.execute("SELECT count(*) FROM picks").fetchone()[0] == 0
         assert conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'jobs_held_target'").fetchone()[0] == 1
         assert conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'events_kind_at'").fetchone()[0] == 1
