@@ -73,6 +73,7 @@ from ledger import (
     evidence_for_job,
     evidence_refusal_counts,
     fenced_write_count,
+    foreign_tally,
     get_job,
     held_candidates,
     is_url,
@@ -652,6 +653,7 @@ def status(
         pauses = paused_remotes(conn)
         duplicates = evidence_duplicate_count(conn)
         webhooks = evidence_refusal_counts(conn)
+        foreigners = foreign_tally(conn)
         event_count, head_hash = audit_head(conn)
         now = clock.now()
         silence = cfg.policy.worker_silence_seconds
@@ -680,6 +682,9 @@ def status(
             "duplicate_sends": duplicates,
             "audit": {"events": event_count, "head_hash": head_hash},
             "webhook_counters": webhooks,
+            "foreign_deliveries": {**foreigners.to_dict(), "last_seen": iso(foreigners.last_seen)
+                                   if foreigners.last_seen is not None else None,
+                                   "retention_days": cfg.policy.foreign_retention_days},
             "workers": {
                 "summary": live.summary(), "silent": live.silent, "running": live.workers,
                 "unresponsive": live.unresponsive, "last_pass_at": iso(live.last_pass_at) if live.last_pass_at else None,
@@ -712,6 +717,11 @@ def status(
                     "see 'reclaim events' kind duplicate_send)")
     if webhooks:
         output.line("webhook deliveries refused or repeated: " + ", ".join(f"{k} {v}" for k, v in webhooks.items()))
+    if foreigners.interactions:
+        output.line(f"foreign deliveries (other applications' interactions in the project, not alarming): "
+                    f"{foreigners.deliveries} for {foreigners.interactions} interaction(s), last "
+                    f"{iso(foreigners.last_seen) if foreigners.last_seen is not None else '-'}; each forgotten "
+                    f"{cfg.policy.foreign_retention_days:g} days after it was last seen")
     for name, p in pauses.items():
         output.line(
             f"remote {name} is PAUSED since {iso(p.paused_at)} ({p.reason}; {p.refusals} refusal(s)); "

@@ -17,7 +17,8 @@ TICK_WORDS: tuple[tuple[str, str], ...] = (
     ("delivered", "delivered"), ("orphans_found", "orphans found"), ("orphans_held", "orphans held"),
     ("fenced", "fenced"), ("abandoned", "given up"), ("remote_refused", "refused by a paused remote"),
     ("journal_replayed", "replayed from the outcome journal"), ("evidence_polled", "evidence polled"),
-    ("evidence_attributed", "evidence attributed"), ("duplicates_cancelled", "duplicates cancelled"),
+    ("evidence_attributed", "evidence attributed"), ("foreign", "foreign deliveries"),
+    ("duplicates_cancelled", "duplicates cancelled"),
     ("reconciled_by_evidence", "reconciled by evidence"), ("duplicates", "DUPLICATE SENDS"),
 )
 """A worker pass's counters, in the order a person reads them, with their words."""

@@ -52,6 +52,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "NotYet": ("ledger.errors", "NotYet"), "UndecidedCandidates": ("ledger.errors", "UndecidedCandidates"),
     "PayloadError": ("ledger.errors", "PayloadError"), "Refused": ("ledger.errors", "Refused"),
     "UnknownOperation": ("ledger.errors", "UnknownOperation"),
+    # ledger.foreign
+    "ForeignTally": ("ledger.foreign", "ForeignTally"), "foreign_tally": ("ledger.foreign", "tally"),
     # ledger.evidence
     "Evidence": ("ledger.evidence", "Evidence"), "evidence_duplicate_count": ("ledger.evidence", "duplicate_count"),
     "evidence_for_job": ("ledger.evidence", "for_job"),
@@ -269,6 +271,12 @@ if TYPE_CHECKING:
     )
     from ledger.files import fsync_dir, place_new
     from ledger.follow import EventCursor, wait_for_change
+    from ledger.foreign import (
+        ForeignTally,
+    )
+    from ledger.foreign import (
+        tally as foreign_tally,
+    )
     from ledger.heartbeat import Liveness, WorkerBeat, WorkerBoard, read_board
     from ledger.heartbeat import duration as duration_text
     from ledger.history import check_destination as history_destination
@@ -418,6 +426,7 @@ __all__ = [
     "EventCursor",
     "Evidence",
     "ExportFilter",
+    "ForeignTally",
     "Identity",
     "Job",
     "JobFilter",
@@ -488,6 +497,7 @@ __all__ = [
     "fenced_write_count",
     "fenced_writes_for",
     "find_job",
+    "foreign_tally",
     "fsync_dir",
     "get_action",
     "get_job",

@@ -59,6 +59,9 @@ class Policy:
     # body after the socket was given up, so its transfer must fit in the send margin: a payload larger than
     # send_margin_seconds * min_send_rate is refused (reserve) and never sent (send).
     min_send_rate: float = 1_000_000.0
+    # How long another application's interaction (a foreign delivery of the project webhook: ledger.foreign) is kept
+    # registered after it was last seen; later deliveries for it are only counted meanwhile.
+    foreign_retention_days: float = 7.0
 
 
 @dataclass(frozen=True)
@@ -224,6 +227,19 @@ def _seconds(
     return float(value)
 
 
+MAX_DAYS = 3650
+"""The longest a key counted in days may be (ten years)."""
+
+
+def _days(table: dict[str, Any], name: str, path: tuple[str, ...], default: float) -> float:
+    """A key in days: a finite number > 0, at most MAX_DAYS."""
+    key = _key(*path, name)
+    value = _typed(table, name, (int, float), path, default)
+    if (isinstance(value, float) and not math.isfinite(value)) or not 0 < value <= MAX_DAYS:
+        raise ConfigError(f"config key {key}: must be a number of days > 0 and at most {MAX_DAYS}, got {value!r}")
+    return float(value)
+
+
 def _count(table: dict[str, Any], name: str, path: tuple[str, ...], default: int | None, low: int, high: int) -> int:
     """An integer key within [low, high]; a missing key without a default is an error."""
     key = _key(*path, name)
@@ -307,6 +323,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         worker_silence_seconds=_seconds(p, "worker_silence_seconds", pp, 300),
         pick_seconds=_seconds(p, "pick_seconds", pp, 10),
         min_send_rate=_rate(p, "min_send_rate", pp, 1_000_000.0),
+        foreign_retention_days=_days(p, "foreign_retention_days", pp, 7),
     )
 
     operators: dict[str, frozenset[str]] = {}

@@ -144,11 +144,13 @@ def mark_handled(conn: sqlite3.Connection, evidence_id: int, outcome: str, now: 
     )
 
 
-def unattributed(conn: sqlite3.Connection, limit: int = 200) -> list[Evidence]:
-    """Webhook evidence that names no job and that no pass has looked at yet, oldest first."""
+def unattributed(conn: sqlite3.Connection, limit: int = 200, *, newest: bool = False) -> list[Evidence]:
+    """Webhook evidence that names no job and that no pass has looked at yet: the oldest `limit` (the newest with
+    `newest`, newest first)."""
+    order = "DESC" if newest else ""
     rows = conn.execute(
         "SELECT e.* FROM evidence e LEFT JOIN evidence_handled h ON h.evidence_id = e.id "
-        "WHERE h.evidence_id IS NULL AND e.source = 'webhook' AND e.job_id IS NULL ORDER BY e.id LIMIT ?",
+        f"WHERE h.evidence_id IS NULL AND e.source = 'webhook' AND e.job_id IS NULL ORDER BY e.id {order} LIMIT ?",
         (limit,),
     ).fetchall()
     return [Evidence.from_row(r) for r in rows]
@@ -156,11 +158,13 @@ def unattributed(conn: sqlite3.Connection, limit: int = 200) -> list[Evidence]:
 
 def orphans(conn: sqlite3.Connection, limit: int = 200) -> list[Evidence]:
     """Evidence that names no job of this ledger, newest first: awaiting attribution (`outcome` None) or
-    left orphan by a pass (`outcome` says why). Evidence a pass attributed to a job is not listed."""
+    left orphan by a pass (`outcome` says why). Evidence a pass attributed to a job, or found another
+    application's (foreign: ledger.foreign), is not listed."""
     rows = conn.execute(
         "SELECT e.*, h.outcome AS handled_outcome FROM evidence e "
         "LEFT JOIN evidence_handled h ON h.evidence_id = e.id "
-        "WHERE e.job_id IS NULL AND (h.outcome IS NULL OR h.outcome NOT LIKE 'attributed%') "
+        "WHERE e.job_id IS NULL AND (h.outcome IS NULL OR (h.outcome NOT LIKE 'attributed%' "
+        "AND h.outcome NOT LIKE 'foreign%')) "
         "ORDER BY e.id DESC LIMIT ?", (limit,),
     ).fetchall()
     return [Evidence.from_row(r, r["handled_outcome"]) for r in rows]

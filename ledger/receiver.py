@@ -18,8 +18,9 @@ kept as a hint and never trusted. The receiver makes no remote call.
 
 What the sender is told:
 - 202: a verified delivery of an interaction event, recorded.
-- 200: a verified delivery of a type reclaim does not act on (recorded as seen, nothing else), and a
-  redelivery or an exact replay of a `webhook-id` already recorded (nothing changes). Every verified
+- 200: a verified delivery of a type reclaim does not act on (recorded as seen, nothing else), a delivery for an
+  interaction registered foreign (another application's, ledger.foreign: only counted), and a redelivery or an
+  exact replay of a `webhook-id` already recorded (nothing changes). Every verified
   delivery gets a 2xx: Gemini retries a non-2xx for a day and may disable the project's webhook.
 - 4xx: unsigned, wrongly signed, stale, malformed, oversized or unreadable requests; counted by reason.
 - 503: the ledger could not be written; the sender retries later.
@@ -46,7 +47,7 @@ from typing import Any
 
 from standardwebhooks.webhooks import Webhook
 
-from ledger import evidence
+from ledger import evidence, foreign
 from ledger.clock import Clock
 from ledger.config import Config
 from ledger.db import connect, write_tx
@@ -209,10 +210,12 @@ def receive(
     webhook_id = str(lower["webhook-id"])
     data = doc.get("data") if isinstance(doc.get("data"), dict) else {}
     signature, now = lower["webhook-signature"], clock.now()
+    recorded = True
     with write_tx(conn):
         seen = conn.execute("SELECT signature FROM webhook_deliveries WHERE webhook_id = ?", (webhook_id,)).fetchone()
         if seen is None and kind in EVENT_STATUS:
-            _record(conn, config, remote, kind, data, doc, webhook_id, signature, lower["webhook-timestamp"], now)
+            recorded = _record(conn, config, remote, kind, data, doc, webhook_id, signature,
+                               lower["webhook-timestamp"], now)
         elif seen is None:
             conn.execute(
                 "INSERT INTO webhook_deliveries (webhook_id, received_at, signature, type, evidence_id) "
@@ -223,18 +226,23 @@ def receive(
         return Answer(200, "already received")
     if kind not in EVENT_STATUS:
         return Answer(200, f"ignored: reclaim does not act on {kind}")
+    if not recorded:
+        return Answer(200, "counted: another application's interaction (foreign)")
     return Answer(202, "recorded")
 
 
 def _record(
     conn: sqlite3.Connection, config: Config, remote: str, kind: str, data: dict[str, Any], doc: dict[str, Any],
     webhook_id: str, signature: str, timestamp: str, now: float,
-) -> None:
-    """Record a verified interaction event as evidence (inside the caller's transaction)."""
+) -> bool:
+    """Record a verified interaction event as evidence (inside the caller's transaction); False when its
+    interaction is registered foreign (another application's: ledger.foreign), which only counts the delivery."""
     interaction = str(data["id"])
     status = EVENT_STATUS[kind]
     row = conn.execute("SELECT * FROM jobs WHERE handle = ? LIMIT 1", (interaction,)).fetchone()
     job = Job.from_row(row) if row is not None else None
+    if job is None and foreign.count_delivery(conn, interaction, now):
+        return False
     detail: dict[str, Any] = {"type": kind, "status": status, "remote": remote, "timestamp": timestamp,
                               "version": doc.get("version"), "sent_at": doc.get("timestamp")}
     for field in ("error_code", "error_message"):
@@ -257,6 +265,7 @@ def _record(
         apply(conn, job.key, "evidence", actor="reclaim-receiver", now=now, expected_state=job.state,
               detail={"source": "webhook", "webhook_id": webhook_id, "type": kind, "handle": interaction,
                       "attempt": job.attempt, "evidence_id": ev_id})
+    return True
 
 
 def _body_length(value: str | None) -> int | None:

@@ -20,12 +20,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ledger import evidence, journal, queries, store
+from ledger import evidence, foreign, journal, queries, store
 from ledger.clock import Clock
 from ledger.config import Config
 from ledger.crashpoints import crashpoint
 from ledger.db import ledger_path, write_tx
 from ledger.errors import LedgerError, LedgerLocked, LedgerUnavailable, LedgerUnusable, ReservedNotSent
+from ledger.evidence import Evidence
 from ledger.heartbeat import WorkerBeat
 from ledger.leases import Claim, claim_for_send, claim_stale
 from ledger.model import Job, JobKey
@@ -68,6 +69,7 @@ class TickReport:
     journal_kept: int = 0
     evidence_polled: int = 0
     evidence_attributed: int = 0
+    foreign: int = 0  # deliveries of another application's interactions, registered foreign (ledger.foreign)
     duplicates_cancelled: int = 0
     reconciled_by_evidence: int = 0
     duplicates: int = 0
@@ -286,67 +288,109 @@ def replay_journal(conn: sqlite3.Connection, config: Config, *, clock: Clock, re
             report.fenced += not applied.ok and applied.refusal == "fenced"
 
 
+ATTRIBUTION_BATCH = 200
+"""Deliveries a pass attributes at most: the oldest half and the newest half of those waiting, so a flood of
+another application's deliveries neither starves the old ones nor keeps a fresh one of ours waiting a pass."""
+
+
 def attribute_deliveries(
     conn: sqlite3.Connection, config: Config, remotes: RemoteCache, *, clock: Clock, report: TickReport
 ) -> None:
     """Give each webhook delivery that names no job an owner, from the interaction's own record.
 
     A delivery names only an interaction id. When the id has since become a job's handle, that job owns
-    it; otherwise the interaction is fetched by id (GET) and its `labels` name the idem key and attempt. The owner gets a new evidence record
-    (append-only: the delivery's own record stays, marked "attributed"), which `act_on_evidence` then acts
-    on. An interaction the remote no longer knows, whose record names no idem key, or whose idem key is not
-    in this ledger stays orphan evidence, with the reason; for one whose owner cannot be read, what its record
-    says of when it was created and its model is kept too (a held job lists it as a candidate: ledger.candidates).
-    A GET that fails is tried again next pass.
+    it; otherwise the interaction is fetched by id (one GET, `poll_concurrency` at a time) and its `labels` name
+    the idem key and attempt. The owner gets a new evidence record (append-only: the delivery's own record stays,
+    marked "attributed"), which `act_on_evidence` then acts on. A record whose labels name no idem key of this
+    ledger is another application's: registered **foreign** once (ledger.foreign), never an orphan; its later
+    deliveries are only counted by the receiver. An interaction the remote no longer knows, or whose record echoes
+    no labels, stays orphan evidence with the reason and what its record says of when it was created and its model
+    (a held job lists it as a candidate: ledger.candidates). A GET that fails is tried again next pass.
     """
-    for ev in evidence.unattributed(conn):
+    _prune_foreign(conn, config, clock)
+    waiting = _waiting_deliveries(conn)
+    asked: list[tuple[Evidence, Remote]] = []  # (delivery, the remote to GET it from)
+    for ev in waiting:
         assert ev.handle is not None
         owner = evidence.handle_owner(conn, ev.handle)
-        job: Job | None = None
-        attempt: int | None = None
-        how = "handle"
         if owner is not None:
             job = _read_job(conn, owner)
-            attempt = job.attempt if job is not None else None
-        else:
-            remote = remotes.for_remote(str(ev.detail.get("remote", "")))
-            if remote is None:
-                _handled(conn, ev.id, "orphan: no declared operation uses the remote that signed it", clock)
-                continue
-            status = remote.lookup(ev.handle)
-            if status.state == "error":
-                continue  # the remote could not be asked: try again next pass
-            if status.state == "not_found":
-                _handled(conn, ev.id, f"orphan: the remote no longer knows {ev.handle}", clock, record={})
-                continue
-            idem, attempt, where = evidence.owner_of_record(status.snapshot)
-            if idem is None:
-                _handled(conn, ev.id, "orphan: the interaction's record names no idem key "
-                         "(its labels were not echoed)", clock, record=evidence.what_record_says(status.snapshot))
-                continue
-            job = _job_by_idem(conn, idem)
             if job is None:
-                _handled(conn, ev.id, f"orphan: idem key {idem} is not in this ledger", clock)
+                _handled(conn, ev.id, "orphan: its job is gone", clock)
                 continue
-            how = str(where)
-        if job is None:
-            _handled(conn, ev.id, "orphan: its job is gone", clock)
+            _attribute(conn, ev, job, job.attempt, "handle", clock, report)
             continue
-        now = clock.now()
+        remote = remotes.for_remote(str(ev.detail.get("remote", "")))
+        if remote is None:
+            _handled(conn, ev.id, "orphan: no declared operation uses the remote that signed it", clock)
+            continue
+        asked.append((ev, remote))
+    if not asked:
+        return
+    with ThreadPoolExecutor(max_workers=max(1, min(config.policy.poll_concurrency, len(asked)))) as pool:
+        statuses = list(pool.map(lambda pair: pair[1].lookup(pair[0].handle or ""), asked))
+    for (ev, _remote), status in zip(asked, statuses, strict=True):
+        if status.state == "error":
+            continue  # the remote could not be asked: try again next pass
+        if status.state == "not_found":
+            _handled(conn, ev.id, f"orphan: the remote no longer knows {ev.handle}", clock, record={})
+            continue
+        idem, attempt, where = evidence.owner_of_record(status.snapshot)
+        job = _job_by_idem(conn, idem) if idem is not None else None
+        if job is not None:
+            _attribute(conn, ev, job, attempt, str(where), clock, report)
+            continue
+        if idem is None and not foreign.is_foreign(status.snapshot, idem):
+            _handled(conn, ev.id, "orphan: the interaction's record names no idem key "
+                     "(its labels were not echoed)", clock, record=evidence.what_record_says(status.snapshot))
+            continue
+        why = ("foreign: its labels name no idem key (another application's interaction)" if idem is None
+               else f"foreign: idem key {idem} is not in this ledger (another application's or ledger's)")
         with write_tx(conn):
-            new_id = evidence.record(
-                conn, at=now, source="webhook", idem_key=job.idem_key, attempt=attempt, handle=ev.handle,
-                remote_state=ev.remote_state, job=job.key, ref=ev.ref,
-                detail={**ev.detail, "attributed_from": ev.id, "attributed_by": how},
-            )
-            current = _read_job(conn, job.key)
-            assert current is not None
-            apply(conn, job.key, "evidence", actor="reclaim", now=now, expected_state=current.state,
-                  detail={"source": "webhook", "webhook_id": ev.ref, "type": ev.detail.get("type"),
-                          "handle": ev.handle, "attempt": attempt, "evidence_id": new_id, "attributed_by": how})
-            evidence.mark_handled(conn, ev.id, f"attributed to {job.job_id} / {job.operation} "
-                                  f"(evidence {new_id}, by {how})", now)
-        report.evidence_attributed += 1
+            evidence.mark_handled(conn, ev.id, why, clock.now())
+            foreign.register(conn, interaction_id=ev.handle or "", remote=str(ev.detail.get("remote", "")),
+                             labels=status.snapshot.get("labels"), evidence_id=ev.id, seen_at=ev.at)
+        report.foreign += 1
+
+
+def _waiting_deliveries(conn: sqlite3.Connection) -> list[Evidence]:
+    """The deliveries this pass attributes: the oldest and the newest of those waiting (ATTRIBUTION_BATCH in all),
+    oldest first."""
+    half = ATTRIBUTION_BATCH // 2
+    oldest = evidence.unattributed(conn, limit=half)
+    newest = evidence.unattributed(conn, limit=half, newest=True) if len(oldest) == half else []
+    seen = {ev.id for ev in oldest}
+    return oldest + sorted((ev for ev in newest if ev.id not in seen), key=lambda ev: ev.id)
+
+
+def _prune_foreign(conn: sqlite3.Connection, config: Config, clock: Clock) -> None:
+    """Forget foreign interactions not seen for `foreign_retention_days` (a read first: most passes write nothing)."""
+    before = clock.now() - config.policy.foreign_retention_days * 86_400
+    oldest = foreign.oldest_seen(conn)
+    if oldest is not None and oldest < before:
+        with write_tx(conn):
+            foreign.prune(conn, before)
+
+
+def _attribute(
+    conn: sqlite3.Connection, ev: Evidence, job: Job, attempt: int | None, how: str, clock: Clock, report: TickReport
+) -> None:
+    """Record delivery `ev` as `job`'s evidence (a new record; `ev` marked attributed) and tell the job."""
+    now = clock.now()
+    with write_tx(conn):
+        new_id = evidence.record(
+            conn, at=now, source="webhook", idem_key=job.idem_key, attempt=attempt, handle=ev.handle,
+            remote_state=ev.remote_state, job=job.key, ref=ev.ref,
+            detail={**ev.detail, "attributed_from": ev.id, "attributed_by": how},
+        )
+        current = _read_job(conn, job.key)
+        assert current is not None
+        apply(conn, job.key, "evidence", actor="reclaim", now=now, expected_state=current.state,
+              detail={"source": "webhook", "webhook_id": ev.ref, "type": ev.detail.get("type"),
+                      "handle": ev.handle, "attempt": attempt, "evidence_id": new_id, "attributed_by": how})
+        evidence.mark_handled(conn, ev.id, f"attributed to {job.job_id} / {job.operation} "
+                              f"(evidence {new_id}, by {how})", now)
+    report.evidence_attributed += 1
 
 
 def _read_job(conn: sqlite3.Connection, key: JobKey) -> Job | None:

@@ -293,6 +293,19 @@ CREATE INDEX events_kind_at ON events (kind, at);
     14: """
 ALTER TABLE evidence_handled ADD COLUMN record TEXT;
 """,
+    # Foreign interactions (ledger.foreign): another application's, recorded once, counted, pruned.
+    15: """
+CREATE TABLE foreign_interactions (
+    interaction_id TEXT PRIMARY KEY,
+    remote         TEXT NOT NULL,
+    first_seen     DOUBLE PRECISION NOT NULL,
+    last_seen      DOUBLE PRECISION NOT NULL,
+    deliveries     BIGINT NOT NULL,
+    labels         TEXT NOT NULL DEFAULT '{}',
+    evidence_id    BIGINT
+);
+CREATE INDEX foreign_interactions_last_seen ON foreign_interactions (last_seen);
+""",
 }
 
 TRIGGERS = frozenset({

@@ -307,7 +307,22 @@ _V14 = """
 ALTER TABLE evidence_handled ADD COLUMN record TEXT;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, _V13, _V14]
+# Foreign interactions (ledger.foreign): another application's interactions the project webhook delivered, each
+# recorded once and counted; not part of any chain, pruned after the configured retention.
+_V15 = """
+CREATE TABLE foreign_interactions (
+    interaction_id TEXT PRIMARY KEY,
+    remote         TEXT NOT NULL,
+    first_seen     REAL NOT NULL,
+    last_seen      REAL NOT NULL,
+    deliveries     INTEGER NOT NULL,
+    labels         TEXT NOT NULL DEFAULT '{}',
+    evidence_id    INTEGER
+);
+CREATE INDEX foreign_interactions_last_seen ON foreign_interactions (last_seen);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, _V13, _V14, _V15]
 
 TRIGGERS = frozenset({
     "events_no_update", "events_no_delete", "events_no_replace", "events_chain", "evidence_no_update",

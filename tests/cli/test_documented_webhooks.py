@@ -70,10 +70,10 @@ class Receiver:
             self.server.conn.close()
             self.server = None
 
-    def tick(self) -> TickReport:
+    def tick(self, clock: Any = None) -> TickReport:
         conn = connect(self.ledger)
         try:
-            return tick(conn, self.cfg, clock=SystemClock(), remotes=RemoteCache(self.cfg), owner="w")
+            return tick(conn, self.cfg, clock=clock or SystemClock(), remotes=RemoteCache(self.cfg), owner="w")
         finally:
             conn.close()
 
