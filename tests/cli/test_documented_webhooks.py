@@ -26,6 +26,7 @@ from unittest import mock
 from urllib.parse import urlsplit
 
 import pytest
+from documented import example
 from gemini_deliveries import delivery, envelope, post, signed
 
 from ledger import evidence, make_webhook_server, queries, triage
@@ -183,7 +184,7 @@ def test_a_failed_delivery_keeps_its_error_code_and_message(sim: Simulator, rx: 
     assert ev.detail["attributed_by"] == "labels"
 
 
-@pytest.mark.parametrize("kind", ["batch.succeeded", "video.generated"])
+@pytest.mark.parametrize("kind", example("webhook_events.json")["other_events"])  # the catalogue's other events
 def test_a_verified_delivery_of_a_type_reclaim_ignores_is_acknowledged_and_changes_nothing(
     kind: str, sim: Simulator, rx: Receiver,
 ) -> None:

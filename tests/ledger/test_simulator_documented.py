@@ -100,7 +100,11 @@ def test_the_guides_envelope_is_every_interaction_events_envelope_and_the_catalo
         doc = example(f"webhook_{event.replace('.', '_')}.json")
         assert doc["type"] == event and set(doc) == set(envelope) and doc["version"] == envelope["version"]
         assert "id" in doc["data"]
-    assert {v: k for k, v in WEBHOOK_EVENTS.items()} == interaction_events()
+    assert {v: k for k, v in WEBHOOK_EVENTS.items()} == interaction_events()  # what the simulator sends
+    from ledger.receiver import EVENT_STATUS
+
+    assert EVENT_STATUS == interaction_events()  # what the receiver records: the same rows
+    assert not set(EVENT_STATUS) & set(example("webhook_events.json")["other_events"])
 
 
 # -- deliveries ------------------------------------------------------------------------------------------------
