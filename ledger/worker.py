@@ -327,9 +327,11 @@ def attribute_deliveries(
         asked.append((ev, remote))
     if not asked:
         return
-    with ThreadPoolExecutor(max_workers=max(1, min(config.policy.poll_concurrency, len(asked)))) as pool:
-        statuses = list(pool.map(lambda pair: pair[1].lookup(pair[0].handle or ""), asked))
-    for (ev, _remote), status in zip(asked, statuses, strict=True):
+    once = {ev.handle: remote for ev, remote in asked}  # one GET per interaction, however many deliveries name it
+    with ThreadPoolExecutor(max_workers=max(1, min(config.policy.poll_concurrency, len(once)))) as pool:
+        read = dict(zip(once, pool.map(lambda item: item[1].lookup(item[0] or ""), once.items()), strict=True))
+    for ev, _remote in asked:
+        status = read[ev.handle]
         if status.state == "error":
             continue  # the remote could not be asked: try again next pass
         if status.state == "not_found":

@@ -137,3 +137,13 @@ def test_a_flood_of_foreign_deliveries_costs_one_get_each_and_a_fresh_one_of_our
     # one GET for each of theirs (ours is read more: attributed, verified, then polled as a submitted job)
     assert sim.count("get") - gets_before - sim.count("get", job.idem_key) == 30
     assert rx.job("ours")[0].handle == ours and sim.count("create", job.idem_key) == 1
+
+
+def test_two_deliveries_of_one_interaction_before_a_pass_cost_one_get(sim: Simulator, rx: Receiver) -> None:
+    theirs = _create_elsewhere(sim, {"app": "billing"})
+    assert rx.post(*delivery(theirs, SECRET, "interaction.requires_action")) == 202
+    assert rx.post(*delivery(theirs, SECRET, "interaction.completed")) == 202  # not registered yet: recorded
+    assert rx.tick().foreign == 2
+    assert sim.count("get") == 1
+    assert (_tally(rx).interactions, _tally(rx).deliveries) == (1, 2)
+    assert _orphans(rx) == []
