@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import json
 import shlex
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from ledger import evidence
 from ledger.config import Config
+from ledger.db import Connection
 from ledger.model import Job, JobKey
 
 CREATED_SLACK_SECONDS = 2.0
@@ -60,7 +60,7 @@ class Candidate:
         return dict(self.__dict__)
 
 
-def send_window(conn: sqlite3.Connection, config: Config, job: Job) -> tuple[float, float] | None:
+def send_window(conn: Connection, config: Config, job: Job) -> tuple[float, float] | None:
     """(from, until) in epoch seconds for a held job with no handle: its last send's start to its hold plus the
     send margin (or its recorded `may_arrive_until`, when later). None for any other job: one with a handle knows
     its interaction, and only a held job can be released."""
@@ -83,7 +83,7 @@ def send_window(conn: sqlite3.Connection, config: Config, job: Job) -> tuple[flo
     return start, max(end, start)
 
 
-def dismissed(conn: sqlite3.Connection, key: JobKey) -> dict[int, dict[str, Any]]:
+def dismissed(conn: Connection, key: JobKey) -> dict[int, dict[str, Any]]:
     """The orphans a person dismissed for this job: evidence id -> {actor, at, reason}."""
     rows = conn.execute(
         "SELECT actor, at, detail FROM events WHERE job_id = ? AND operation = ? AND kind = ? ORDER BY id",
@@ -101,7 +101,7 @@ def _model_name(name: str | None) -> str | None:
     return name.rsplit("/", 1)[-1].strip().lower() if name else None
 
 
-def candidates(conn: sqlite3.Connection, config: Config, job: Job, *, undecided: bool = True) -> list[Candidate]:
+def candidates(conn: Connection, config: Config, job: Job, *, undecided: bool = True) -> list[Candidate]:
     """The orphan deliveries that could be `job`'s own, oldest first (see the module's words); with `undecided`
     (the default) those a person dismissed for this job are left out. [] for a job with no send window."""
     window = send_window(conn, config, job)

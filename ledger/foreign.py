@@ -19,9 +19,10 @@ more evidence row and one more GET.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
+
+from ledger.db import Connection
 
 LABELS_KEPT = 8
 """How many of a foreign interaction's labels are kept (for an operator wondering whose it is)."""
@@ -54,7 +55,7 @@ def is_foreign(snapshot: Any, idem: str | None) -> bool:
     return idem is None and isinstance(labels, dict) and bool(labels)
 
 
-def register(conn: sqlite3.Connection, *, interaction_id: str, remote: str, labels: Any, evidence_id: int | None,
+def register(conn: Connection, *, interaction_id: str, remote: str, labels: Any, evidence_id: int | None,
              seen_at: float) -> None:
     """Register a foreign interaction with its first delivery (inside the caller's transaction); an interaction
     already registered only has this delivery counted."""
@@ -66,7 +67,7 @@ def register(conn: sqlite3.Connection, *, interaction_id: str, remote: str, labe
     )
 
 
-def count_delivery(conn: sqlite3.Connection, interaction_id: str, seen_at: float) -> bool:
+def count_delivery(conn: Connection, interaction_id: str, seen_at: float) -> bool:
     """Count one more delivery for `interaction_id` if it is registered foreign (inside the caller's transaction);
     False when it is not (the delivery is then recorded as evidence as usual)."""
     row = conn.execute(
@@ -76,28 +77,21 @@ def count_delivery(conn: sqlite3.Connection, interaction_id: str, seen_at: float
     return row is not None
 
 
-def prune(conn: sqlite3.Connection, before: float) -> int:
+def prune(conn: Connection, before: float) -> int:
     """Forget foreign interactions last seen before `before` (inside the caller's transaction); how many."""
     cur = conn.execute("DELETE FROM foreign_interactions WHERE last_seen < ?", (before,))
     return max(0, cur.rowcount or 0)
 
 
-def oldest_seen(conn: sqlite3.Connection) -> float | None:
+def oldest_seen(conn: Connection) -> float | None:
     """When the longest-unseen foreign interaction was last seen (None: the register is empty)."""
     row = conn.execute("SELECT MIN(last_seen) FROM foreign_interactions").fetchone()
     return float(row[0]) if row is not None and row[0] is not None else None
 
 
-def tally(conn: sqlite3.Connection) -> ForeignTally:
+def tally(conn: Connection) -> ForeignTally:
     """How many foreign interactions the register holds, the deliveries counted for them, the latest seen."""
     row = conn.execute(
         "SELECT COUNT(*), COALESCE(SUM(deliveries), 0), MAX(last_seen) FROM foreign_interactions"
     ).fetchone()
     return ForeignTally(int(row[0]), int(row[1]), float(row[2]) if row[2] is not None else None)
-
-
-def registered(conn: sqlite3.Connection, interaction_id: str) -> bool:
-    """True when `interaction_id` is registered foreign."""
-    return conn.execute(
-        "SELECT 1 FROM foreign_interactions WHERE interaction_id = ?", (interaction_id,)
-    ).fetchone() is not None
