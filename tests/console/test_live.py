@@ -77,7 +77,9 @@ async def test_pause_holds_live_refresh(demo: Demo) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_loaded(pilot, OverviewScreen)
         await pilot.press("p")
-        assert app.paused and "PAUSED" in screen_text(app)
+        assert app.paused
+        # The class is set at once; the badge is on screen once the next frame is drawn.
+        await wait_until(pilot, lambda: "PAUSED" in screen_text(app), timeout=5.0, what="PAUSED on screen")
         pulses = app.pulses
         add_job(demo, "while paused")
         polls = app.polls
