@@ -32,7 +32,6 @@ from ledger.errors import ConfigError
 KEY_ENV = "RECLAIM_AUDIT_KEY_FILE"
 """The variable naming the audit key file; wins over `[audit] key_file`."""
 KEY_BYTES = 32
-_KEY_ID_LABEL = b"reclaim audit key id"
 
 _key: bytes | None = None
 _SEAL_BODY = jsontext.encoder(sort_keys=True, separators=(",", ":"), check_circular=False)
@@ -49,12 +48,6 @@ def use_key(key: bytes | None) -> None:
 def current_key() -> bytes | None:
     """The audit key this process holds, or None."""
     return _key
-
-
-def key_id(key: bytes) -> str:
-    """A short public name for a key (an HMAC of a fixed label): tells which key a ledger was sealed with,
-    and reveals nothing of it."""
-    return hmac.new(key, _KEY_ID_LABEL, hashlib.sha256).hexdigest()[:16]
 
 
 def mac(key: bytes, chain_hash: str) -> str:

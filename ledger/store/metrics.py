@@ -66,12 +66,6 @@ def open_jobs(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
     return [(r[0], r[1], int(r[2])) for r in rows]
 
 
-def jobs_by_operation_state(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
-    """(operation, state, jobs) for every pair that has jobs, from the jobs table (a scan of every job)."""
-    rows = conn.execute("SELECT operation, state, COUNT(*) FROM jobs GROUP BY operation, state").fetchall()
-    return [(r[0], r[1], int(r[2])) for r in rows]
-
-
 @dataclass(frozen=True)
 class HeldFigures:
     """One operation's held jobs at `now`: how many, the oldest's hold time, how many are past their due time."""
