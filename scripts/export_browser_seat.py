@@ -2,7 +2,7 @@
 
     python scripts/export_browser_seat.py [--out screenshots]
 
-Builds the demo ledger (console.fixtures.build_demo) against a loopback simulator, switches its config to
+Builds the demo ledger (tests/support/console_demo.py, build_demo) against a loopback simulator, switches its config to
 `[identity] source = "proxy"`, starts `reclaim serve` on a free loopback port that trusts 127.0.0.1, and lets
 chromium (driven by Playwright, sending the proxy's header itself) open bob's console at its overview. Needs /usr/bin/chromium (`make screenshots` installs it as root).
 """
@@ -21,8 +21,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
-from console.fixtures import build_demo  # noqa: E402
+from console_demo import build_demo  # noqa: E402
+
 from ledger.identity import os_account  # noqa: E402
 from ledger.simulator import Simulator  # noqa: E402
 

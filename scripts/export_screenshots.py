@@ -3,8 +3,9 @@
     python scripts/export_screenshots.py [--out screenshots]
 
 Builds the demo's ledger as it is two minutes in, after alice recorded a finding on the first held job
-(console.demo_moment.build_moment: the demo's config, job generator, fault rates and seed, real worker
-passes and SDK against a loopback simulator, a fixed clock), then draws each of console.demo_scenes.SHOTS
+(tests/support/demo_moment.py, build_moment: the demo's config, job generator, fault rates and seed, real worker
+passes and SDK against a loopback simulator, a fixed clock), then draws each of SHOTS
+(tests/support/console_scenes.py)
 and saves <name>.svg. The clock is pinned in-process (ledger.clock.use_clock), so a rerun draws the same
 pictures.
 """
@@ -22,11 +23,12 @@ from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+
+from console_scenes import REASON, SCENE_URL, SHOTS, Shot, scene_config, stage  # noqa: E402
+from demo_moment import DemoMoment, build_moment, start_simulator  # noqa: E402
 
 from console.app import make_app  # noqa: E402
-from console.demo_moment import DemoMoment, build_moment, start_simulator  # noqa: E402
-from console.demo_scenes import SHOTS, Shot, stage  # noqa: E402
-from console.fixtures import SCENE_URL, scene_config  # noqa: E402
 from console.live import Follower, Pulse  # noqa: E402
 from ledger.clock import ManualClock, use_clock  # noqa: E402
 from ledger.simulator import Simulator  # noqa: E402
@@ -54,7 +56,7 @@ async def shoot(moment: DemoMoment, shot: Shot, out: Path) -> Path:
                    config_path=moment.config_path)
     target = out / f"{shot.name}.svg"
     async with app.run_test(size=shot.size) as pilot:
-        await stage(pilot, shot.scene, moment)
+        await stage(pilot, shot.scene, moment.jobs["found"], REASON)
         await pilot.wait_for_scheduled_animations()
         await pilot.pause()
         app.save_screenshot(target.name, str(out))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import textual._wait
+from console_demo import Demo, build_demo
 
-from console.fixtures import Demo, build_demo
 from ledger.clock import ManualClock
 from ledger.config import load_config
 from ledger.simulator import Simulator

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from console_demo import Demo
 from console_helpers import wait_loaded, wait_until, widget_text
 from ledger_reads import job_fingerprint
 from textual.widgets import Input, Label
 
 from console.app import make_app
-from console.fixtures import Demo
 from console.screens.confirm import ConfirmScreen
 from console.screens.job import JobScreen
 from console.screens.jobs import JobListScreen

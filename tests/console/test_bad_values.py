@@ -7,10 +7,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from console_demo import ARTICLE, write_config
 from console_helpers import screen_text, wait_loaded, wait_until, widget_text
 
 from console.app import make_app
-from console.fixtures import ARTICLE, write_config
 from console.screens.job import JobScreen
 from console.screens.overview import OverviewScreen
 from console.widgets.held_table import HeldTable

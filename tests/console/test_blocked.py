@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from console_demo import ARTICLE, Demo
 from console_helpers import wait_loaded, wait_until, widget_text
 from textual.widgets import DataTable
 
 from console.app import make_app
-from console.fixtures import ARTICLE, Demo
 from console.screens.job import JobScreen
 from console.screens.overview import OverviewScreen
 from console.widgets.event_feed import EventFeed

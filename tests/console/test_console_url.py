@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from console_demo import ARTICLE, write_config
 from console_helpers import screen_text, wait_loaded, wait_until
 from test_triage import T
 from textual.pilot import Pilot
 
 import console.screens.job_read as job_read
 from console.app import ReclaimApp, make_app
-from console.fixtures import ARTICLE, write_config
 from console.screens.job import JobScreen
 from console.screens.overview import OverviewScreen
 from console.screens.triage import TriageScreen

@@ -11,10 +11,10 @@ from dataclasses import replace
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from console_demo import Demo
 from console_helpers import wait_loaded, wait_until, widget_text
 
 from console.app import ReclaimApp, make_app
-from console.fixtures import Demo
 from console.job_link import check_link_part, decode_token, encode_token, job_link
 from console.screens.job import JobScreen
 from console.screens.overview import OverviewScreen

@@ -13,10 +13,10 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from console_scenes import REASON, SHOTS
+from demo_moment import START, WORKER, DemoMoment, build_moment, start_simulator
 
 from console.demo import CONFIG_TEMPLATE
-from console.demo_moment import START, WORKER, DemoMoment, build_moment, start_simulator
-from console.demo_scenes import REASON, SHOTS
 from ledger.clock import ManualClock, process_clock, use_clock
 from ledger.config import load_config
 

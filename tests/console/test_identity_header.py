@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from console_demo import Demo
 from console_helpers import wait_loaded
 from textual.widgets import Label
 
 from console.app import make_app
-from console.fixtures import Demo
 from ledger.db import connect
 from ledger.identity import Identity
 

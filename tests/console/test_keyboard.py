@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from console_demo import ARTICLE, SUMMARY, Demo
 from console_helpers import wait_loaded, wait_until
 from rich.text import Text
 from textual.pilot import Pilot
@@ -15,7 +16,6 @@ from textual.widgets import Input, Select
 
 from console.app import ReclaimApp, make_app
 from console.bindings import parse_keymap
-from console.fixtures import ARTICLE, SUMMARY, Demo
 from console.screens.command import CommandScreen
 from console.screens.confirm import ConfirmScreen
 from console.screens.help import HelpScreen

@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from console_demo import ARTICLE, Demo
+from console_helpers import screen_text, wait_loaded, wait_until, widget_text
 from textual.widgets import Static
 
 from console.app import make_app
-from console.fixtures import ARTICLE, Demo
 from console.screens import overview as overview_module
 from console.screens.job import JobScreen
 from console.screens.overview import OverviewScreen
@@ -19,7 +20,6 @@ from ledger.db import connect
 from ledger.leases import claim_for_send
 from ledger.reserve import reserve
 from ledger.worker import RemoteCache, TickReport, recover_stale
-from tests.console.console_helpers import screen_text, wait_loaded, wait_until, widget_text
 
 pytestmark = pytest.mark.anyio
 

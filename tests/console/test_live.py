@@ -8,12 +8,12 @@ import shutil
 import sqlite3
 
 import pytest
+from console_demo import ARTICLE, Demo
 from console_helpers import screen_text, wait_loaded, wait_until
 from textual.message import Message
 from textual.widgets import DataTable
 
 from console.app import ReclaimApp, make_app
-from console.fixtures import ARTICLE, Demo
 from console.screens.help import HelpScreen
 from console.screens.jobs import JobListScreen
 from console.screens.overview import OverviewScreen

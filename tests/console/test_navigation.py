@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from console_demo import Demo
 from console_helpers import screen_text, wait_loaded, wait_until, widget_text
 from textual.widgets import DataTable, Input, Sparkline, Static
 
 from console.app import ReclaimApp, ReclaimCommands, make_app
 from console.bindings import load_keymap, parse_keymap
-from console.fixtures import Demo
 from console.screens.confirm import ConfirmScreen
 from console.screens.help import HelpScreen
 from console.screens.job import JobScreen

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from console_demo import ARTICLE, write_config
 from console_helpers import wait_loaded, wait_until
 from test_keyboard import KeyCounter, confirm_open, focused_id
 
 from console.app import make_app
-from console.fixtures import ARTICLE, write_config
 from console.screens.overview import OverviewScreen
 from console.screens.triage import TriageScreen
 from console.widgets.guarded_action import GuardedAction

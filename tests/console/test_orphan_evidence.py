@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from console_demo import ARTICLE, Demo, write_config
 from console_helpers import wait_loaded, wait_until, widget_text
 from test_triage import T, fingerprint, guard, open_triage
 
 from console.app import make_app
-from console.fixtures import ARTICLE, Demo, write_config
 from console.screens.evidence import EvidenceScreen
 from console.screens.overview import OverviewScreen
 from ledger import evidence, triage

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from console_demo import Demo
 from console_helpers import screen_text, wait_loaded
 from textual.widgets import DataTable, Sparkline
 
 from console.app import make_app
-from console.fixtures import Demo
 from console.screens.report import WINDOW_SECONDS, ReportScreen, took
 from ledger.db import connect
 from ledger.report import ENDINGS, build

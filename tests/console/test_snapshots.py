@@ -6,9 +6,11 @@ import dataclasses
 from typing import Any
 
 import pytest
+from console_demo import Demo
+from console_helpers import wait_loaded
+from console_scenes import SCENE_OPERATOR, SCENE_REASON, SCENE_SIZE, SCENES, scene_config, stage
 
 from console.app import make_app
-from console.fixtures import SCENE_OPERATOR, SCENE_SIZE, SCENES, Demo, scene_config, stage
 from console.live import Follower, Pulse
 
 
@@ -26,7 +28,7 @@ def test_scene(scene: str, demo: Demo, snap_compare: Any, monkeypatch: pytest.Mo
     app = make_app(demo.ledger, scene_config(demo.config), SCENE_OPERATOR, clock=demo.clock)
 
     async def run_before(pilot: Any) -> None:
-        await stage(pilot, scene, demo)
+        await stage(pilot, scene, demo.jobs["held_reset"], SCENE_REASON)
 
     assert snap_compare(app, terminal_size=SCENE_SIZE, run_before=run_before)
 
@@ -43,7 +45,7 @@ def test_scene_sized(scene: str, size: tuple[int, int], demo: Demo, snap_compare
     app = make_app(demo.ledger, scene_config(demo.config), SCENE_OPERATOR, clock=demo.clock)
 
     async def run_before(pilot: Any) -> None:
-        await stage(pilot, scene, demo)
+        await stage(pilot, scene, demo.jobs["held_reset"], SCENE_REASON)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
 
@@ -58,14 +60,13 @@ def test_scene_80x24(scene: str, demo: Demo, snap_compare: Any, monkeypatch: pyt
     app = make_app(demo.ledger, scene_config(demo.config), SCENE_OPERATOR, clock=demo.clock)
 
     async def run_before(pilot: Any) -> None:
-        from console.fixtures import _loaded
         from console.screens.help import HelpScreen
         from console.screens.jobs import JobListScreen
 
-        await stage(pilot, "overview", demo)
+        await stage(pilot, "overview", demo.jobs["held_reset"], SCENE_REASON)
         await pilot.press("question_mark" if scene == "help" else "j")
         if scene == "jobs":
-            await _loaded(pilot, JobListScreen)
+            await wait_loaded(pilot, JobListScreen)
         else:
             await pilot.pause()
             assert isinstance(pilot.app.screen, HelpScreen)

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from console_demo import ARTICLE, Demo, write_config
 from console_helpers import wait_loaded, wait_until, widget_text
 from ledger_reads import job_fingerprint
 from textual.pilot import Pilot
 from textual.widgets import Button, Input, Select
 
 from console.app import ReclaimApp, make_app
-from console.fixtures import ARTICLE, Demo, write_config
 from console.screens.confirm import ConfirmScreen
 from console.screens.job import JobScreen
 from console.screens.overview import OverviewScreen

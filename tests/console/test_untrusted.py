@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from console_demo import ARTICLE, write_config
 from console_helpers import screen_text, wait_loaded, wait_until, widget_text
 from rich.text import Text
 
 from console.app import make_app
-from console.fixtures import ARTICLE, write_config
 from console.sanitize import ELLIPSIS, clean, safe_text
 from console.screens.job import JobScreen
 from console.screens.jobs import JobListScreen

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from console_demo import ARTICLE, Demo
 from console_helpers import wait_loaded, wait_until
 from textual.pilot import Pilot
 from textual.widgets import Input
 
 from console.app import ReclaimApp, make_app
-from console.fixtures import ARTICLE, Demo
 from console.screens.bulk_assign import BulkAssignScreen
 from console.screens.confirm import ConfirmScreen
 from console.screens.jobs import JobListScreen

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from console_demo import Demo, write_config
 from console_helpers import wait_loaded, wait_until
 from textual.worker import WorkerState
 
 import console.app
 from console.app import ReclaimApp, make_app
-from console.fixtures import Demo, write_config
 from console.screens.job import JobScreen
 from console.screens.overview import OverviewScreen
 from ledger.config import Config, load_config

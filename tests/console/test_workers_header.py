@@ -7,13 +7,13 @@ from __future__ import annotations
 import threading
 
 import pytest
+from console_demo import Demo
 from console_helpers import screen_text, wait_loaded, wait_until
 from textual.color import Color
 from textual.widgets import Label
 
 import console.live
 from console.app import make_app
-from console.fixtures import Demo
 from console.screens.overview import OverviewScreen
 from console.widgets.ledger_header import LedgerHeader
 from ledger.db import connect

@@ -2,17 +2,15 @@
 
 Built with the real ledger API (reserve, worker passes against the loopback simulator, triage) under a
 `ManualClock`, so every time, id and count is the same on every run: 14 days of history, overdue and
-resolved holds, a blocked new job, a notification channel, a third operator (carol). The screenshots are
-drawn over `make demo`'s own data instead (console/demo_moment.py).
+resolved holds, a blocked new job, a notification channel, a third operator (carol). The scenes the tests
+drive over it are in console_scenes.py; the screenshots are drawn over `make demo`'s own data instead
+(demo_moment.py). `scripts/export_browser_seat.py` draws the browser seat over it too.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ledger import (
     Config,
@@ -262,81 +260,3 @@ def build_demo(folder: Path, sim: Simulator) -> Demo:
 
 def _k(key: JobKey) -> tuple[str, str]:
     return key.job_id, key.operation
-
-
-# -- scenes: the screens the snapshot tests draw -------------------------------------
-
-SCENES = ("overview", "job", "triage", "triage-confirm", "quotas")
-SCENE_OPERATOR = "carol"
-SCENE_SIZE = (120, 40)
-
-
-async def _until(pilot: Any, predicate: Callable[[], object], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError("the console did not reach the scene in time")
-        await pilot.pause(0.02)
-
-
-async def _loaded(pilot: Any, screen_type: type) -> None:
-    app = pilot.app
-    await _until(pilot, lambda: isinstance(app.screen, screen_type) and getattr(app.screen, "loaded", False)
-                 and app.counts is not None)
-    await pilot.pause()
-
-
-async def stage(pilot: Any, scene: str, demo: Demo) -> None:
-    """Drive a running console (over the demo ledger) to `scene`, waiting on conditions, never on time."""
-    from textual.widgets import Input
-
-    from console.screens.confirm import ConfirmScreen
-    from console.screens.job import JobScreen
-    from console.screens.overview import OverviewScreen
-    from console.screens.quotas import QuotasScreen
-    from console.screens.triage import TriageScreen
-
-    app = pilot.app
-    await _loaded(pilot, OverviewScreen)
-    if scene == "overview":
-        return
-    if scene == "quotas":
-        await pilot.press("u")
-        await _loaded(pilot, QuotasScreen)
-        return
-    app.open_job(demo.jobs["held_reset"])
-    await _loaded(pilot, JobScreen)
-    if scene == "job":
-        return
-    await pilot.press("t")
-    await _loaded(pilot, TriageScreen)
-    if scene == "triage":
-        return
-    app.screen.query_one("#decision-reason", Input).value = "bob found it never reached Gemini"
-    await pilot.press("e")
-    await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.focused is not None
-                 and app.focused.id == "cancel")
-    await pilot.pause()
-
-
-SCENE_URL = "http://127.0.0.1:8765"
-"""The simulator address pictures show (the README's): the fixture's own simulator listens on a free port."""
-
-
-def scene_config(config: Config) -> Config:
-    """`config` with every remote pointed at SCENE_URL instead of the fixture simulator's free port, so
-    pictures do not change with the port. Only for drawing: the scenes never call the remote."""
-    import dataclasses
-    from urllib.parse import urlsplit, urlunsplit
-
-    netloc = urlsplit(SCENE_URL).netloc
-
-    def fixed(url: str | None) -> str | None:
-        return urlunsplit(urlsplit(url)._replace(netloc=netloc)) if url else url
-
-    remotes = {
-        name: dataclasses.replace(rc, base_url=fixed(rc.base_url), url=fixed(rc.url),
-                                  lookup_url=fixed(rc.lookup_url))
-        for name, rc in config.remotes.items()
-    }
-    return dataclasses.replace(config, remotes=remotes)
