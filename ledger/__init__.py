@@ -3,12 +3,16 @@
 This package is the ledger's public surface: the console (and any other caller) imports from `ledger`
 itself, never from its modules (an import-linter contract in pyproject.toml holds the console to it; the
 bundled simulator, `ledger.simulator`, is a separate tool). Names load on first use (PEP 562), so a
-command that only reads does not import every module and starts fast.
+command that only reads does not import every module and starts fast: `import ledger` loads this module alone.
+Each public name stands in `_EXPORTS`, the `TYPE_CHECKING` imports and `__all__`;
+tests/ledger/test_public_surface.py holds the three to the same names.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, tuple[str, str]] = {
@@ -169,15 +173,27 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "run_worker": ("ledger.worker", "run_worker"), "send_one": ("ledger.worker", "send_one"),
     "submit_now": ("ledger.worker", "submit_now"), "tick": ("ledger.worker", "tick"),
     "TickReport": ("ledger.worker", "TickReport"), "worker_id": ("ledger.worker", "worker_id"),
+    # ledger.reserve: `reserve_job` is `reserve` under a name no module has (an import linter reads
+    # `from ledger import reserve` as the module).
+    "reserve": ("ledger.reserve", "reserve"), "reserve_job": ("ledger.reserve", "reserve"),
+    "ReserveResult": ("ledger.reserve", "ReserveResult"),
 }
 """Every public name: (the module it lives in, its name there)."""
 
-# `reserve` is both a function and its module's name: bind the function now, or importing the module
-# `ledger.reserve` first would leave `from ledger import reserve` holding the module.
-from ledger.reserve import ReserveResult, reserve  # noqa: E402
 
-reserve_job = reserve
-"""`reserve` under a name no module has: an import linter reads `from ledger import reserve` as the module."""
+class _Ledger(types.ModuleType):
+    """The package's module type. `reserve` is both a function and its module's name, and the first import of the
+    module `ledger.reserve` (by whichever module imports it first) sets the package's attribute `reserve` to the
+    module. That one assignment is refused, so `ledger.reserve` and `from ledger import reserve` stay the function
+    without loading `ledger.reserve` when the package loads."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "reserve" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Ledger
 
 if TYPE_CHECKING:
     from ledger.actions import ACTIONS as ACTION_TABLE
@@ -343,6 +359,8 @@ if TYPE_CHECKING:
     from ledger.report import RELEASE_OUTCOMES, Report
     from ledger.report import Figures as ReportFigures
     from ledger.report import build as build_report
+    from ledger.reserve import ReserveResult, reserve
+    from ledger.reserve import reserve as reserve_job
     from ledger.seal import create_key as create_audit_key
     from ledger.seal import current_key as current_audit_key
     from ledger.seal import key_path as audit_key_path
