@@ -66,7 +66,6 @@ from ledger import (
     create_audit_key,
     create_ledger,
     current_audit_key,
-    database_errors,
     dry_run_action,
     duration_text,
     evidence_duplicate_count,
@@ -238,17 +237,14 @@ def _check_text_params() -> None:
 
 @contextmanager
 def _guard(as_json: bool) -> Iterator[None]:
-    """Turn ledger errors into one line and their exit code; sqlite errors into 'locked' or 'unusable' (a
-    corrupt page: 'the ledger file is corrupt'), never a traceback.
+    """Turn ledger errors (a database's too, as the ledger's own: locked, corrupt, unusable) into one line and
+    their exit code, never a traceback.
 
     First refuses any parameter of the running command that is not valid UTF-8 text.
     """
     try:
         _check_text_params()
-        ctx = get_current_context(silent=True)
-        # a database error met while reading becomes the ledger's own: locked (8), corrupt or unusable (7)
-        with database_errors((ctx.params.get("ledger") if ctx else None) or "file"):
-            yield
+        yield
     except LedgerError as e:
         raise _fail(e, as_json) from None
 
@@ -889,9 +885,8 @@ def verify(
             damage = e.damage
         else:
             try:
-                with database_errors(ledger):
-                    verdict = verify_ledger(conn, key=current_audit_key(), expect_head=head,
-                                            timezone=cfg.timezone if cfg else "UTC")
+                verdict = verify_ledger(conn, key=current_audit_key(), expect_head=head,
+                                        timezone=cfg.timezone if cfg else "UTC")
             except LedgerCorrupt as e:  # damage met while reading: a failed check (locked: exit 8 as anywhere)
                 damage = e.damage
             finally:

@@ -47,7 +47,6 @@ from ledger import (
     close_quietly,
     connect,
     console_url_for,
-    database_errors,
     evidence_for_job,
     fenced_writes_for,
     find_job,
@@ -228,10 +227,6 @@ class Follower:
     def poll(self) -> Pulse | None:
         """One cheap look: None when nothing changed; raises LedgerError (a database error as the ledger's own:
         locked, corrupt, unusable) or OSError when it cannot read."""
-        with database_errors(self.source.path):
-            return self._poll()
-
-    def _poll(self) -> Pulse | None:
         try:
             identity = self._identity()
         except FileNotFoundError:

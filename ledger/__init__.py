@@ -38,7 +38,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # ledger.db
     "close_quietly": ("ledger.db", "close_quietly"), "connect": ("ledger.db", "connect"),
     "Connection": ("ledger.db", "Connection"), "create_ledger": ("ledger.db", "create_ledger"),
-    "database_errors": ("ledger.db", "database_errors"), "write_tx": ("ledger.db", "write_tx"),
+    "write_tx": ("ledger.db", "write_tx"),
     # ledger.dispatch
     "list_outbox": ("ledger.dispatch", "list_outbox"), "resolve_uncertain": ("ledger.dispatch", "resolve_uncertain"),
     # ledger.errors
@@ -120,7 +120,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "os_account": ("ledger.identity", "os_account"), "require_role": ("ledger.identity", "require_role"),
     "resolve_identity": ("ledger.identity", "resolve"), "SEAT_ENV": ("ledger.identity", "SEAT_ENV"),
     # ledger.integrity
-    "check_pages": ("ledger.integrity", "check_pages"),
+    "check_pages": ("ledger.store", "check_pages"),
     # ledger.leases
     "claim_for_send": ("ledger.leases", "claim_for_send"),
     # ledger.model
@@ -222,7 +222,7 @@ if TYPE_CHECKING:
         valid_time,
     )
     from ledger.config import Config, Policy, load_config, parse_config
-    from ledger.db import Connection, close_quietly, connect, create_ledger, database_errors, write_tx
+    from ledger.db import Connection, close_quietly, connect, create_ledger, write_tx
     from ledger.dispatch import list_outbox, resolve_uncertain
     from ledger.errors import (
         EXIT_BLOCKED_BY_HOLD,
@@ -307,7 +307,6 @@ if TYPE_CHECKING:
     from ledger.identity import (
         resolve as resolve_identity,
     )
-    from ledger.integrity import check_pages
     from ledger.journal import JOURNAL_BYTES
     from ledger.journal import kept_reason as journal_kept_reason
     from ledger.journal import state as journal_state
@@ -367,7 +366,7 @@ if TYPE_CHECKING:
     from ledger.seal import read_key as read_audit_key
     from ledger.seal import use_key as use_audit_key
     from ledger.stages import STAGES, Stage, awaiting_count, job_stage
-    from ledger.store import is_url, ledger_clock, shown_ledger
+    from ledger.store import check_pages, is_url, ledger_clock, shown_ledger
     from ledger.triage import (
         FINDING_CATEGORIES,
         Preview,
@@ -501,7 +500,6 @@ __all__ = [
     "create_audit_key",
     "create_ledger",
     "current_audit_key",
-    "database_errors",
     "day_of",
     "delete_view",
     "dry_run_action",

@@ -14,34 +14,19 @@ so a copy outside the ledger catches a deleted tail or a re-hashed chain."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger import jsontext, replay, seal, store
+from ledger import replay, seal, store
+from ledger.chain import event_hash
 from ledger.clock import day_of
+from ledger.errors import LedgerError
 from ledger.seal import mac_ok
-
-# Built once, not per event; the body is a flat list of scalars, which cannot hold itself.
-_CHAIN_BODY = jsontext.encoder(sort_keys=False, separators=(",", ":"), check_circular=False)
+from ledger.store import Connection
 
 
-def event_hash(
-    prev_hash: str | None, at: float, job_id: str, operation: str, seq: int, actor: str, kind: str,
-    from_state: str | None, to_state: str | None, epoch: int | None, detail: str, seal: str | None = None,
-) -> str:
-    """The hash an event must carry: sha256 of the previous hash and the event's canonical JSON (with its seal,
-    when it has one: events written before seals existed hash as they did)."""
-    fields = [prev_hash, repr(float(at)), job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail]
-    if seal is not None:
-        fields.append(seal)
-    body = _CHAIN_BODY(fields)
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
-
-
-def head(conn: sqlite3.Connection) -> tuple[int, str | None]:
+def head(conn: Connection) -> tuple[int, str | None]:
     """(number of events, the newest event's hash) — the anchor to keep outside the ledger."""
     row = conn.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
     count = conn.execute("SELECT COUNT(*) FROM events").fetchone()[0]
@@ -103,7 +88,7 @@ def parse_head(text: str) -> tuple[int, str]:
 
 
 def verify(
-    conn: sqlite3.Connection, *, key: bytes | None = None, expect_head: tuple[int, str] | None = None,
+    conn: Connection, *, key: bytes | None = None, expect_head: tuple[int, str] | None = None,
     timezone: str = "UTC",
 ) -> Verdict:
     """Check the chain (and, with `key`, every event's MAC), the jobs against the replay of their events (state,
@@ -120,19 +105,19 @@ def verify(
         conn.execute("BEGIN")
     try:
         try:
-            v.integrity = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
-        except sqlite3.DatabaseError as e:
+            v.integrity = store.integrity_problems(conn)
+        except LedgerError as e:
             v.integrity = [f"SQLite's integrity check could not run: {e}"]
         try:
             _check_chain(conn, v, r, key, expect_head, timezone)
-        except (sqlite3.DatabaseError, ValueError, TypeError) as e:
+        except (LedgerError, ValueError, TypeError) as e:
             v.integrity.append(f"the events cannot be read: {e}")
         try:
             v.jobs = int(conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
             bad = replay.mismatches(conn)
             _check_rows(conn, r)
             _check_tables(conn, r)
-        except (sqlite3.DatabaseError, ValueError, TypeError) as e:
+        except (LedgerError, ValueError, TypeError) as e:
             v.integrity.append(f"the jobs cannot be read: {e}")
             bad = []
         if bad:
@@ -141,7 +126,7 @@ def verify(
                               f"say {m.from_events} (a write bypassed the state machine)")
         try:
             missing = store.missing_triggers(conn)
-        except sqlite3.DatabaseError as e:
+        except LedgerError as e:
             missing = [f"(cannot be listed: {e})"]
         if missing:
             r.note("triggers", f"triggers missing or disabled: {', '.join(missing)} (someone with write access to "
@@ -153,18 +138,18 @@ def verify(
     return v
 
 
-def _end_read(conn: sqlite3.Connection) -> None:
+def _end_read(conn: Connection) -> None:
     """End verify's read transaction; on a damaged file COMMIT itself may fail, then roll back."""
     try:
         conn.execute("COMMIT")
-    except sqlite3.DatabaseError:
+    except LedgerError:
         if conn.in_transaction:
-            with contextlib.suppress(sqlite3.DatabaseError):
+            with contextlib.suppress(LedgerError):
                 conn.execute("ROLLBACK")
 
 
 def _check_chain(
-    conn: sqlite3.Connection, v: Verdict, r: _Replay, key: bytes | None, expect_head: tuple[int, str] | None,
+    conn: Connection, v: Verdict, r: _Replay, key: bytes | None, expect_head: tuple[int, str] | None,
     timezone: str,
 ) -> None:
     """Recompute the hash chain in id order, and the MACs with `key`; record the first break, the head hash,
@@ -241,7 +226,7 @@ def _count_quota(r: _Replay, row: Any, timezone: str) -> None:
         r.quota_checked.add((row[3], day))
 
 
-def _check_rows(conn: sqlite3.Connection, r: _Replay) -> None:
+def _check_rows(conn: Connection, r: _Replay) -> None:
     """Each job's columns that matter against what its last sealed event says they were."""
     cols = ", ".join(seal.ROW_COLUMNS)
     for found in store.stream(conn, f"SELECT job_id, operation, {cols} FROM jobs ORDER BY job_id, operation"):
@@ -260,7 +245,7 @@ def _check_rows(conn: sqlite3.Connection, r: _Replay) -> None:
             return
 
 
-def _check_tables(conn: sqlite3.Connection, r: _Replay) -> None:
+def _check_tables(conn: Connection, r: _Replay) -> None:
     """The quota and state counts against the replay; the evidence and fenced-write chains against their
     anchors in the last seal; webhook deliveries against the evidence they brought."""
     table = {(op, day): int(n) for op, day, n in conn.execute("SELECT operation, day, used FROM quota_usage") if n}
@@ -290,7 +275,7 @@ def _check_tables(conn: sqlite3.Connection, r: _Replay) -> None:
                                      f"{missing[0]} (a delivery row was deleted: a replay would be accepted again)")
 
 
-def _check_side_chain(conn: sqlite3.Connection, r: _Replay, table: str, columns: str, anchor: str | None) -> None:
+def _check_side_chain(conn: Connection, r: _Replay, table: str, columns: str, anchor: str | None) -> None:
     """A side table's rows chain (rows from before the chain existed carry no hash and come first), and the
     head the last seal named is still there."""
     prev: str | None = None

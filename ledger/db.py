@@ -2,22 +2,19 @@
 
 A path is a SQLite file (`ledger.store.sqlite`); a `postgresql://` URL is a PostgreSQL database
 (`ledger.store.postgres`). Both give the connection interface the rules are written against (see
-`ledger.store`); this module only chooses. `ledger_error` and `ledger_path` are the SQLite backend's,
-re-exported for the modules that use them.
+`ledger.store`); this module only chooses. Every database error leaves as the ledger's own (`ledger.errors`).
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import cast
 
 from ledger import store
+from ledger.errors import LedgerError
+from ledger.store import Connection as Connection
 from ledger.store import sqlite as sqlite_store
-from ledger.store.sqlite import ledger_error as ledger_error
-from ledger.store.sqlite import ledger_path as ledger_path
 
 
 def create_ledger(path: str | Path) -> bool:
@@ -33,9 +30,16 @@ def create_ledger(path: str | Path) -> bool:
 
         created = postgres.create(str(path))
     else:
-        created = sqlite_store.create_ledger(path)
+        created = sqlite_store.create_ledger(path, companions=_journal_of)
     journal.reserve_space(path)
     return created
+
+
+def _journal_of(ledger: Path) -> list[Path]:
+    """Allocate a new ledger file's outcome journal beside it; [the journal] when this call made it."""
+    from ledger import journal
+
+    return [journal.journal_path(ledger)] if journal.allocate(ledger) else []
 
 
 def connect(
@@ -44,20 +48,20 @@ def connect(
     readonly: bool = False,
     synchronous: str = "FULL",
     check_same_thread: bool = True,
-) -> sqlite3.Connection:
+) -> Connection:
     """Open an existing ledger (migrated forward unless read-only), in autocommit mode, rows readable by
     index and by name. Raises LedgerUnusable with one line when it is missing, not a ledger or too new;
     nothing is created or written then. `synchronous` and `check_same_thread` apply to SQLite only."""
     if store.is_url(path):
         from ledger.store import postgres
 
-        return cast(sqlite3.Connection, postgres.connect(str(path), readonly=readonly))
+        return cast(Connection, postgres.connect(str(path), readonly=readonly))
     return sqlite_store.connect(path, readonly=readonly, synchronous=synchronous, check_same_thread=check_same_thread)
 
 
 def write_tx(
-    conn: sqlite3.Connection, *, wait: float | None = None, lock: str | None = None, rows_only: bool = False
-) -> AbstractContextManager[sqlite3.Connection]:
+    conn: Connection, *, wait: float | None = None, lock: str | None = None, rows_only: bool = False
+) -> AbstractContextManager[Connection]:
     """Run the block in one write transaction; commit on success, roll back on any error.
 
     A lock held past the busy timeout (or `wait` seconds, when given) raises LedgerLocked (exit 8) on both
@@ -69,29 +73,16 @@ def write_tx(
         from ledger.store.postgres import CHAIN_LOCK, operation_lock
 
         return cast(
-            AbstractContextManager[sqlite3.Connection],
+            AbstractContextManager[Connection],
             conn.write(None if rows_only else CHAIN_LOCK if lock is None else operation_lock(lock), wait),
         )
-    return sqlite_store.write_tx(conn, wait=wait)  # the backend's own context, not wrapped in another
+    sqlite_conn = cast(sqlite_store.SqliteConnection, conn)
+    return cast(AbstractContextManager[Connection], sqlite_store.write_tx(sqlite_conn, wait=wait))  # not wrapped again
 
 
-Connection = sqlite3.Connection
-"""A ledger connection, as `connect` returns it (on PostgreSQL a connection giving the same interface)."""
-
-
-@contextmanager
-def database_errors(ledger: str | Path) -> Iterator[None]:
-    """Run the block; a database error met in it is raised as the ledger's own, named after `ledger`:
-    LedgerLocked (exit 8), LedgerCorrupt or LedgerUnusable (exit 7). Other errors pass through as they are."""
-    try:
-        yield
-    except sqlite3.Error as e:
-        raise ledger_error(e, ledger) from None
-
-
-def close_quietly(conn: sqlite3.Connection) -> None:
+def close_quietly(conn: Connection) -> None:
     """Close `conn`; a database error while closing is ignored (the connection is given up either way)."""
     try:
         conn.close()
-    except sqlite3.Error:
+    except LedgerError:
         pass

@@ -7,7 +7,6 @@ changes its job's state.
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Literal
 
 from ledger.clock import Clock
@@ -18,6 +17,7 @@ from ledger.errors import BadInput, Refused
 from ledger.model import JobKey
 from ledger.outbox import move
 from ledger.remotes.http import exchange
+from ledger.store import Connection
 from ledger.transitions import append_event
 
 Delivery = Literal["sent", "not_delivered", "uncertain"]
@@ -59,7 +59,7 @@ def _backoff(config: Config, tries: int) -> float:
     return float(min(config.policy.retry_backoff_seconds * (2 ** max(tries - 1, 0)), 3600.0))
 
 
-def dispatch_outbox(conn: sqlite3.Connection, config: Config, *, clock: Clock, limit: int = 100) -> dict[str, int]:
+def dispatch_outbox(conn: Connection, config: Config, *, clock: Clock, limit: int = 100) -> dict[str, int]:
     """Send due notifications once each; return counts by outcome.
 
     A `sending` row older than its stale window was left by a process that died mid-POST: it becomes
@@ -109,7 +109,7 @@ def dispatch_outbox(conn: sqlite3.Connection, config: Config, *, clock: Clock, l
     return counts
 
 
-def list_outbox(conn: sqlite3.Connection, limit: int = 100) -> list[dict[str, object]]:
+def list_outbox(conn: Connection, limit: int = 100) -> list[dict[str, object]]:
     """Notifications, uncertain ones first, then newest."""
     rows = conn.execute(
         "SELECT * FROM outbox ORDER BY CASE state WHEN 'uncertain' THEN 0 WHEN 'sending' THEN 1 "
@@ -120,7 +120,7 @@ def list_outbox(conn: sqlite3.Connection, limit: int = 100) -> list[dict[str, ob
 
 
 def resolve_uncertain(
-    conn: sqlite3.Connection, config: Config, event_id: str, decision: str, *, actor: str, clock: Clock, note: str = ""
+    conn: Connection, config: Config, event_id: str, decision: str, *, actor: str, clock: Clock, note: str = ""
 ) -> None:
     """A person settles an uncertain notification: 'confirmed' (triage) or 'resend' by another route (approver).
 

@@ -1,5 +1,8 @@
 """Errors the ledger raises for bad input or an unusable ledger.
 
+The database's own errors never leave `ledger.store`: each backend maps them into these (locked, corrupt,
+unavailable, unusable, conflict), so the rules and the console handle one small tree whatever the backend.
+
 Expected outcomes (duplicate, quota exceeded, blocked by a hold) are typed results, not exceptions.
 Each error carries the process exit code the CLI uses, so every refusal has a distinct, documented code.
 """
@@ -75,6 +78,18 @@ class LedgerLocked(LedgerError):
     """Another process held the write lock longer than the busy timeout."""
 
     exit_code = EXIT_LEDGER_LOCKED
+
+
+class LedgerConflict(LedgerError):
+    """The ledger's own rules refused a write: a constraint or a trigger (events are append-only, the audit chain
+    must chain, a key is unique). The transaction was rolled back; running it again gives the same refusal."""
+
+    exit_code = EXIT_LEDGER_UNUSABLE
+
+
+class SerializationFailure(LedgerLocked):
+    """PostgreSQL rolled a transaction back for a serialization failure or a deadlock: it may be run again
+    (`ledger.store.retrying` does, a few times); past that it is a lock held too long (exit 8)."""
 
 
 class ReservedNotSent(LedgerError):

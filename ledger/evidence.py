@@ -18,7 +18,6 @@ whose idem key the ledger does not know, stays orphan evidence that an operator 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +25,7 @@ from typing import Any
 
 from ledger import seal, store
 from ledger.model import Job, JobKey, detail_json
+from ledger.store import Connection, Row
 
 # What a piece of evidence says the remote did. "absent": positively not there (a 404 for our
 # handle, a search that found nothing); "gone": it was there once and the remote no longer keeps it.
@@ -51,7 +51,7 @@ class Evidence:
     """What a worker pass did with it (orphan evidence only; None: not looked at yet)."""
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row, outcome: str | None = None) -> Evidence:
+    def from_row(cls, row: Row, outcome: str | None = None) -> Evidence:
         """Build from an `evidence` row."""
         return cls(
             id=row["id"], at=row["at"], source=row["source"], idem_key=row["idem_key"], attempt=row["attempt"],
@@ -68,7 +68,7 @@ class Evidence:
 
 
 def record(
-    conn: sqlite3.Connection, *, at: float, source: str, idem_key: str, attempt: int | None, handle: str | None,
+    conn: Connection, *, at: float, source: str, idem_key: str, attempt: int | None, handle: str | None,
     remote_state: str, job: JobKey | None, ref: str | None = None, detail: dict[str, Any] | None = None,
 ) -> int:
     """Append one piece of evidence (inside the caller's transaction); return its id."""
@@ -84,7 +84,7 @@ def record(
     return int(row[0])
 
 
-def for_job(conn: sqlite3.Connection, job: Job, *, attempt: int | None = None) -> list[Evidence]:
+def for_job(conn: Connection, job: Job, *, attempt: int | None = None) -> list[Evidence]:
     """Every piece of evidence for the job's idem key (one attempt when given), oldest first."""
     if attempt is None:
         rows = conn.execute("SELECT * FROM evidence WHERE idem_key = ? ORDER BY id", (job.idem_key,))
@@ -95,7 +95,7 @@ def for_job(conn: sqlite3.Connection, job: Job, *, attempt: int | None = None) -
     return [Evidence.from_row(r) for r in rows]
 
 
-def says_it_ran(conn: sqlite3.Connection, job: Job) -> Evidence | None:
+def says_it_ran(conn: Connection, job: Job) -> Evidence | None:
     """The evidence that the remote completed or is running the current attempt, unless newer evidence
     positively says it is not there; None when nothing says it ran. A failed query adds nothing."""
     standing: Evidence | None = None
@@ -107,7 +107,7 @@ def says_it_ran(conn: sqlite3.Connection, job: Job) -> Evidence | None:
     return standing
 
 
-def known_handle(conn: sqlite3.Connection, job: Job) -> Evidence | None:
+def known_handle(conn: Connection, job: Job) -> Evidence | None:
     """The newest evidence for the current attempt that names a handle (a webhook, a fenced accepted
     outcome, a query): what `query` asks about when the job itself has none."""
     for ev in reversed(for_job(conn, job, attempt=job.attempt)):
@@ -116,13 +116,13 @@ def known_handle(conn: sqlite3.Connection, job: Job) -> Evidence | None:
     return None
 
 
-def handle_owner(conn: sqlite3.Connection, handle: str) -> JobKey | None:
+def handle_owner(conn: Connection, handle: str) -> JobKey | None:
     """The job a handle is attached to, if any."""
     row = conn.execute("SELECT job_id, operation FROM jobs WHERE handle = ? LIMIT 1", (handle,)).fetchone()
     return JobKey(row[0], row[1]) if row else None
 
 
-def unhandled(conn: sqlite3.Connection, limit: int = 200) -> Iterator[Evidence]:
+def unhandled(conn: Connection, limit: int = 200) -> Iterator[Evidence]:
     """Webhook evidence for a known job that no pass has acted on yet, oldest first."""
     rows = conn.execute(
         "SELECT e.* FROM evidence e LEFT JOIN evidence_handled h ON h.evidence_id = e.id "
@@ -132,7 +132,7 @@ def unhandled(conn: sqlite3.Connection, limit: int = 200) -> Iterator[Evidence]:
     return (Evidence.from_row(r) for r in rows)
 
 
-def mark_handled(conn: sqlite3.Connection, evidence_id: int, outcome: str, now: float,
+def mark_handled(conn: Connection, evidence_id: int, outcome: str, now: float,
                  record: dict[str, Any] | None = None) -> None:
     """Record that a pass acted on a piece of evidence (inside the caller's transaction). `record`: what the pass
     read of an orphan's interaction that may tell whose it could be (`created`, `model`; `{}` when it could not be
@@ -144,7 +144,7 @@ def mark_handled(conn: sqlite3.Connection, evidence_id: int, outcome: str, now: 
     )
 
 
-def unattributed(conn: sqlite3.Connection, limit: int = 200, *, newest: bool = False) -> list[Evidence]:
+def unattributed(conn: Connection, limit: int = 200, *, newest: bool = False) -> list[Evidence]:
     """Webhook evidence that names no job and that no pass has looked at yet: the oldest `limit` (the newest with
     `newest`, newest first)."""
     order = "DESC" if newest else ""
@@ -156,7 +156,7 @@ def unattributed(conn: sqlite3.Connection, limit: int = 200, *, newest: bool = F
     return [Evidence.from_row(r) for r in rows]
 
 
-def orphans(conn: sqlite3.Connection, limit: int = 200) -> list[Evidence]:
+def orphans(conn: Connection, limit: int = 200) -> list[Evidence]:
     """Evidence that names no job of this ledger, newest first: awaiting attribution (`outcome` None) or
     left orphan by a pass (`outcome` says why). Evidence a pass attributed to a job, or found another
     application's (foreign: ledger.foreign), is not listed."""
@@ -185,7 +185,7 @@ class Unowned:
     """The interaction's model, when it was read."""
 
 
-def orphans_since(conn: sqlite3.Connection, since: float, limit: int = 500) -> list[Unowned]:
+def orphans_since(conn: Connection, since: float, limit: int = 500) -> list[Unowned]:
     """Orphan webhook evidence that arrived at or after `since` and whose owner nobody could read, oldest first:
     not attributed yet (no pass has read its interaction, or the GET keeps failing), its interaction's record names
     no idem key, or the remote no longer knows it. Not listed: evidence attributed to a job, or whose record names an
@@ -211,7 +211,7 @@ def orphans_since(conn: sqlite3.Connection, since: float, limit: int = 500) -> l
     return out
 
 
-def for_handle(conn: sqlite3.Connection, handle: str, *, source: str | None = None) -> list[Evidence]:
+def for_handle(conn: Connection, handle: str, *, source: str | None = None) -> list[Evidence]:
     """Every piece of evidence naming the remote handle `handle` (of one source when given), oldest first."""
     if source is None:
         rows = conn.execute("SELECT * FROM evidence WHERE handle = ? ORDER BY id", (handle,))
@@ -220,12 +220,12 @@ def for_handle(conn: sqlite3.Connection, handle: str, *, source: str | None = No
     return [Evidence.from_row(r) for r in rows]
 
 
-def latest_id(conn: sqlite3.Connection) -> int:
+def latest_id(conn: Connection) -> int:
     """The id of the newest evidence record (0: none)."""
     return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM evidence").fetchone()[0])
 
 
-def get(conn: sqlite3.Connection, evidence_id: int) -> Evidence | None:
+def get(conn: Connection, evidence_id: int) -> Evidence | None:
     """One piece of evidence by id, or None."""
     row = conn.execute("SELECT * FROM evidence WHERE id = ?", (evidence_id,)).fetchone()
     return Evidence.from_row(row) if row is not None else None
@@ -274,12 +274,12 @@ def what_record_says(snapshot: Any) -> dict[str, Any]:
     return {"created": created, "model": model if isinstance(model, str) and model else None}
 
 
-def duplicate_count(conn: sqlite3.Connection) -> int:
+def duplicate_count(conn: Connection) -> int:
     """How many second remote interactions for one idem key were detected."""
     return int(conn.execute("SELECT COUNT(*) FROM events WHERE kind = 'duplicate_send'").fetchone()[0])
 
 
-def count_refusal(conn: sqlite3.Connection, reason: str, n: int = 1) -> None:
+def count_refusal(conn: Connection, reason: str, n: int = 1) -> None:
     """Add `n` refused (or redelivered) webhook deliveries to the counter for `reason` (inside the caller's
     transaction; nothing else changes)."""
     conn.execute(
@@ -289,6 +289,6 @@ def count_refusal(conn: sqlite3.Connection, reason: str, n: int = 1) -> None:
     )
 
 
-def refusal_counts(conn: sqlite3.Connection) -> dict[str, int]:
+def refusal_counts(conn: Connection) -> dict[str, int]:
     """Refused webhook deliveries by reason."""
     return {r[0]: r[1] for r in conn.execute("SELECT reason, n FROM webhook_refusals ORDER BY reason")}

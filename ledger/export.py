@@ -9,7 +9,7 @@ export of every event ends exactly at the head it reports, and a job export is o
 
 Rows are dicts of the stored values, in the column order of `JOB_COLUMNS` / `EVENT_COLUMNS`: JSON columns
 (a job's payload and result, an event's detail) are the JSON text as stored, because an event's hash is
-computed over that exact text (`ledger.audit.event_hash`). Jobs come by (job_id, operation) and events by
+computed over that exact text (`ledger.chain.event_hash`). Jobs come by (job_id, operation) and events by
 id, text ordered by its UTF-8 bytes on both backends, so the same data gives the same rows, in the same
 order, from SQLite and from PostgreSQL. Rows are streamed (a stepped SQLite cursor, a server-side
 PostgreSQL cursor): a 300k-job ledger is never held in memory.
@@ -21,7 +21,6 @@ typed filter) select the events of the jobs that match them now.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from ledger.errors import BadInput
 from ledger.model import GROUPS, STATES
 from ledger.queries import JobFilter, filter_clause
 from ledger.redaction import Redactor
+from ledger.store import Connection
 
 JOB_COLUMNS = (
     "job_id", "operation", "idem_key", "target", "payload", "state", "attempt", "epoch", "lease_owner",
@@ -113,7 +113,7 @@ def check_filter(table: str, flt: ExportFilter) -> None:
 
 
 @contextmanager
-def snapshot(conn: sqlite3.Connection) -> Iterator[Anchor]:
+def snapshot(conn: Connection) -> Iterator[Anchor]:
     """Run the block in one read transaction (nothing written, no write lock taken) and yield the audit head
     that transaction sees; `job_rows` / `event_rows` called inside read the same snapshot."""
     conn.execute("BEGIN")
@@ -168,7 +168,7 @@ def _where(parts: list[tuple[list[str], list[Any]]]) -> tuple[str, list[Any]]:
     return (" WHERE " + " AND ".join(where) if where else ""), params
 
 
-def job_rows(conn: sqlite3.Connection, flt: ExportFilter | None = None) -> Iterator[dict[str, Any]]:
+def job_rows(conn: Connection, flt: ExportFilter | None = None) -> Iterator[dict[str, Any]]:
     """Every job `flt` selects, by (job_id, operation) in UTF-8 byte order, as {column: stored value}
     (`JOB_COLUMNS`; payload and result as stored JSON text). Streamed; `created_at` is what --since/--until
     bound. Call inside `snapshot` for one consistent moment."""
@@ -181,7 +181,7 @@ def job_rows(conn: sqlite3.Connection, flt: ExportFilter | None = None) -> Itera
         yield dict(zip(JOB_COLUMNS, row, strict=True))
 
 
-def event_rows(conn: sqlite3.Connection, flt: ExportFilter | None = None) -> Iterator[dict[str, Any]]:
+def event_rows(conn: Connection, flt: ExportFilter | None = None) -> Iterator[dict[str, Any]]:
     """Every event `flt` selects, by id, as {column: stored value} (`EVENT_COLUMNS`, with prev_hash and hash;
     detail as the stored JSON text, the text its hash covers). Job-level terms (states, target, typed) pick
     the events of the jobs matching them now. Streamed; call inside `snapshot`, whose head the last event of
@@ -203,7 +203,7 @@ def event_rows(conn: sqlite3.Connection, flt: ExportFilter | None = None) -> Ite
         yield dict(zip(EVENT_COLUMNS, row, strict=True))
 
 
-def rows(conn: sqlite3.Connection, table: str, flt: ExportFilter | None = None) -> Iterator[dict[str, Any]]:
+def rows(conn: Connection, table: str, flt: ExportFilter | None = None) -> Iterator[dict[str, Any]]:
     """`job_rows` or `event_rows`, by the table's name ('jobs' or 'events'); BadInput for another name."""
     check_filter(table, flt or ExportFilter())
     return job_rows(conn, flt) if table == "jobs" else event_rows(conn, flt)

@@ -18,13 +18,13 @@ NOTIFY sent by the event trigger at commit (`wait_for_change`), with the same po
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
 
 from ledger import queries, store
 from ledger.model import Event
+from ledger.store import Connection
 
 PAGE = 500
 RECHECK_SECONDS = 1.0
@@ -34,7 +34,7 @@ class EventCursor:
     """Reads the events committed after an id, oldest first, on a connection in autocommit mode."""
 
     def __init__(
-        self, conn: sqlite3.Connection, after: int = 0, *, page: int = PAGE, recheck_seconds: float = RECHECK_SECONDS,
+        self, conn: Connection, after: int = 0, *, page: int = PAGE, recheck_seconds: float = RECHECK_SECONDS,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.conn = conn
@@ -57,7 +57,7 @@ class EventCursor:
         Reads when another connection committed since the last look, when the last look stopped at its
         limit, or when `recheck_seconds` passed; otherwise returns [] after one cheap pragma.
         """
-        version = queries.data_version(self.conn)  # before the read: a commit after this moves it again
+        version = store.change_token(self.conn)  # before the read: a commit after this moves it again
         self.changed = version != self.version
         now = self._monotonic()
         if not (self.changed or self.behind or now - self._last_read >= self.recheck_seconds):
@@ -83,7 +83,7 @@ class EventCursor:
 
         The version is taken before they are read, so an event committed meanwhile is read by the next poll.
         """
-        self.version = queries.data_version(self.conn)
+        self.version = store.change_token(self.conn)
         self.changed, self.behind = True, False
         self._last_read = self._monotonic()
         if n <= 0:
@@ -94,7 +94,7 @@ class EventCursor:
         return events
 
 
-def wait_for_change(conn: sqlite3.Connection | None, seconds: float, wake: threading.Event | None = None) -> None:
+def wait_for_change(conn: Connection | None, seconds: float, wake: threading.Event | None = None) -> None:
     """Wait until the next look is worth taking: at most `seconds`, less when `wake` is set, and on
     PostgreSQL as soon as a commit appended an event (LISTEN on `conn`, woken by the trigger's NOTIFY)."""
     if conn is None or not store.is_pg(conn):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -26,6 +25,7 @@ from typing import Any
 from ledger.clock import Clock, iso, span
 from ledger.db import write_tx
 from ledger.errors import LedgerError
+from ledger.store import Connection, Row
 
 HEARTBEAT_SECONDS = 5.0
 """While idle, a worker writes its heartbeat at most this often (a pass that did something always writes)."""
@@ -52,7 +52,7 @@ class WorkerBeat:
     """One worker's heartbeat: `pass_started`, `pass_ended` and `stopped` upsert its row (best effort)."""
 
     def __init__(
-        self, conn: sqlite3.Connection, clock: Clock, worker_id: str, *, kind: str, interval: float | None = None,
+        self, conn: Connection, clock: Clock, worker_id: str, *, kind: str, interval: float | None = None,
         every: float = HEARTBEAT_SECONDS,
     ) -> None:
         self.conn = conn
@@ -96,7 +96,7 @@ class WorkerBeat:
         self.error = f"waiting for the ledger, next try in {retry_in:.3g} s: {describe(error)}"
         try:
             now = self.clock.now()  # the server's clock on PostgreSQL: it may be the thing that is down
-        except (LedgerError, sqlite3.Error):
+        except LedgerError:
             return False
         return self._write(now)
 
@@ -132,7 +132,7 @@ class WorkerBeat:
                         "DELETE FROM worker_heartbeats WHERE updated_at < ? AND (running = 0 OR updated_at < ?)",
                         (now - KEEP_STOPPED_SECONDS, now - KEEP_SILENT_SECONDS),
                     )
-        except (LedgerError, sqlite3.Error):
+        except LedgerError:
             return False
         self.written_at = now
         return True
@@ -179,7 +179,7 @@ class Heartbeat:
     updated_at: float
 
     @classmethod
-    def from_row(cls, r: sqlite3.Row) -> Heartbeat:
+    def from_row(cls, r: Row) -> Heartbeat:
         """Build from a worker_heartbeats row."""
         return cls(
             worker_id=r["worker_id"], host=r["host"], pid=int(r["pid"]), version=r["version"], kind=r["kind"],
@@ -270,7 +270,7 @@ class WorkerBoard:
         return Liveness(live, len(self.running) - live, self.last_pass_at, age, silence_seconds)
 
 
-def read_board(conn: sqlite3.Connection, recent: int = 10) -> WorkerBoard:
+def read_board(conn: Connection, recent: int = 10) -> WorkerBoard:
     """Read the workers marked running, the `recent` newest rows and the last pass time (indexed reads)."""
     cols = ", ".join(_COLUMNS)
     running = conn.execute(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sqlite3
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from ledger.errors import BadInput
 from ledger.files import place_new
 from ledger.redaction import Redactor
 from ledger.report import ending, hold_cause, remote_of
+from ledger.store import Connection
 from ledger.store import report as q
 from ledger.store.metrics import SYSTEM_ACTOR
 
@@ -102,7 +102,7 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def write(conn: sqlite3.Connection, config: Config, dest: Path, *, since: float | None = None,
+def write(conn: Connection, config: Config, dest: Path, *, since: float | None = None,
           until: float | None = None, redactor: Redactor | None = None, replace: bool = False) -> Written:
     """Write the history (the events in `since` <= at < `until`, all without a window, the jobs they touch and
     the holds begun in it) from `conn` to the new SQLite file `dest`. Every secret `redactor` knows is replaced

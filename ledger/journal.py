@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.files import place_new
+from ledger.store import Connection
 
 if TYPE_CHECKING:
-    import sqlite3
 
     from ledger.config import Config
 
@@ -261,7 +261,7 @@ def state(ledger: str | Path) -> JournalState:
     return JournalState(path, size, records)
 
 
-def kept_reason(conn: sqlite3.Connection, config: Config, record: OutcomeRecord) -> str | None:
+def kept_reason(conn: Connection, config: Config, record: OutcomeRecord) -> str | None:
     """Why a replay cannot record `record` now (so it stays in the journal), or None when it can."""
     from ledger.model import JobKey
     from ledger.queries import find_job

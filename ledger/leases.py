@@ -9,7 +9,6 @@ picked job is claimed with `claim_for_send` right before its own send, and that 
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from ledger.db import write_tx
 from ledger.errors import RowDisagrees
 from ledger.model import Job, JobKey
 from ledger.replay import Projection, rebuild_job
+from ledger.store import Connection
 from ledger.transitions import apply
 
 
@@ -65,7 +65,7 @@ class Claim:
     claimed_at: float = 0.0
 
 
-def _check_row_agrees(conn: sqlite3.Connection, current: Job) -> None:
+def _check_row_agrees(conn: Connection, current: Job) -> None:
     """Raise RowDisagrees when the job's row says other than its events (changed outside reclaim)."""
     key = current.key
     said = rebuild_job(conn, key)
@@ -80,7 +80,7 @@ def _check_row_agrees(conn: sqlite3.Connection, current: Job) -> None:
 
 
 def _claim(
-    conn: sqlite3.Connection, config: Config, key: JobKey, event: str, *, owner: str, now: float,
+    conn: Connection, config: Config, key: JobKey, event: str, *, owner: str, now: float,
     eligible: Callable[[Job], bool], fields: Callable[[Job, float], dict[str, object]], ends_pick: bool = False,
 ) -> Claim | None:
     until = lease_deadline(now, config.policy.lease_seconds)
@@ -105,7 +105,7 @@ def _claim(
 
 
 def claim_for_send(
-    conn: sqlite3.Connection, config: Config, key: JobKey, *, owner: str, now: float, expected_epoch: int | None = None,
+    conn: Connection, config: Config, key: JobKey, *, owner: str, now: float, expected_epoch: int | None = None,
 ) -> Claim | None:
     """Claim a due `reserving` job for one send: epoch + 1, lease, send start, event; committed on return.
     The job's pick (ledger.picks), whoever held it, is deleted in the same transaction.
@@ -123,7 +123,7 @@ def claim_for_send(
     )
 
 
-def claim_stale(conn: sqlite3.Connection, config: Config, key: JobKey, *, owner: str, now: float) -> Claim | None:
+def claim_stale(conn: Connection, config: Config, key: JobKey, *, owner: str, now: float) -> Claim | None:
     """Take over a stale send (begun, lease out past the margin, no outcome) for the recovery pass; epoch + 1.
 
     Returns None, writing nothing, when the send is not stale any more.

@@ -14,7 +14,6 @@ from __future__ import annotations
 import ipaddress
 import math
 import socket
-import sqlite3
 import sys
 import threading
 import time
@@ -34,7 +33,7 @@ from ledger import journal
 from ledger.clock import Clock, day_of
 from ledger.config import Config
 from ledger.errors import BadInput, LedgerError
-from ledger.store import ledger_clock
+from ledger.store import Connection, ledger_clock
 from ledger.store import metrics as q
 
 NOTIFY_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 14_400.0, 86_400.0)
@@ -55,11 +54,11 @@ class LedgerCollector(Collector):
 
     `open_conn` opens a (read-only) connection; it is opened on the first scrape and again after a read
     failed. A ledger that cannot be read yields `reclaim_ledger_up 0` (and the error on stderr) instead of
-    failing the scrape, unless `strict`: then the LedgerError or sqlite3.Error propagates. Thread-safe:
+    failing the scrape, unless `strict`: then the LedgerError propagates. Thread-safe:
     scrapes read one at a time.
     """
 
-    def __init__(self, open_conn: Callable[[], sqlite3.Connection], config: Config, clock: Clock,
+    def __init__(self, open_conn: Callable[[], Connection], config: Config, clock: Clock,
                  journal_of: str | None = None, host: str | None = None, strict: bool = False) -> None:
         self.open_conn = open_conn
         self.config = config
@@ -67,7 +66,7 @@ class LedgerCollector(Collector):
         self.journal_of = journal_of
         self.host = host or socket.gethostname()
         self.strict = strict
-        self.conn: sqlite3.Connection | None = None
+        self.conn: Connection | None = None
         self.lock = threading.Lock()
         self.tallies: dict[tuple[str, str, str | None, str | None, bool], q.EventTally] = {}
         """The recovery events counted so far, up to event id `counted_to` (events are append-only)."""
@@ -86,7 +85,7 @@ class LedgerCollector(Collector):
             try:
                 families = self._read()
                 up = 1.0
-            except (LedgerError, sqlite3.Error) as e:
+            except LedgerError as e:
                 if self.strict:
                     self._drop()
                     raise
@@ -130,7 +129,7 @@ class LedgerCollector(Collector):
         out.extend(self._journal())
         return out
 
-    def _count_events(self, conn: sqlite3.Connection) -> None:
+    def _count_events(self, conn: Connection) -> None:
         """Add the recovery events committed since the last scrape to the tallies (the first scrape reads all)."""
         upto = q.last_event_id(conn)
         if upto < self.counted_to:  # not the ledger counted before (replaced by another): count afresh
@@ -191,7 +190,7 @@ def _le(bound: float) -> str:
     return str(floatToGoString(bound))  # type: ignore[no-untyped-call]  # the library leaves it unannotated
 
 
-def _jobs(conn: sqlite3.Connection, now: float, tallies: Iterable[q.EventTally]) -> Iterator[Metric]:
+def _jobs(conn: Connection, now: float, tallies: Iterable[q.EventTally]) -> Iterator[Metric]:
     counts: Counts = {(op, state): n for op, state, n in q.open_jobs(conn)}
     for t in tallies:  # a terminal state is never left: its jobs are the events that entered it
         if t.to_state in q.TERMINAL_STATES and t.from_state != t.to_state:
@@ -205,7 +204,7 @@ def _jobs(conn: sqlite3.Connection, now: float, tallies: Iterable[q.EventTally])
                  ["operation"], (((h.operation,), h.past_due) for h in held))
 
 
-def _recovery(conn: sqlite3.Connection, config: Config, tallies: Iterable[q.EventTally]) -> Iterator[Metric]:
+def _recovery(conn: Connection, config: Config, tallies: Iterable[q.EventTally]) -> Iterator[Metric]:
     ops = sorted(config.operations)
     stale: Counts = dict.fromkeys(((op, o) for op in ops for o in STALE_OUTCOMES.values()), 0)
     abandoned: Counts = dict.fromkeys(((op,) for op in ops), 0)
@@ -252,7 +251,7 @@ def _add(table: Counts, key: tuple[str, ...], n: int) -> None:
     table[key] = table.get(key, 0) + n
 
 
-def _notifications(conn: sqlite3.Connection) -> Iterator[Metric]:
+def _notifications(conn: Connection) -> Iterator[Metric]:
     yield _gauge("reclaim_notifications", "Notifications in the outbox by channel and state; 'uncertain' ones wait "
                  "for a person ('reclaim notifications').", ["channel", "state"],
                  (((ch, st), n) for ch, st, n in q.outbox_states(conn)))
@@ -260,7 +259,7 @@ def _notifications(conn: sqlite3.Connection) -> Iterator[Metric]:
                      "its delivery.", ["channel", "kind"], q.notification_delays(conn, NOTIFY_BUCKETS))
 
 
-def _webhooks(conn: sqlite3.Connection) -> Iterator[Metric]:
+def _webhooks(conn: Connection) -> Iterator[Metric]:
     yield _counter("reclaim_webhook_deliveries_verified_total", "Webhook deliveries whose signature verified, by "
                    "type; recorded='false' for a type reclaim ignores.", ["type", "recorded"],
                    (((t, "true" if rec else "false"), n) for t, rec, n in q.webhook_deliveries(conn)))
@@ -268,7 +267,7 @@ def _webhooks(conn: sqlite3.Connection) -> Iterator[Metric]:
                    (((reason,), n) for reason, n in q.webhook_refusals(conn)))
 
 
-def _quota_and_remotes(conn: sqlite3.Connection, config: Config, now: float) -> Iterator[Metric]:
+def _quota_and_remotes(conn: Connection, config: Config, now: float) -> Iterator[Metric]:
     used = q.quota_used(conn, day_of(now, config.timezone))
     ops = sorted(config.operations)
     yield _gauge("reclaim_quota_used", "Reservations counted against each operation's daily quota today (the "
@@ -282,7 +281,7 @@ def _quota_and_remotes(conn: sqlite3.Connection, config: Config, now: float) -> 
                  (((r,), 1.0 if r in paused else 0.0) for r in remotes))
 
 
-def _workers(conn: sqlite3.Connection, now: float) -> Iterator[Metric]:
+def _workers(conn: Connection, now: float) -> Iterator[Metric]:
     running = q.running_workers(conn)
     yield _gauge("reclaim_worker_heartbeat_age_seconds", "Seconds since each worker marked running last wrote its "
                  "heartbeat.", ["worker", "host", "kind"],

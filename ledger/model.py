@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from dataclasses import dataclass
 from json.encoder import encode_basestring
 from typing import Any
 
 from ledger import jsontext
+from ledger.store import Row
 
 STATES = ("reserving", "submitted", "done", "consumed", "failed", "held", "rejected", "remediated")
 TERMINAL = frozenset({"consumed", "rejected", "remediated"})
@@ -98,7 +98,7 @@ class Job:
         return JobKey(self.job_id, self.operation)
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Job:
+    def from_row(cls, row: Row) -> Job:
         """Build a Job from a `SELECT * FROM jobs` row."""
         return cls.from_columns(dict(zip(row.keys(), row, strict=True)))  # dict(row) looks each name up: 24 scans
 
@@ -140,7 +140,7 @@ class Event:
     hash: str | None = None  # its link in the audit chain
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Event:
+    def from_row(cls, row: Row) -> Event:
         """Build an Event from a `SELECT * FROM events` row."""
         d = dict(zip(row.keys(), row, strict=True))
         d["detail"] = json.loads(d["detail"])

@@ -9,12 +9,12 @@ person settled it). A delivery that arrives after its row was swept to uncertain
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
 from ledger.config import NotifyConfig
 from ledger.model import Job
+from ledger.store import Connection, Row
 
 # (from state, event) -> to state, for outbox rows.
 OUTBOX_TRANSITIONS: dict[tuple[str, str], str] = {
@@ -30,8 +30,8 @@ OUTBOX_TRANSITIONS: dict[tuple[str, str], str] = {
 
 
 def move(
-    conn: sqlite3.Connection, event_id: str, event: str, *, now: float, count_try: bool = False, **fields: Any
-) -> sqlite3.Row | None:
+    conn: Connection, event_id: str, event: str, *, now: float, count_try: bool = False, **fields: Any
+) -> Row | None:
     """Move one outbox row by `event` from any state the table allows (inside the caller's transaction).
 
     Returns the updated row, or None when the row is not in such a state (someone else moved it first).
@@ -48,7 +48,7 @@ def move(
     if count_try:
         sets.append("tries = tries + 1")
     marks = ", ".join("?" for _ in sources)
-    row: sqlite3.Row | None = conn.execute(
+    row: Row | None = conn.execute(
         f"UPDATE outbox SET {', '.join(sets)} WHERE event_id = ? AND state IN ({marks}) RETURNING *",
         [OUTBOX_TRANSITIONS[(sources[0], event)], now, *fields.values(), event_id, *sources],
     ).fetchone()
@@ -71,7 +71,7 @@ _EVENT_KINDS: dict[str, str] = {
 
 
 def enqueue_for_transition(
-    conn: sqlite3.Connection, channels: Mapping[str, NotifyConfig], job: Job, event: str, event_id: int, now: float
+    conn: Connection, channels: Mapping[str, NotifyConfig], job: Job, event: str, event_id: int, now: float
 ) -> list[str]:
     """Queue one outbox row per channel that wants this transition; return their stable event ids."""
     kind = _EVENT_KINDS.get(event)

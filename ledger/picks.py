@@ -26,7 +26,6 @@ transaction holds. So no two of them ever wait on each other in a cycle.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Sequence
 
@@ -37,6 +36,7 @@ from ledger.crashpoints import crashpoint
 from ledger.db import write_tx
 from ledger.errors import LedgerError
 from ledger.model import Job, JobKey
+from ledger.store import Connection
 
 Cursor = tuple[float, str, str]
 """Where a pass got to in the due jobs: (created_at, job_id, operation) of the last one picked."""
@@ -60,7 +60,7 @@ def pick_window(policy: Policy) -> float:
 
 
 def pick_due(
-    conn: sqlite3.Connection, config: Config, *, owner: str, now: float, limit: int, after: Cursor = START,
+    conn: Connection, config: Config, *, owner: str, now: float, limit: int, after: Cursor = START,
 ) -> list[Job]:
     """Pick up to `limit` due `reserving` jobs after `after` (oldest first) for worker `owner`, in one short
     transaction; committed on return. Returns the jobs picked, as read then.
@@ -96,7 +96,7 @@ def pick_due(
     return store.retrying(conn, body)
 
 
-def _upsert(conn: sqlite3.Connection, jobs: Sequence[Job], owner: str, until: float, now: float) -> set[JobKey]:
+def _upsert(conn: Connection, jobs: Sequence[Job], owner: str, until: float, now: float) -> set[JobKey]:
     """Write this worker's picks of `jobs`; a live pick of another worker is left as it is (the upsert's
     condition decides, on the latest committed row). Returns the keys now picked by `owner`."""
     if not jobs:
@@ -114,7 +114,7 @@ def _upsert(conn: sqlite3.Connection, jobs: Sequence[Job], owner: str, until: fl
     return {JobKey(r[0], r[1]) for r in rows}
 
 
-def _own_rows(conn: sqlite3.Connection) -> str:
+def _own_rows(conn: Connection) -> str:
     """The WHERE clause naming a worker's pick rows (one `?`): on PostgreSQL rows another transaction
     holds are skipped, so giving back or renewing never waits on (or deadlocks with) a picker."""
     if store.is_pg(conn):
@@ -123,7 +123,7 @@ def _own_rows(conn: sqlite3.Connection) -> str:
     return "worker = ?"
 
 
-def renew_picks(conn: sqlite3.Connection, config: Config, owner: str, *, now: float, wait: float | None = None) -> int:
+def renew_picks(conn: Connection, config: Config, owner: str, *, now: float, wait: float | None = None) -> int:
     """Make every pick `owner` still holds last one more pick window from `now`; returns how many.
 
     A pick another worker took over once it lapsed is no longer `owner`'s and is not touched. Raises
@@ -139,7 +139,7 @@ def renew_picks(conn: sqlite3.Connection, config: Config, owner: str, *, now: fl
     return store.retrying(conn, body)
 
 
-def release_picks(conn: sqlite3.Connection, owner: str, *, now: float, wait: float | None = None) -> int:
+def release_picks(conn: Connection, owner: str, *, now: float, wait: float | None = None) -> int:
     """Give back every pick `owner` holds (so other workers need not wait for them to lapse), and clear
     lapsed picks of any worker (they hold nothing back); returns how many of `owner`'s were given back."""
 
@@ -156,7 +156,7 @@ def release_picks(conn: sqlite3.Connection, owner: str, *, now: float, wait: flo
     return store.retrying(conn, body)
 
 
-def picked_by_other(conn: sqlite3.Connection, key: JobKey, owner: str, now: float) -> bool:
+def picked_by_other(conn: Connection, key: JobKey, owner: str, now: float) -> bool:
     """True when a worker other than `owner` holds a live pick of the job (read in the caller's transaction)."""
     row = conn.execute(
         "SELECT 1 FROM picks WHERE job_id = ? AND operation = ? AND worker <> ? AND picked_until > ?",
@@ -165,7 +165,7 @@ def picked_by_other(conn: sqlite3.Connection, key: JobKey, owner: str, now: floa
     return row is not None
 
 
-def drop_pick(conn: sqlite3.Connection, key: JobKey) -> None:
+def drop_pick(conn: Connection, key: JobKey) -> None:
     """Delete the job's pick, whoever held it (inside the caller's transaction: the claim that ends it)."""
     conn.execute("DELETE FROM picks WHERE job_id = ? AND operation = ?", (key.job_id, key.operation))
 
@@ -179,7 +179,7 @@ class HeldPicks:
     then lapse and other workers take those jobs, which is all a lapse ever does.
     """
 
-    def __init__(self, conn: sqlite3.Connection, config: Config, owner: str, clock: Clock) -> None:
+    def __init__(self, conn: Connection, config: Config, owner: str, clock: Clock) -> None:
         self.conn = conn
         self.config = config
         self.owner = owner
@@ -200,6 +200,6 @@ class HeldPicks:
             return
         try:
             renew_picks(self.conn, self.config, self.owner, now=self.clock.now(), wait=RENEW_WAIT)
-        except (LedgerError, sqlite3.Error):
+        except LedgerError:
             pass  # not renewed: the picks may lapse and other workers take those jobs
         self._renewed_at = time.monotonic()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +25,7 @@ from ledger import seal
 from ledger.config import Config, ServeConfig
 from ledger.errors import ConfigError, LedgerCorrupt, Refused
 from ledger.model import JobKey
+from ledger.store import Connection
 from ledger.store import policy as sql
 
 POLICY_KEY = JobKey(*sql.POLICY_JOB)
@@ -59,7 +59,7 @@ class LedgerPolicy:
     event_id: int | None
 
 
-def read(conn: sqlite3.Connection) -> LedgerPolicy:
+def read(conn: Connection) -> LedgerPolicy:
     """The ledger's policy. With the audit key held, a policy event whose MAC is missing or wrong is refused
     (LedgerCorrupt): it was not written by a process holding the key."""
     row = sql.latest(conn)
@@ -106,12 +106,12 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def owner(conn: sqlite3.Connection, path: str) -> tuple[str, bool]:
+def owner(conn: Connection, path: str) -> tuple[str, bool]:
     """(who owns the ledger, whether this process may act as its owner: the owner itself, root or a superuser)."""
     return sql.owner(conn, path)
 
 
-def require_owner(conn: sqlite3.Connection, path: str, what: str) -> str:
+def require_owner(conn: Connection, path: str, what: str) -> str:
     """The owner's name when this process is the ledger's owner (or root / a superuser); Refused otherwise."""
     name, is_owner = sql.owner(conn, path)
     if not is_owner:
@@ -119,7 +119,7 @@ def require_owner(conn: sqlite3.Connection, path: str, what: str) -> str:
     return name
 
 
-def record(conn: sqlite3.Connection, cfg: Config, *, actor: str, now: float, how: str) -> int | None:
+def record(conn: Connection, cfg: Config, *, actor: str, now: float, how: str) -> int | None:
     """Record `cfg`'s policy settings as the ledger's (inside the caller's write transaction); None when they
     are the ledger's already (nothing written)."""
     from ledger.transitions import append_event

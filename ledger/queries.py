@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,14 +16,10 @@ from ledger.config import Config
 from ledger.errors import BadInput
 from ledger.model import GROUPS, STATES, Event, Job, JobKey
 from ledger.stages import check_stage, stage_clause
+from ledger.store import Connection
 
 
-def data_version(conn: sqlite3.Connection) -> int:
-    """SQLite's data_version: changes whenever another connection commits to the file."""
-    return int(conn.execute("PRAGMA data_version").fetchone()[0])
-
-
-def state_counts(conn: sqlite3.Connection) -> dict[str, int]:
+def state_counts(conn: Connection) -> dict[str, int]:
     """Jobs per state (every state present, zero when empty), from the trigger-kept counter table."""
     counts = dict.fromkeys(STATES, 0)
     for state, n in conn.execute("SELECT state, n FROM state_counts"):
@@ -33,7 +28,7 @@ def state_counts(conn: sqlite3.Connection) -> dict[str, int]:
     return counts
 
 
-def group_counts(conn: sqlite3.Connection) -> dict[str, int]:
+def group_counts(conn: Connection) -> dict[str, int]:
     """Jobs per console group (held, reserving, submitted, done, consumed, failed, resolved)."""
     counts = state_counts(conn)
     return {g: sum(counts[s] for s in states) for g, states in GROUPS.items()}
@@ -138,7 +133,7 @@ def filter_clause(flt: JobFilter, table: str = "") -> tuple[list[str], list[Any]
 
 
 def list_jobs(
-    conn: sqlite3.Connection,
+    conn: Connection,
     group: str,
     *,
     limit: int = 100,
@@ -162,25 +157,25 @@ def list_jobs(
     return [Job.from_row(r) for r in conn.execute(sql, (*params, limit, offset))]
 
 
-def held_jobs(conn: sqlite3.Connection, limit: int = 50) -> list[Job]:
+def held_jobs(conn: Connection, limit: int = 50) -> list[Job]:
     """Held jobs, oldest hold first."""
     rows = conn.execute("SELECT * FROM jobs WHERE state = 'held' ORDER BY held_at, created_at, job_id, operation "
                         "LIMIT ?", (limit,))
     return [Job.from_row(r) for r in rows]
 
 
-def find_job(conn: sqlite3.Connection, key: JobKey) -> Job | None:
+def find_job(conn: Connection, key: JobKey) -> Job | None:
     """The job, or None."""
     row = conn.execute("SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)).fetchone()
     return Job.from_row(row) if row else None
 
 
-def operations_of(conn: sqlite3.Connection, job_id: str) -> list[str]:
+def operations_of(conn: Connection, job_id: str) -> list[str]:
     """The operations a job id exists under (a primary-key prefix lookup)."""
     return [r[0] for r in conn.execute("SELECT operation FROM jobs WHERE job_id = ? ORDER BY operation", (job_id,))]
 
 
-def job_events(conn: sqlite3.Connection, key: JobKey) -> list[Event]:
+def job_events(conn: Connection, key: JobKey) -> list[Event]:
     """A job's whole history, in order."""
     rows = conn.execute(
         "SELECT * FROM events WHERE job_id = ? AND operation = ? ORDER BY seq", (key.job_id, key.operation)
@@ -188,30 +183,30 @@ def job_events(conn: sqlite3.Connection, key: JobKey) -> list[Event]:
     return [Event.from_row(r) for r in rows]
 
 
-def events_after(conn: sqlite3.Connection, after_id: int, limit: int = 200) -> list[Event]:
+def events_after(conn: Connection, after_id: int, limit: int = 200) -> list[Event]:
     """Events with id > after_id, oldest first: the follow cursor."""
     rows = conn.execute("SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?", (after_id, limit))
     return [Event.from_row(r) for r in rows]
 
 
-def latest_events(conn: sqlite3.Connection, limit: int = 20) -> list[Event]:
+def latest_events(conn: Connection, limit: int = 20) -> list[Event]:
     """The newest events, newest first."""
     rows = conn.execute("SELECT * FROM events ORDER BY id DESC LIMIT ?", (limit,))
     return [Event.from_row(r) for r in rows]
 
 
-def last_event_id(conn: sqlite3.Connection) -> int:
+def last_event_id(conn: Connection) -> int:
     """The id of the newest event, or 0."""
     row = conn.execute("SELECT MAX(id) FROM events").fetchone()
     return int(row[0] or 0)
 
 
-def fenced_write_count(conn: sqlite3.Connection) -> int:
+def fenced_write_count(conn: Connection) -> int:
     """How many stale writes were refused by the epoch check."""
     return int(conn.execute("SELECT COUNT(*) FROM fenced_writes").fetchone()[0])
 
 
-def fenced_writes_for(conn: sqlite3.Connection, key: JobKey) -> list[dict[str, Any]]:
+def fenced_writes_for(conn: Connection, key: JobKey) -> list[dict[str, Any]]:
     """What stale workers tried to write to this job (kept as clues for a person)."""
     rows = conn.execute(
         "SELECT * FROM fenced_writes WHERE job_id = ? AND operation = ? ORDER BY id", (key.job_id, key.operation)
@@ -239,7 +234,7 @@ def _days_back(today: str, days: int) -> list[str]:
     return [(d - timedelta(days=i)).strftime("%Y-%m-%d") for i in range(days - 1, -1, -1)]
 
 
-def quota_history(conn: sqlite3.Connection, config: Config, now: float, days: int = 14) -> dict[str, list[QuotaDay]]:
+def quota_history(conn: Connection, config: Config, now: float, days: int = 14) -> dict[str, list[QuotaDay]]:
     """Per declared operation, its use for each of the last `days` days (oldest first, today last)."""
     today = datetime.fromtimestamp(now, ZoneInfo(config.timezone)).strftime("%Y-%m-%d")
     span = _days_back(today, days)
@@ -255,17 +250,17 @@ def quota_history(conn: sqlite3.Connection, config: Config, now: float, days: in
     return out
 
 
-def quota_today(conn: sqlite3.Connection, config: Config, now: float) -> list[QuotaDay]:
+def quota_today(conn: Connection, config: Config, now: float) -> list[QuotaDay]:
     """Today's use per declared operation."""
     return [days[-1] for days in quota_history(conn, config, now, days=1).values()]
 
 
-def held_by_operation(conn: sqlite3.Connection) -> dict[str, int]:
+def held_by_operation(conn: Connection) -> dict[str, int]:
     """Held jobs per operation."""
     return dict(conn.execute("SELECT operation, COUNT(*) FROM jobs WHERE state = 'held' GROUP BY operation").fetchall())
 
 
-def operation_counts(conn: sqlite3.Connection) -> dict[str, dict[str, int]]:
+def operation_counts(conn: Connection) -> dict[str, dict[str, int]]:
     """Jobs per operation and state."""
     out: dict[str, dict[str, int]] = {}
     for op, state, n in conn.execute("SELECT operation, state, COUNT(*) FROM jobs GROUP BY operation, state"):

@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
 import sys
 import threading
 import time
@@ -55,6 +54,7 @@ from ledger.errors import ConfigError
 from ledger.model import Job
 from ledger.redaction import Redactor
 from ledger.remotes.gemini import REMOTE_STATE_OF_STATUS
+from ledger.store import Connection
 from ledger.transitions import apply
 
 MAX_BODY = 256 * 1024
@@ -111,7 +111,7 @@ class Tally:
         with self._lock:
             return bool(self._pending) and time.monotonic() - self._last >= self.every
 
-    def flush(self, conn: sqlite3.Connection) -> None:
+    def flush(self, conn: Connection) -> None:
         """Write what is pending to the ledger's refusal counters; kept in memory when the write fails."""
         with self._lock:
             pending, self._pending = self._pending, Counter()
@@ -156,7 +156,7 @@ def _verify(secret_by_remote: Mapping[str, str], body: bytes, headers: Mapping[s
     return None
 
 
-def _count(conn: sqlite3.Connection, tally: Tally | None, reason: str) -> None:
+def _count(conn: Connection, tally: Tally | None, reason: str) -> None:
     if tally is not None:
         tally.add(reason)
         return
@@ -164,7 +164,7 @@ def _count(conn: sqlite3.Connection, tally: Tally | None, reason: str) -> None:
         evidence.count_refusal(conn, reason)
 
 
-def _refuse(conn: sqlite3.Connection, tally: Tally | None, reason: str, status: int, message: str) -> Answer:
+def _refuse(conn: Connection, tally: Tally | None, reason: str, status: int, message: str) -> Answer:
     _count(conn, tally, reason)
     return Answer(status, message)
 
@@ -177,7 +177,7 @@ def _text(value: Any, limit: int = MAX_ID) -> str | None:
 
 
 def receive(
-    conn: sqlite3.Connection, config: Config, secret_by_remote: Mapping[str, str], body: bytes,
+    conn: Connection, config: Config, secret_by_remote: Mapping[str, str], body: bytes,
     headers: Mapping[str, str], *, clock: Clock, tally: Tally | None = None,
 ) -> Answer:
     """Verify one delivery and record it; the Answer says what the sender is told (see the module doc).
@@ -232,7 +232,7 @@ def receive(
 
 
 def _record(
-    conn: sqlite3.Connection, config: Config, remote: str, kind: str, data: dict[str, Any], doc: dict[str, Any],
+    conn: Connection, config: Config, remote: str, kind: str, data: dict[str, Any], doc: dict[str, Any],
     webhook_id: str, signature: str, timestamp: str, now: float,
 ) -> bool:
     """Record a verified interaction event as evidence (inside the caller's transaction); False when its
@@ -349,7 +349,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    conn: sqlite3.Connection
+    conn: Connection
     config: Config
     secrets: Mapping[str, str]
     clock: Clock

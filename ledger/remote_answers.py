@@ -8,13 +8,13 @@ and when it last answered about a job. Read from the config and the ledger only:
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from ledger.config import Config, RemoteConfig
 from ledger.remote_health import paused_remotes
 from ledger.remotes.base import Capabilities
+from ledger.store import Connection
 from ledger.store import remotes as q
 
 RECENT_SECONDS = 86_400.0
@@ -81,7 +81,7 @@ def _lookup(caps: Capabilities) -> str:
     return "by handle only" if caps.lookup_by_handle else "none"
 
 
-def answers(conn: sqlite3.Connection, config: Config, now: float, recent: float = RECENT_SECONDS) -> list[RemoteAnswers]:
+def answers(conn: Connection, config: Config, now: float, recent: float = RECENT_SECONDS) -> list[RemoteAnswers]:
     """Every declared remote's answers at `now` (reads the ledger; calls no remote), by name."""
     pauses = paused_remotes(conn)
     webhooks = q.last_verified_webhooks(conn)

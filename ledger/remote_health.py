@@ -10,12 +10,12 @@ once, and shown by `status` and the console header.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
 from ledger.config import Config
 from ledger.errors import BadInput, Refused
 from ledger.model import JobKey
+from ledger.store import Connection
 from ledger.transitions import apply
 
 
@@ -32,7 +32,7 @@ class RemotePause:
     refusals: int
 
 
-def paused_remotes(conn: sqlite3.Connection) -> dict[str, RemotePause]:
+def paused_remotes(conn: Connection) -> dict[str, RemotePause]:
     """Every paused remote by name."""
     rows = conn.execute("SELECT * FROM remote_pauses ORDER BY paused_at, remote").fetchall()
     return {
@@ -45,7 +45,7 @@ def paused_remotes(conn: sqlite3.Connection) -> dict[str, RemotePause]:
 
 
 def record_refusal(
-    conn: sqlite3.Connection, config: Config, remote: str, key: JobKey, *, reason: str, error: str | None, now: float
+    conn: Connection, config: Config, remote: str, key: JobKey, *, reason: str, error: str | None, now: float
 ) -> bool:
     """Pause `remote` (or extend its pause to the next probe), inside the caller's transaction.
 
@@ -62,7 +62,7 @@ def record_refusal(
     return bool(row[0] == 1)
 
 
-def lift(conn: sqlite3.Connection, config: Config, remote: str, *, actor: str, now: float, why: str) -> bool:
+def lift(conn: Connection, config: Config, remote: str, *, actor: str, now: float, why: str) -> bool:
     """Lift `remote`'s pause inside the caller's transaction; an event on the job that met it records
     who and why. Returns False when the remote was not paused."""
     row = conn.execute("DELETE FROM remote_pauses WHERE remote = ? RETURNING *", (remote,)).fetchone()
@@ -81,7 +81,7 @@ def lift(conn: sqlite3.Connection, config: Config, remote: str, *, actor: str, n
     return True
 
 
-def resume(conn: sqlite3.Connection, config: Config, remote: str, *, actor: str, reason: str, now: float) -> None:
+def resume(conn: Connection, config: Config, remote: str, *, actor: str, reason: str, now: float) -> None:
     """An operator's `reclaim resume REMOTE`: lift the pause (approver role, a reason required).
 
     Raises BadInput for an unknown remote or an empty reason, Refused for a missing role or a remote

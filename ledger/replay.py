@@ -7,10 +7,10 @@ means a write bypassed the state machine (or the table was edited by hand).
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
 from ledger.model import JobKey
+from ledger.store import Connection
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def _fold(cur: Projection | None, kind: str, to_state: str | None, epoch: int | 
     )
 
 
-def rebuild(conn: sqlite3.Connection) -> dict[JobKey, Projection]:
+def rebuild(conn: Connection) -> dict[JobKey, Projection]:
     """Replay every event, in order, into each job's state, epoch and attempt.
 
     The state is the last event's `to_state`; the epoch the last event's epoch; the attempt counts the
@@ -60,7 +60,7 @@ def rebuild(conn: sqlite3.Connection) -> dict[JobKey, Projection]:
     return out
 
 
-def rebuild_job(conn: sqlite3.Connection, key: JobKey) -> Projection | None:
+def rebuild_job(conn: Connection, key: JobKey) -> Projection | None:
     """What one job's events say it is (None when it has no `reserve` event)."""
     cur: Projection | None = None
     rows = conn.execute(
@@ -72,7 +72,7 @@ def rebuild_job(conn: sqlite3.Connection, key: JobKey) -> Projection | None:
     return cur
 
 
-def mismatches(conn: sqlite3.Connection) -> list[Mismatch]:
+def mismatches(conn: Connection) -> list[Mismatch]:
     """Every job whose row differs from what its events rebuild, in key order (one consistent snapshot)."""
     own = not conn.in_transaction
     if own:

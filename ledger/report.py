@@ -11,7 +11,6 @@ nothing is written and no remote is called.
 from __future__ import annotations
 
 import math
-import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 from ledger.clock import day_of, iso
 from ledger.config import Config
 from ledger.errors import BadInput
+from ledger.store import Connection
 from ledger.store import report as q
 from ledger.store.metrics import SYSTEM_ACTOR
 
@@ -208,7 +208,7 @@ def _days(since: float, until: float, tz: str) -> list[str]:
     return [(first + timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
 
 
-def build(conn: sqlite3.Connection, config: Config, since: float, until: float) -> Report:
+def build(conn: Connection, config: Config, since: float, until: float) -> Report:
     """The report for `since` <= time < `until`, read from `conn` in one read snapshot (BadInput for a window
     `check_window` refuses). Holds are those begun in the window; each counts as decided only when its decision
     came before `until`."""

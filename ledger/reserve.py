@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -16,6 +15,7 @@ from ledger.config import Config
 from ledger.db import write_tx
 from ledger.errors import BadInput, PayloadError, UnknownOperation
 from ledger.model import Job, JobKey, default_job_id, idem_key
+from ledger.store import Connection
 from ledger.transitions import append_event, apply
 
 Outcome = Literal["reserved", "duplicate", "quota_exceeded", "blocked_by_hold"]
@@ -174,7 +174,7 @@ def check_text_arg(name: str, text: str | None) -> None:
 
 
 def reserve(
-    conn: sqlite3.Connection,
+    conn: Connection,
     config: Config,
     operation: str,
     payload: str | dict[str, Any],
@@ -193,7 +193,7 @@ def reserve(
 
 
 def _reserve(
-    conn: sqlite3.Connection,
+    conn: Connection,
     config: Config,
     operation: str,
     payload: str | dict[str, Any],
@@ -268,7 +268,7 @@ def _reserve(
     return ReserveResult("reserved", key, job=job, used=used + 1, limit=op.daily_quota)
 
 
-def count_quota(conn: sqlite3.Connection, operation: str, day: str) -> None:
+def count_quota(conn: Connection, operation: str, day: str) -> None:
     """Count one operation against `day`'s quota (inside the caller's transaction)."""
     conn.execute(
         "INSERT INTO quota_usage (operation, day, used) VALUES (?, ?, 1) "
@@ -277,7 +277,7 @@ def count_quota(conn: sqlite3.Connection, operation: str, day: str) -> None:
     )
 
 
-def quota_used(conn: sqlite3.Connection, operation: str, day: str) -> int:
+def quota_used(conn: Connection, operation: str, day: str) -> int:
     """How many operations were counted against `day`'s quota."""
     row = conn.execute("SELECT used FROM quota_usage WHERE operation = ? AND day = ?", (operation, day)).fetchone()
     return int(row[0]) if row else 0

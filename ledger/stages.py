@@ -8,13 +8,13 @@ wrote a finding for, which another approver must release.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from ledger.config import Config
 from ledger.errors import BadInput
 from ledger.model import Job
+from ledger.store import Connection
 from ledger.store import stages as q
 
 STAGES = {
@@ -56,7 +56,7 @@ class Stage:
     words: str
 
 
-def job_stage(conn: sqlite3.Connection, job: Job, due_words: str = "") -> Stage | None:
+def job_stage(conn: Connection, job: Job, due_words: str = "") -> Stage | None:
     """The stage of a held or failed job (None for any other state). `due_words` is the due time as the caller
     shows it (absolute), appended to 'assigned to X'."""
     if job.state not in TRIAGED_STATES:
@@ -70,7 +70,7 @@ def job_stage(conn: sqlite3.Connection, job: Job, due_words: str = "") -> Stage 
     return Stage("needs-finding", "needs a finding")
 
 
-def awaiting_count(conn: sqlite3.Connection, config: Config, me: str) -> int | None:
+def awaiting_count(conn: Connection, config: Config, me: str) -> int | None:
     """How many held jobs await `me`'s approval (None when `me` is not an approver)."""
     if "approver" not in config.roles_of(me):
         return None

@@ -8,16 +8,16 @@ any notification, all inside the caller's BEGIN IMMEDIATE transaction.
 from __future__ import annotations
 
 import functools
-import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ledger import seal, store
-from ledger.audit import event_hash
+from ledger.chain import event_hash
 from ledger.config import NotifyConfig
 from ledger.model import STATES, Job, JobKey, canonical_json, detail_json
 from ledger.outbox import enqueue_for_transition
+from ledger.store import Connection
 
 # (from state, event) -> to state. Events that record facts without moving the job map a state to itself.
 TRANSITIONS: dict[tuple[str | None, str], str] = {
@@ -113,7 +113,7 @@ INSERT_EVENT = (
 
 
 def append_event(
-    conn: sqlite3.Connection,
+    conn: Connection,
     key: JobKey,
     *,
     at: float,
@@ -163,7 +163,7 @@ def _encode(column: str, value: Any) -> Any:
 
 
 def record_fenced(
-    conn: sqlite3.Connection, key: JobKey, *, at: float, actor: str, event: str, epoch: int | None, detail: dict[str, Any]
+    conn: Connection, key: JobKey, *, at: float, actor: str, event: str, epoch: int | None, detail: dict[str, Any]
 ) -> None:
     """Count a write refused because its epoch was stale, keeping what it tried to say.
 
@@ -196,7 +196,7 @@ def record_fenced(
 
 
 def apply(
-    conn: sqlite3.Connection,
+    conn: Connection,
     key: JobKey,
     event: str,
     *,
@@ -258,7 +258,7 @@ def apply(
 
 
 def _insert(
-    conn: sqlite3.Connection, key: JobKey, event: str, to_state: str, *, actor: str, now: float,
+    conn: Connection, key: JobKey, event: str, to_state: str, *, actor: str, now: float,
     detail: dict[str, Any] | None, fields: dict[str, Any], notify: Mapping[str, NotifyConfig] | None,
 ) -> Applied:
     columns = {"created_at": now, **fields, "job_id": key.job_id, "operation": key.operation, "state": to_state,
@@ -292,7 +292,7 @@ def _insert_sql(columns: tuple[str, ...]) -> str:
 
 
 def _record(
-    conn: sqlite3.Connection, key: JobKey, job: Job, event: str, from_state: str | None, *, actor: str,
+    conn: Connection, key: JobKey, job: Job, event: str, from_state: str | None, *, actor: str,
     now: float, detail: dict[str, Any] | None, notify: Mapping[str, NotifyConfig] | None,
 ) -> Applied:
     event_id = append_event(

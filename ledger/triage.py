@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,13 +33,14 @@ from ledger.queries import JobFilter, list_jobs
 from ledger.redaction import Redactor
 from ledger.remotes.base import Remote, RemoteStatus, redact_status
 from ledger.reserve import count_quota, quota_used
+from ledger.store import Connection
 from ledger.transitions import Applied, apply
 
 ACTIONS = JOB_ACTIONS
 """The actions on one job, in triage order (the table is `ledger.actions.ACTIONS`)."""
 
 
-def get_job(conn: sqlite3.Connection, key: JobKey) -> Job:
+def get_job(conn: Connection, key: JobKey) -> Job:
     """The job with this key; raise JobNotFound naming it."""
     row = conn.execute("SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)).fetchone()
     if row is None:
@@ -48,7 +48,7 @@ def get_job(conn: sqlite3.Connection, key: JobKey) -> Job:
     return Job.from_row(row)
 
 
-def _latest(conn: sqlite3.Connection, key: JobKey, kind: str, since_id: int = 0) -> Event | None:
+def _latest(conn: Connection, key: JobKey, kind: str, since_id: int = 0) -> Event | None:
     row = conn.execute(
         "SELECT * FROM events WHERE job_id = ? AND operation = ? AND kind = ? AND id > ? ORDER BY id DESC LIMIT 1",
         (key.job_id, key.operation, kind, since_id),
@@ -56,23 +56,23 @@ def _latest(conn: sqlite3.Connection, key: JobKey, kind: str, since_id: int = 0)
     return Event.from_row(row) if row else None
 
 
-def current_attempt_start(conn: sqlite3.Connection, key: JobKey) -> int:
+def current_attempt_start(conn: Connection, key: JobKey) -> int:
     """The event id where the current attempt began (its last release, or 0): older findings are history."""
     last = _latest(conn, key, "release")
     return last.id if last else 0
 
 
-def latest_finding(conn: sqlite3.Connection, key: JobKey) -> Event | None:
+def latest_finding(conn: Connection, key: JobKey) -> Event | None:
     """The newest finding recorded for the job's current attempt."""
     return _latest(conn, key, "finding", current_attempt_start(conn, key))
 
 
-def latest_query(conn: sqlite3.Connection, key: JobKey) -> Event | None:
+def latest_query(conn: Connection, key: JobKey) -> Event | None:
     """The newest remote query recorded for the job's current attempt."""
     return _latest(conn, key, "remote_query", current_attempt_start(conn, key))
 
 
-def attempt_authors(conn: sqlite3.Connection, key: JobKey) -> dict[str, str]:
+def attempt_authors(conn: Connection, key: JobKey) -> dict[str, str]:
     """Everyone who wrote a finding or queried the remote in the job's current attempt, with what they did."""
     rows = conn.execute(
         "SELECT actor, kind FROM events WHERE job_id = ? AND operation = ? AND id > ? "
@@ -94,7 +94,7 @@ _SOURCE_WORDS = {
 }
 
 
-def refusal(conn: sqlite3.Connection, config: Config, job: Job, action: str, actor: str, now: float) -> str | None:
+def refusal(conn: Connection, config: Config, job: Job, action: str, actor: str, now: float) -> str | None:
     """Why `actor` may not take `action` on `job` now, or None when it is allowed. Writes nothing.
 
     The role and the states come from the action table; a release also answers to policy and evidence.
@@ -114,14 +114,14 @@ def refusal(conn: sqlite3.Connection, config: Config, job: Job, action: str, act
     return why or arrival_refusal(conn, config, job, action, now)
 
 
-def candidate_refusal(conn: sqlite3.Connection, config: Config, job: Job) -> str | None:
+def candidate_refusal(conn: Connection, config: Config, job: Job) -> str | None:
     """Why a release must wait for a person to decide the orphan deliveries that could be the job's own
     (ledger.candidates), naming each and the two ways out; None when there are none undecided."""
     found = orphan_candidates.candidates(conn, config, job)
     return orphan_candidates.refusal_words(job, found) if found else None
 
 
-def may_arrive_until(conn: sqlite3.Connection, job: Job) -> float | None:
+def may_arrive_until(conn: Connection, job: Job) -> float | None:
     """Until when the held job's last request could still reach the remote (epoch seconds), or None when nothing
     of it can: the `may_arrive_until` its hold recorded (a send given up, or whose worker was found gone), for
     a job still held by that hold. Held by an answer from the remote (a poll, a webhook), or not held: None."""
@@ -141,14 +141,14 @@ def arrival_words(job: Job, until: float, tz: str) -> str:
     return f"attempt {job.attempt} could still arrive until {clock_time(until, tz)} ({tz})"
 
 
-def arrival_refusal(conn: sqlite3.Connection, config: Config, job: Job, action: str, now: float) -> str | None:
+def arrival_refusal(conn: Connection, config: Config, job: Job, action: str, now: float) -> str | None:
     """Why `action` must wait while the job's last request could still reach the remote, or None. Only the actions
     the table marks `waits_for_arrival` (release, reject, remediate) wait; a reconcile need not."""
     wait = _arrival_wait(conn, config, job, action, now)
     return wait[0] if wait is not None else None
 
 
-def _arrival_wait(conn: sqlite3.Connection, config: Config, job: Job, action: str, now: float
+def _arrival_wait(conn: Connection, config: Config, job: Job, action: str, now: float
                   ) -> tuple[str, float] | None:
     """(why, until) when `action` must wait for the job's arrival moment; None when it need not."""
     if not action_spec(action).waits_for_arrival:
@@ -161,7 +161,7 @@ def _arrival_wait(conn: sqlite3.Connection, config: Config, job: Job, action: st
     return why, until
 
 
-def _release_refusal(conn: sqlite3.Connection, config: Config, job: Job, actor: str, now: float) -> str | None:
+def _release_refusal(conn: Connection, config: Config, job: Job, actor: str, now: float) -> str | None:
     finding = latest_finding(conn, job.key)
     if config.policy.release_requires_finding and finding is None:
         return "a release needs a finding first: query the remote and record what was found"
@@ -198,7 +198,7 @@ class Preview:
     summary: str
 
 
-def preview(conn: sqlite3.Connection, config: Config, key: JobKey, action: str, actor: str, clock: Clock) -> Preview:
+def preview(conn: Connection, config: Config, key: JobKey, action: str, actor: str, clock: Clock) -> Preview:
     """Say what `action` will do ("sends 1 new request to gemini; quota 12/200 -> 13/200") and if it may.
 
     The text is the action table's; a release fills in the remote, the attempt and today's quota.
@@ -231,7 +231,7 @@ def check_input(action: str, given: Mapping[str, object]) -> None:
 
 
 def dry_run(
-    conn: sqlite3.Connection, config: Config, key: JobKey, action: str, given: Mapping[str, object], *, actor: str,
+    conn: Connection, config: Config, key: JobKey, action: str, given: Mapping[str, object], *, actor: str,
     clock: Clock, remote: Remote | None = None, unverified: bool = False,
 ) -> Preview:
     """What `action` with this input would do now, and whether it would be allowed: the same checks the action
@@ -254,7 +254,7 @@ def dry_run(
 
 
 def _act(
-    conn: sqlite3.Connection,
+    conn: Connection,
     config: Config,
     key: JobKey,
     action: str,
@@ -265,8 +265,8 @@ def _act(
     detail: dict[str, Any],
     fields: dict[str, Any] | None = None,
     count_today: bool = False,
-    check: Callable[[sqlite3.Connection], str | None] | None = None,
-    after: Callable[[sqlite3.Connection, Applied], None] | None = None,
+    check: Callable[[Connection], str | None] | None = None,
+    after: Callable[[Connection, Applied], None] | None = None,
 ) -> Applied:
     detail = {**detail, "identity_source": acting_source(config)}  # how the actor's name was established
     with write_tx(conn):
@@ -336,7 +336,7 @@ def where_to_look(config: Config, job: Job, remote: Remote, *, url_apart: bool =
 
 
 def record_query(
-    conn: sqlite3.Connection, config: Config, key: JobKey, status: RemoteStatus, *, actor: str, clock: Clock
+    conn: Connection, config: Config, key: JobKey, status: RemoteStatus, *, actor: str, clock: Clock
 ) -> Applied:
     """Record a remote query's reply (and its raw snapshot) as an event on the job, and as evidence when
     the remote answered (a failed query adds no evidence). Secrets the config names are replaced first."""
@@ -353,7 +353,7 @@ def record_query(
     if said == "absent" and status.handle:
         said = "gone"  # a handle the remote once accepted, now unknown: its records expired
 
-    def keep(c: sqlite3.Connection, applied: Applied) -> None:
+    def keep(c: Connection, applied: Applied) -> None:
         if said is not None and applied.job is not None:
             evidence.record(
                 c, at=clock.now(), source="query", idem_key=applied.job.idem_key, attempt=applied.job.attempt,
@@ -374,7 +374,7 @@ _EVIDENCE_STATE = {
 
 
 def query_job(
-    conn: sqlite3.Connection, config: Config, key: JobKey, remote: Remote, *, actor: str, clock: Clock
+    conn: Connection, config: Config, key: JobKey, remote: Remote, *, actor: str, clock: Clock
 ) -> RemoteStatus:
     """Check the role, ask the remote (no transaction open), record the reply; return it (secrets replaced)."""
     job = get_job(conn, key)
@@ -389,7 +389,7 @@ def query_job(
 
 
 def record_finding(
-    conn: sqlite3.Connection, config: Config, key: JobKey, category: str, note: str, *, actor: str, clock: Clock
+    conn: Connection, config: Config, key: JobKey, category: str, note: str, *, actor: str, clock: Clock
 ) -> Applied:
     """Record what a person learned (category + note), resting on the latest query's snapshot; a category not
     known or a blank note is refused (BadInput) before anything is read."""
@@ -423,7 +423,7 @@ def check_due(due_at: float) -> float:
 
 
 def assign(
-    conn: sqlite3.Connection, config: Config, key: JobKey, owner: str, due_at: float, *, actor: str, clock: Clock,
+    conn: Connection, config: Config, key: JobKey, owner: str, due_at: float, *, actor: str, clock: Clock,
     reason: str,
 ) -> Applied:
     """Give the job an owner and a due time; refuses (BadInput) a blank reason or owner, or a due time not in
@@ -436,7 +436,7 @@ def assign(
 
 
 def release(
-    conn: sqlite3.Connection, config: Config, key: JobKey, *, actor: str, clock: Clock, reason: str
+    conn: Connection, config: Config, key: JobKey, *, actor: str, clock: Clock, reason: str
 ) -> Applied:
     """Re-submit: back to reserving, attempt + 1, same idem key, counted against today's quota; a blank reason
     is refused (BadInput)."""
@@ -470,7 +470,7 @@ def evidence_id_of(text: str) -> int:
 
 
 def dismiss_candidate(
-    conn: sqlite3.Connection, config: Config, key: JobKey, evidence_ref: str, *, actor: str, clock: Clock,
+    conn: Connection, config: Config, key: JobKey, evidence_ref: str, *, actor: str, clock: Clock,
     reason: str,
 ) -> Applied:
     """Record that orphan evidence `evidence_ref` (an id, or evidence:ID), listed as a candidate of this held job, is
@@ -486,7 +486,7 @@ def dismiss_candidate(
     )
 
 
-def _dismiss_refusal(conn: sqlite3.Connection, config: Config, key: JobKey, evidence_id: int) -> str | None:
+def _dismiss_refusal(conn: Connection, config: Config, key: JobKey, evidence_id: int) -> str | None:
     """Why evidence `evidence_id` cannot be dismissed for this job: it is not one of its undecided candidates."""
     found = orphan_candidates.candidates(conn, config, get_job(conn, key))
     if any(x.evidence_id == evidence_id for x in found):
@@ -526,7 +526,7 @@ EVIDENCE_PREFIX = "evidence:"
 """A handle given as `evidence:ID` is the handle that evidence record names (e.g. an orphan delivery's)."""
 
 
-def resolve_handle(conn: sqlite3.Connection, handle: str) -> tuple[str, int | None]:
+def resolve_handle(conn: Connection, handle: str) -> tuple[str, int | None]:
     """The handle to reconcile with, and the evidence id it was read from (None when typed as is).
 
     Raises BadInput when `evidence:ID` names no evidence record, or one without a handle.
@@ -543,7 +543,7 @@ def resolve_handle(conn: sqlite3.Connection, handle: str) -> tuple[str, int | No
 
 
 def reconcile(
-    conn: sqlite3.Connection, config: Config, key: JobKey, handle: str, *, actor: str, clock: Clock, reason: str,
+    conn: Connection, config: Config, key: JobKey, handle: str, *, actor: str, clock: Clock, reason: str,
     remote: Remote | None = None, unverified: bool = False,
 ) -> Applied:
     """The remote did run it: attach the handle and move to submitted; nothing is sent.
@@ -578,7 +578,7 @@ class BulkAssigned:
 
 
 def bulk_assign(
-    conn: sqlite3.Connection, config: Config, flt: JobFilter | None, owner: str, due_at: float, *, actor: str,
+    conn: Connection, config: Config, flt: JobFilter | None, owner: str, due_at: float, *, actor: str,
     clock: Clock, reason: str, apply: bool, only: Collection[JobKey] | None = None,
 ) -> BulkAssigned:
     """Give every held job `flt` matches this owner and due time (each its own assign, with its event); with
@@ -605,7 +605,7 @@ def bulk_assign(
 
 
 def _reconcile_refusal(
-    conn: sqlite3.Connection, config: Config, job: Job, handle: str, remote: Remote | None, unverified: bool
+    conn: Connection, config: Config, job: Job, handle: str, remote: Remote | None, unverified: bool
 ) -> str | None:
     """Why `handle` may not be attached to `job` (another job's, or the remote says it is not this job's)."""
     why = _handle_taken(conn, job.key, handle)
@@ -616,27 +616,27 @@ def _reconcile_refusal(
     return why
 
 
-def _handle_taken(conn: sqlite3.Connection, key: JobKey, handle: str) -> str | None:
+def _handle_taken(conn: Connection, key: JobKey, handle: str) -> str | None:
     owner = evidence.handle_owner(conn, handle)
     if owner is not None and owner != key:
         return f"handle {handle} is already attached to job {owner.job_id} / {owner.operation}"
     return None
 
 
-def reject(conn: sqlite3.Connection, config: Config, key: JobKey, *, actor: str, clock: Clock, reason: str) -> Applied:
+def reject(conn: Connection, config: Config, key: JobKey, *, actor: str, clock: Clock, reason: str) -> Applied:
     """Close a held job without re-sending; a blank reason is refused (BadInput)."""
     check_input("reject", {"reason": reason})
     return _act(conn, config, key, "reject", "reject", actor=actor, clock=clock, detail={"reason": reason})
 
 
-def remediate(conn: sqlite3.Connection, config: Config, key: JobKey, note: str, *, actor: str, clock: Clock) -> Applied:
+def remediate(conn: Connection, config: Config, key: JobKey, note: str, *, actor: str, clock: Clock) -> Applied:
     """Close a held job as done by another allowed means; a blank note is refused (BadInput)."""
     check_input("remediate", {"note": note})
     return _act(conn, config, key, "remediate", "remediate", actor=actor, clock=clock, detail={"note": note})
 
 
 def take(
-    conn: sqlite3.Connection, config: Config, key: JobKey, action: str, given: Mapping[str, Any], *, actor: str,
+    conn: Connection, config: Config, key: JobKey, action: str, given: Mapping[str, Any], *, actor: str,
     clock: Clock, remote: Remote | None = None, unverified: bool = False,
 ) -> Applied | RemoteStatus:
     """Take one job action with the input under the action table's field names (`due` in epoch seconds): the

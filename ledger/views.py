@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
 from ledger.clock import Clock
@@ -11,6 +10,7 @@ from ledger.db import write_tx
 from ledger.errors import BadInput
 from ledger.model import GROUPS
 from ledger.queries import JobFilter
+from ledger.store import Connection
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class SavedView:
     created_at: float
 
 
-def save_view(conn: sqlite3.Connection, operator: str, name: str, group: str, flt: str, *, clock: Clock) -> SavedView:
+def save_view(conn: Connection, operator: str, name: str, group: str, flt: str, *, clock: Clock) -> SavedView:
     """Save (or replace) `operator`'s view `name`: a group and a filter such as 'owner:me op:article.*'; a filter
     with a key `JobFilter.parse` does not know is refused (BadInput), as every use of it would be."""
     if not name.strip() or len(name) > 80:
@@ -45,7 +45,7 @@ def save_view(conn: sqlite3.Connection, operator: str, name: str, group: str, fl
     return SavedView(operator, name, group, flt, now)
 
 
-def list_views(conn: sqlite3.Connection, operator: str) -> list[SavedView]:
+def list_views(conn: Connection, operator: str) -> list[SavedView]:
     """`operator`'s saved views, by name."""
     rows = conn.execute(
         "SELECT operator, name, grp, filter, created_at FROM saved_views WHERE operator = ? ORDER BY name", (operator,)
@@ -53,7 +53,7 @@ def list_views(conn: sqlite3.Connection, operator: str) -> list[SavedView]:
     return [SavedView(*r) for r in rows]
 
 
-def get_view(conn: sqlite3.Connection, operator: str, name: str) -> SavedView:
+def get_view(conn: Connection, operator: str, name: str) -> SavedView:
     """One saved view; BadInput naming it when missing."""
     for view in list_views(conn, operator):
         if view.name == name:
@@ -61,7 +61,7 @@ def get_view(conn: sqlite3.Connection, operator: str, name: str) -> SavedView:
     raise BadInput(f"view {name!r}: no such saved view for {operator} (see 'reclaim views')")
 
 
-def delete_view(conn: sqlite3.Connection, operator: str, name: str) -> None:
+def delete_view(conn: Connection, operator: str, name: str) -> None:
     """Delete `operator`'s view `name`; BadInput when missing."""
     with write_tx(conn):
         if conn.execute("DELETE FROM saved_views WHERE operator = ? AND name = ?", (operator, name)).rowcount == 0:

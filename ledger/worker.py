@@ -11,7 +11,6 @@ import dataclasses
 import math
 import os
 import socket
-import sqlite3
 import sys
 import threading
 import time
@@ -24,8 +23,15 @@ from ledger import evidence, foreign, journal, queries, store
 from ledger.clock import Clock
 from ledger.config import Config
 from ledger.crashpoints import crashpoint
-from ledger.db import ledger_path, write_tx
-from ledger.errors import LedgerError, LedgerLocked, LedgerUnavailable, LedgerUnusable, ReservedNotSent
+from ledger.db import write_tx
+from ledger.errors import (
+    LedgerConflict,
+    LedgerError,
+    LedgerLocked,
+    LedgerUnavailable,
+    LedgerUnusable,
+    ReservedNotSent,
+)
 from ledger.evidence import Evidence
 from ledger.heartbeat import WorkerBeat
 from ledger.leases import Claim, claim_for_send, claim_stale
@@ -37,6 +43,7 @@ from ledger.remotes import remote_for, request_body_size
 from ledger.remotes.base import Remote, RemoteStatus, SendOutcome, redact_outcome, redact_status
 from ledger.send_window import SendWindow, call_with_deadline, transfer_refusal
 from ledger.sink import deliver_to_folder
+from ledger.store import Connection
 from ledger.transitions import Applied, apply
 
 Progress = Callable[[str, int, int], None]
@@ -116,7 +123,7 @@ class OutcomeNotRecorded(LedgerError):
 
 
 def record_send_outcome(
-    conn: sqlite3.Connection, config: Config, claim: Claim, outcome: SendOutcome, *, now: float,
+    conn: Connection, config: Config, claim: Claim, outcome: SendOutcome, *, now: float,
     journaled: journal.OutcomeRecord | None = None,
 ) -> Applied:
     """Record how a send ended, as the claim's epoch; a fenced write changes nothing and is counted.
@@ -200,7 +207,7 @@ def arrival_deadline(config: Config, held_at: float) -> float:
 
 
 def commit_outcome(
-    conn: sqlite3.Connection, config: Config, claim: Claim, outcome: SendOutcome, *, clock: Clock
+    conn: Connection, config: Config, claim: Claim, outcome: SendOutcome, *, clock: Clock
 ) -> Applied:
     """Record a send's outcome; never lose it.
 
@@ -217,7 +224,7 @@ def commit_outcome(
     while True:
         try:
             return record_send_outcome(conn, config, claim, outcome, now=clock.now())
-        except (LedgerLocked, LedgerUnusable, sqlite3.Error) as e:
+        except (LedgerLocked, LedgerUnusable, LedgerConflict) as e:
             error: BaseException = e
             if time.monotonic() + pause >= deadline:
                 break
@@ -248,14 +255,14 @@ def commit_outcome(
     ) from None
 
 
-def _ledger_file(conn: sqlite3.Connection) -> str:
+def _ledger_file(conn: Connection) -> str:
     try:
-        return ledger_path(conn)
-    except (LedgerError, sqlite3.Error):
-        return getattr(conn, "reclaim_path", "reclaim.db")
+        return store.ledger_file(conn)
+    except LedgerError:
+        return conn.ledger_name
 
 
-def replay_journal(conn: sqlite3.Connection, config: Config, *, clock: Clock, report: TickReport) -> None:
+def replay_journal(conn: Connection, config: Config, *, clock: Clock, report: TickReport) -> None:
     """Record every outcome the journal holds, idempotently by (job, epoch), then clear it.
 
     The journal is allocated first when it is missing or short (deleted, a migrated ledger, a PostgreSQL
@@ -294,7 +301,7 @@ another application's deliveries neither starves the old ones nor keeps a fresh 
 
 
 def attribute_deliveries(
-    conn: sqlite3.Connection, config: Config, remotes: RemoteCache, *, clock: Clock, report: TickReport
+    conn: Connection, config: Config, remotes: RemoteCache, *, clock: Clock, report: TickReport
 ) -> None:
     """Give each webhook delivery that names no job an owner, from the interaction's own record.
 
@@ -355,7 +362,7 @@ def attribute_deliveries(
         report.foreign += 1
 
 
-def _waiting_deliveries(conn: sqlite3.Connection) -> list[Evidence]:
+def _waiting_deliveries(conn: Connection) -> list[Evidence]:
     """The deliveries this pass attributes: the oldest and the newest of those waiting (ATTRIBUTION_BATCH in all),
     oldest first."""
     half = ATTRIBUTION_BATCH // 2
@@ -365,7 +372,7 @@ def _waiting_deliveries(conn: sqlite3.Connection) -> list[Evidence]:
     return oldest + sorted((ev for ev in newest if ev.id not in seen), key=lambda ev: ev.id)
 
 
-def _prune_foreign(conn: sqlite3.Connection, config: Config, clock: Clock) -> None:
+def _prune_foreign(conn: Connection, config: Config, clock: Clock) -> None:
     """Forget foreign interactions not seen for `foreign_retention_days` (a read first: most passes write nothing)."""
     before = clock.now() - config.policy.foreign_retention_days * 86_400
     oldest = foreign.oldest_seen(conn)
@@ -375,7 +382,7 @@ def _prune_foreign(conn: sqlite3.Connection, config: Config, clock: Clock) -> No
 
 
 def _attribute(
-    conn: sqlite3.Connection, ev: Evidence, job: Job, attempt: int | None, how: str, clock: Clock, report: TickReport
+    conn: Connection, ev: Evidence, job: Job, attempt: int | None, how: str, clock: Clock, report: TickReport
 ) -> None:
     """Record delivery `ev` as `job`'s evidence (a new record; `ev` marked attributed) and tell the job."""
     now = clock.now()
@@ -395,12 +402,12 @@ def _attribute(
     report.evidence_attributed += 1
 
 
-def _read_job(conn: sqlite3.Connection, key: JobKey) -> Job | None:
+def _read_job(conn: Connection, key: JobKey) -> Job | None:
     row = conn.execute("SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)).fetchone()
     return Job.from_row(row) if row is not None else None
 
 
-def _job_by_idem(conn: sqlite3.Connection, idem: str) -> Job | None:
+def _job_by_idem(conn: Connection, idem: str) -> Job | None:
     row = conn.execute("SELECT * FROM jobs WHERE idem_key = ? LIMIT 1", (idem,)).fetchone()
     return Job.from_row(row) if row is not None else None
 
@@ -410,7 +417,7 @@ CLOSED_BY_A_PERSON = frozenset({"rejected", "remediated"})
 
 
 def act_on_evidence(
-    conn: sqlite3.Connection, config: Config, remotes: RemoteCache, *, clock: Clock, owner: str, report: TickReport
+    conn: Connection, config: Config, remotes: RemoteCache, *, clock: Clock, owner: str, report: TickReport
 ) -> None:
     """Act on webhook evidence for a known job that no pass has handled yet (see ledger.evidence).
 
@@ -447,14 +454,14 @@ def act_on_evidence(
             _handled(conn, ev.id, f"recorded (job {job.state})", clock)
 
 
-def _handled(conn: sqlite3.Connection, evidence_id: int, outcome: str, clock: Clock,
+def _handled(conn: Connection, evidence_id: int, outcome: str, clock: Clock,
              record: dict[str, object] | None = None) -> None:
     with write_tx(conn):
         evidence.mark_handled(conn, evidence_id, outcome, clock.now(), record)
 
 
 def _reconcile_from_evidence(
-    conn: sqlite3.Connection, config: Config, job: Job, ev: evidence.Evidence, remote: Remote, *, clock: Clock,
+    conn: Connection, config: Config, job: Job, ev: evidence.Evidence, remote: Remote, *, clock: Clock,
     report: TickReport,
 ) -> None:
     from ledger.triage import verify_handle
@@ -494,7 +501,7 @@ def _reconcile_from_evidence(
 
 
 def _duplicate(
-    conn: sqlite3.Connection, config: Config, job: Job, ev: evidence.Evidence, remote: Remote, *, clock: Clock,
+    conn: Connection, config: Config, job: Job, ev: evidence.Evidence, remote: Remote, *, clock: Clock,
     owner: str, report: TickReport,
 ) -> None:
     """Record a second interaction for the job's idem key; cancel it while it runs, but only when the
@@ -590,7 +597,7 @@ def send_within_window(
 
 
 def send_one(
-    conn: sqlite3.Connection, config: Config, key: JobKey, remote: Remote, *, clock: Clock, owner: str,
+    conn: Connection, config: Config, key: JobKey, remote: Remote, *, clock: Clock, owner: str,
     expected_epoch: int | None = None, while_waiting: Callable[[], None] | None = None,
 ) -> tuple[SendOutcome | None, Applied | None]:
     """Claim a due reserving job, send it once within the send window, record the outcome.
@@ -611,7 +618,7 @@ def send_one(
     return outcome, applied
 
 
-def _lift_after_probe(conn: sqlite3.Connection, config: Config, operation: str, *, owner: str, now: float) -> None:
+def _lift_after_probe(conn: Connection, config: Config, operation: str, *, owner: str, now: float) -> None:
     remote = config.operations[operation].remote
     if conn.execute("SELECT 1 FROM remote_pauses WHERE remote = ?", (remote,)).fetchone() is None:
         return
@@ -620,7 +627,7 @@ def _lift_after_probe(conn: sqlite3.Connection, config: Config, operation: str, 
 
 
 def recover_stale(
-    conn: sqlite3.Connection, config: Config, remotes: RemoteCache, *, clock: Clock, owner: str, report: TickReport
+    conn: Connection, config: Config, remotes: RemoteCache, *, clock: Clock, owner: str, report: TickReport
 ) -> None:
     """Stale sends (begun, lease out, no outcome): attach a handle found by key, or hold the job."""
     now = clock.now()
@@ -689,7 +696,7 @@ RELEASE_WAIT = 1.0
 
 
 def send_due(
-    conn: sqlite3.Connection,
+    conn: Connection,
     config: Config,
     remotes: RemoteCache,
     *,
@@ -738,8 +745,8 @@ def send_due(
                 if progress:
                     progress("send", done, max(total, done))
     except BaseException as e:
-        if held.held and not isinstance(e, (OutcomeNotRecorded, LedgerLocked, LedgerUnusable, sqlite3.DatabaseError)):
-            with contextlib.suppress(LedgerError, sqlite3.Error):  # never masks the error on its way out
+        if held.held and not isinstance(e, (OutcomeNotRecorded, LedgerLocked, LedgerUnusable, LedgerConflict)):
+            with contextlib.suppress(LedgerError):  # never masks the error on its way out
                 release_picks(conn, owner, now=clock.now(), wait=RELEASE_WAIT)
         raise
     if held.held:
@@ -748,7 +755,7 @@ def send_due(
 
 
 def _send_picked(
-    conn: sqlite3.Connection, config: Config, remotes: RemoteCache, job: Job, *, clock: Clock, owner: str,
+    conn: Connection, config: Config, remotes: RemoteCache, job: Job, *, clock: Clock, owner: str,
     report: TickReport, pauses: dict[str, RemotePause], probed: set[str], held: HeldPicks,
 ) -> dict[str, RemotePause]:
     """Claim and send one picked job (unless its remote is paused), count what happened; the pauses after."""
@@ -790,7 +797,7 @@ def _send_picked(
     return pauses
 
 
-def record_poll(conn: sqlite3.Connection, config: Config, job: Job, status: RemoteStatus, *, actor: str, now: float) -> Applied | None:
+def record_poll(conn: Connection, config: Config, job: Job, status: RemoteStatus, *, actor: str, now: float) -> Applied | None:
     """Record a poll's answer for a submitted job (inside the caller's transaction); None if nothing to write.
 
     Every secret the config names is replaced in the answer (result, snapshot, error) before it is written.
@@ -828,7 +835,7 @@ def record_poll(conn: sqlite3.Connection, config: Config, job: Job, status: Remo
 
 
 def poll_submitted(
-    conn: sqlite3.Connection,
+    conn: Connection,
     config: Config,
     remotes: RemoteCache,
     *,
@@ -878,7 +885,7 @@ def poll_submitted(
 
 
 def deliver_done(
-    conn: sqlite3.Connection,
+    conn: Connection,
     config: Config,
     *,
     clock: Clock,
@@ -907,7 +914,7 @@ def deliver_done(
 
 
 def tick(
-    conn: sqlite3.Connection,
+    conn: Connection,
     config: Config,
     *,
     clock: Clock,
@@ -935,7 +942,7 @@ def tick(
         report = _one_pass(conn, config, clock=clock, remotes=remotes or RemoteCache(config), owner=owner, stop=stop,
                            progress=progress)
     except BaseException as e:
-        if own and not isinstance(e, (LedgerUnusable, sqlite3.DatabaseError)):  # never write into a damaged file
+        if own and not isinstance(e, (LedgerUnusable, LedgerConflict)):  # never write into a damaged file
             beat.stopped(e)
         raise
     beat.pass_ended(report.as_dict())
@@ -945,7 +952,7 @@ def tick(
 
 
 def _one_pass(
-    conn: sqlite3.Connection, config: Config, *, clock: Clock, remotes: RemoteCache, owner: str,
+    conn: Connection, config: Config, *, clock: Clock, remotes: RemoteCache, owner: str,
     stop: threading.Event | None, progress: Progress | None,
 ) -> TickReport:
     from ledger.dispatch import dispatch_outbox
@@ -978,7 +985,7 @@ def outage_backoff(interval: float, failures: int) -> float:
 
 
 def run_worker(
-    conn: sqlite3.Connection,
+    conn: Connection,
     config: Config,
     *,
     clock: Clock,
@@ -1035,20 +1042,18 @@ WAKE_POLL_SECONDS = 0.05
 """How often a waiting worker looks for new webhook evidence (one cheap pragma on SQLite)."""
 
 
-def wait_for_evidence(conn: sqlite3.Connection, seconds: float, stop: threading.Event, *, since: int) -> bool:
+def wait_for_evidence(conn: Connection, seconds: float, stop: threading.Event, *, since: int) -> bool:
     """Wait up to `seconds` between passes; return early (True) when webhook evidence newer than id `since`
     is recorded (by the receiver, another process), so a delivery for a held job is acted on at once rather
     than after the poll interval. Returns False when the time ran out or `stop` was set."""
-    from ledger.queries import data_version
-
     deadline = time.monotonic() + seconds
-    version = data_version(conn)
+    version = store.change_token(conn)
     if evidence.latest_id(conn) > since:
         return True
     while not stop.wait(max(0.0, min(WAKE_POLL_SECONDS, deadline - time.monotonic()))):
         if time.monotonic() >= deadline:
             return False
-        now_version = data_version(conn)
+        now_version = store.change_token(conn)
         if now_version != version:
             version = now_version
             if evidence.latest_id(conn) > since:
@@ -1071,7 +1076,7 @@ class SubmitResult:
 
 
 def submit_now(
-    conn: sqlite3.Connection,
+    conn: Connection,
     config: Config,
     operation: str,
     payload: str | dict[str, object],

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 sys.path.insert(0, str(ROOT))
 
-from ledger.audit import event_hash  # noqa: E402
+from ledger.chain import event_hash  # noqa: E402
 from ledger.clock import SystemClock, day_of  # noqa: E402
 from ledger.config import Config, parse_config  # noqa: E402
 from ledger.db import connect, create_ledger  # noqa: E402

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ledger.audit import event_hash
+from ledger.chain import event_hash
 from ledger.clock import SystemClock, day_of
 from ledger.config import Config, parse_config
 from ledger.db import connect, create_ledger

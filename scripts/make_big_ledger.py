@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ledger.audit import event_hash
+from ledger.chain import event_hash
 from ledger.db import connect, create_ledger
 
 OPERATIONS = ("article.summarize", "article.translate", "report.digest")

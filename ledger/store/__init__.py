@@ -1,19 +1,20 @@
 """The storage seam: which backend a ledger lives on, and the few things that differ between them.
 
 A ledger is a SQLite file (a path) or a PostgreSQL database (a `postgresql://` URL). The rules (reserve,
-transitions, leases, triage, outbox) are written once against the connection interface both backends
+transitions, leases, triage, outbox) are written once against `Connection`, the interface both backends
 give: `execute(sql, params)` with `?` placeholders, rows readable by index and by column name,
-`in_transaction`, `close()`. What differs lives here and in `ledger.store.sqlite` / `ledger.store.postgres`:
-how a write transaction starts (BEGIN IMMEDIATE vs an advisory lock), the clock leases are measured by,
-and how a change is noticed (data_version vs LISTEN/NOTIFY).
+`in_transaction`, `close()`. Only this package knows a database: each backend raises the ledger's own errors
+(`ledger.errors`: locked, corrupt, unavailable, unusable, conflict), never its driver's. What differs lives
+here and in `ledger.store.sqlite` / `ledger.store.postgres`: how a write transaction starts (BEGIN IMMEDIATE
+vs an advisory lock), the clock leases are measured by, how a change is noticed (data_version vs
+LISTEN/NOTIFY), and how the pages are checked.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar, cast
 
 from ledger.clock import Clock, SystemClock
 
@@ -23,6 +24,55 @@ if TYPE_CHECKING:
     from ledger.store.postgres import PgConnection
 
 PG_SCHEMES = ("postgresql://", "postgres://")
+
+
+class Row(Protocol):
+    """One result row, readable by position and by column name."""
+
+    def __getitem__(self, key: Any, /) -> Any: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+    def __len__(self) -> int: ...
+
+    def keys(self) -> list[str]: ...
+
+
+class Cursor(Protocol):
+    """The result of one statement: its rows (readable by index and by column name), `rowcount`, and
+    `lastrowid` after an insert."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    @property
+    def lastrowid(self) -> int | None: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Connection(Protocol):
+    """A ledger connection, as `ledger.db.connect` opens it, whichever the backend. In autocommit mode:
+    `ledger.db.write_tx` opens a write transaction, `execute("BEGIN")` a read snapshot. Every method raises
+    the ledger's own errors (LedgerLocked, LedgerCorrupt, LedgerUnavailable, LedgerUnusable, LedgerConflict)."""
+
+    ledger_name: str
+    """The ledger as it was named when opened (a path, or a URL), for messages."""
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Cursor: ...
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def is_url(ledger: str | Path) -> bool:
@@ -45,7 +95,7 @@ def is_pg(conn: Any) -> TypeGuard[PgConnection]:
 class DbClock:
     """The database server's clock: every host that shares a PostgreSQL ledger measures leases by it."""
 
-    def __init__(self, conn: sqlite3.Connection, host: Clock | None = None) -> None:
+    def __init__(self, conn: Connection, host: Clock | None = None) -> None:
         self.conn = conn
         self.host: Clock = host if host is not None else SystemClock()
         """This process's own clock, for what must be timed when the server cannot answer (host_clock)."""
@@ -56,11 +106,11 @@ class DbClock:
         return float(row[0])
 
 
-def ledger_clock(conn: sqlite3.Connection, clock: Clock) -> Clock:
+def ledger_clock(conn: Connection, clock: Clock) -> Clock:
     """The clock to judge leases by on `conn`: the server's for PostgreSQL when `clock` is the host's wall
     clock (unshifted), else `clock` itself (tests' manual clocks, a deliberately shifted clock, SQLite)."""
     if is_pg(conn) and type(clock) is SystemClock and clock.offset == 0.0:
-        return DbClock(cast(sqlite3.Connection, conn))
+        return DbClock(cast(Connection, conn))
     return clock
 
 
@@ -70,7 +120,7 @@ def host_clock(clock: Clock) -> Clock:
     return clock.host if isinstance(clock, DbClock) else clock
 
 
-def stream(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = (), batch: int = 1000) -> Iterator[Any]:
+def stream(conn: Connection, sql: str, params: Sequence[Any] = (), batch: int = 1000) -> Iterator[Any]:
     """Yield the rows of one SELECT without holding the whole result in memory: SQLite steps its cursor,
     PostgreSQL reads a server-side cursor `batch` rows at a time (inside the open transaction)."""
     if is_pg(conn):
@@ -79,13 +129,13 @@ def stream(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = (), batch
     yield from conn.execute(sql, tuple(params))
 
 
-def order_text(conn: sqlite3.Connection) -> str:
+def order_text(conn: Connection) -> str:
     """The collation clause that orders text by its UTF-8 bytes on both backends (SQLite's BINARY is that
     already; PostgreSQL's database collation may follow a locale, its "C" collation does not)."""
     return ' COLLATE "C"' if is_pg(conn) else ""
 
 
-def missing_triggers(conn: sqlite3.Connection) -> list[str]:
+def missing_triggers(conn: Connection) -> list[str]:
     """The triggers a current ledger must have that this one lacks (dropped, or disabled on PostgreSQL), sorted."""
     if is_pg(conn):
         from ledger.store import postgres as backend
@@ -94,7 +144,7 @@ def missing_triggers(conn: sqlite3.Connection) -> list[str]:
     return sorted(backend.TRIGGERS - backend.triggers(conn))
 
 
-def lock_chain(conn: sqlite3.Connection) -> None:
+def lock_chain(conn: Connection) -> None:
     """Inside a write transaction, wait for the right to append to the audit chain.
 
     SQLite's BEGIN IMMEDIATE already gives it; on PostgreSQL a transaction-scoped advisory lock, so the
@@ -106,7 +156,7 @@ def lock_chain(conn: sqlite3.Connection) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(?)", (CHAIN_LOCK,))
 
 
-def retrying(conn: sqlite3.Connection, body: Callable[[], T]) -> T:
+def retrying(conn: Connection, body: Callable[[], T]) -> T:
     """Run `body` (which opens its own write transaction) again when PostgreSQL aborted it for a
     serialization failure or a deadlock, a few times with a short jittered pause; once on SQLite."""
     if not is_pg(conn):
@@ -123,14 +173,54 @@ def _retry(body: Callable[[], T]) -> T:
     import random
     import time
 
-    from ledger.errors import LedgerLocked
-    from ledger.store.postgres import Retryable
+    from ledger.errors import LedgerLocked, SerializationFailure
 
     for i in range(8):
         try:
             return body()
-        except Retryable as e:
+        except SerializationFailure as e:
             if i == 7:
                 raise LedgerLocked(f"ledger: {e}; retry later") from None
             time.sleep(random.uniform(0.001, 0.004 * (i + 1)))
     raise AssertionError("unreachable")
+
+
+def change_token(conn: Connection) -> int:
+    """A number that moves whenever another connection commits to the ledger (SQLite's data_version; on
+    PostgreSQL a digest of the server's current snapshot). Cheap: for polling between reads."""
+    if is_pg(conn):
+        return conn.change_token()
+    row = conn.execute("PRAGMA data_version").fetchone()
+    return int(row[0])
+
+
+def ledger_file(conn: Connection) -> str:
+    """Where the ledger lives: the SQLite file's full path, or the PostgreSQL URL with any password hidden."""
+    if is_pg(conn):
+        return shown_ledger(conn.url)
+    from ledger.store.sqlite import SqliteConnection, ledger_path
+
+    return ledger_path(cast(SqliteConnection, conn))
+
+
+def check_pages(conn: Connection, budget_seconds: float) -> bool:
+    """Check every page of the ledger for damage for at most `budget_seconds` (SQLite's quick check).
+
+    Returns True when every page was checked and none is damaged, False when the time ran out first (a large
+    ledger; `reclaim verify` checks it all). Raises LedgerCorrupt naming the first damage found. On PostgreSQL
+    the server checks its own pages as it reads them: True at once.
+    """
+    if is_pg(conn):
+        return True
+    from ledger.store.sqlite import SqliteConnection
+    from ledger.store.sqlite import check_pages as sqlite_check_pages
+
+    return sqlite_check_pages(cast(SqliteConnection, conn), budget_seconds)
+
+
+def integrity_problems(conn: Connection) -> list[str]:
+    """Every damaged page or index the backend's full check finds (SQLite's integrity_check), [] when none; on
+    PostgreSQL [] (the server checks its own pages). Raises the ledger's own error when the check cannot run."""
+    if is_pg(conn):
+        return []
+    return [str(r[0]) for r in conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]

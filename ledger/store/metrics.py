@@ -8,12 +8,12 @@ them all inside one, for one consistent snapshot).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ledger import store
 from ledger.model import STATES, TERMINAL
+from ledger.store import Connection
 
 RESOLUTION_KINDS = ("reconcile", "release", "reject", "remediate")
 """The events that end a hold (from state `held`)."""
@@ -27,7 +27,7 @@ SYSTEM_ACTOR = "reclaim"
 """The actor of a decision the worker took on the remote's own evidence (never a person's account)."""
 
 
-def _has_key(conn: sqlite3.Connection, column: str, key: str) -> str:
+def _has_key(conn: Connection, column: str, key: str) -> str:
     """The SQL test that the JSON object text in `column` (written by `detail_json`: json's default spacing) has
     `key` with a value; a text search, not a JSON parse, so a scan of every outcome event stays cheap. Inside a
     JSON string a quote is escaped, so `"key": ` can only be a key."""
@@ -37,14 +37,14 @@ def _has_key(conn: sqlite3.Connection, column: str, key: str) -> str:
     return f"instr({column}, {needle}) > 0"
 
 
-def _json_text(conn: sqlite3.Connection, column: str, key: str) -> str:
+def _json_text(conn: Connection, column: str, key: str) -> str:
     """The SQL expression for the text of `key` at the top level of the JSON text in `column` (NULL when absent)."""
     if store.is_pg(conn):
         return f"(({column})::jsonb ->> '{key}')"
     return f"json_extract({column}, '$.{key}')"
 
 
-def last_event_id(conn: sqlite3.Connection) -> int:
+def last_event_id(conn: Connection) -> int:
     """The newest event's id (0 on an empty ledger). Ids become visible in order on both backends (see
     ledger.follow), so the events up to it are all there is to read below it, now and later."""
     row = conn.execute("SELECT MAX(id) FROM events").fetchone()
@@ -55,7 +55,7 @@ OPEN_STATES = tuple(s for s in STATES if s not in TERMINAL)
 TERMINAL_STATES = tuple(sorted(TERMINAL))
 
 
-def open_jobs(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
+def open_jobs(conn: Connection) -> list[tuple[str, str, int]]:
     """(operation, state, jobs) for every pair that has jobs in a state that is not terminal (by the state
     indexes: few rows however large the ledger). Jobs in a terminal state never leave it, so their numbers are
     counted from the events that entered it (`event_tallies`), not from the table."""
@@ -76,7 +76,7 @@ class HeldFigures:
     past_due: int
 
 
-def held_figures(conn: sqlite3.Connection, now: float) -> list[HeldFigures]:
+def held_figures(conn: Connection, now: float) -> list[HeldFigures]:
     """Per operation with held jobs: the count, the earliest `held_at`, and those whose `due_at` is before `now`."""
     rows = conn.execute(
         "SELECT operation, COUNT(*), MIN(held_at), SUM(CASE WHEN due_at IS NOT NULL AND due_at < ? THEN 1 ELSE 0 END) "
@@ -104,7 +104,7 @@ class EventTally:
     cancelled: int
 
 
-def event_tallies(conn: sqlite3.Connection, after_id: int, upto_id: int) -> list[EventTally]:
+def event_tallies(conn: Connection, after_id: int, upto_id: int) -> list[EventTally]:
     """Counts of the events the recovery figures come from (TALLIED_KINDS) among those with `after_id` < id <=
     `upto_id`, and those that moved a job into a terminal state, in one pass: the events are append-only, so a
     reader adds these to what it counted before."""
@@ -124,19 +124,19 @@ def event_tallies(conn: sqlite3.Connection, after_id: int, upto_id: int) -> list
     return [EventTally(r[0], r[1], r[2], r[3], bool(r[4]), int(r[5]), int(r[6] or 0), int(r[7] or 0)) for r in rows]
 
 
-def event_count_between(conn: sqlite3.Connection, after_id: int, upto_id: int) -> int:
+def event_count_between(conn: Connection, after_id: int, upto_id: int) -> int:
     """The number of events with `after_id` < id <= `upto_id` (by the primary key: a range, not a scan)."""
     row = conn.execute("SELECT COUNT(*) FROM events WHERE id > ? AND id <= ?", (after_id, upto_id)).fetchone()
     return int(row[0])
 
 
-def fenced_writes(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
+def fenced_writes(conn: Connection) -> list[tuple[str, str, int]]:
     """(operation, the event the stale write tried, count) of writes refused for a stale epoch."""
     rows = conn.execute("SELECT operation, event, COUNT(*) FROM fenced_writes GROUP BY operation, event").fetchall()
     return [(r[0], r[1], int(r[2])) for r in rows]
 
 
-def outbox_states(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
+def outbox_states(conn: Connection) -> list[tuple[str, str, int]]:
     """(channel, state, notifications) for every pair that has rows."""
     rows = conn.execute("SELECT channel, state, COUNT(*) FROM outbox GROUP BY channel, state").fetchall()
     return [(r[0], r[1], int(r[2])) for r in rows]
@@ -154,7 +154,7 @@ class Histogram:
 
 
 def _histogram(
-    conn: sqlite3.Connection, value: str, source: str, group: Sequence[str], bounds: Sequence[float],
+    conn: Connection, value: str, source: str, group: Sequence[str], bounds: Sequence[float],
     params: Sequence[object] = (),
 ) -> list[Histogram]:
     """One histogram per `group` value of the expression `value` over `source` (FROM ... WHERE ...)."""
@@ -171,13 +171,13 @@ def _histogram(
     return out
 
 
-def notification_delays(conn: sqlite3.Connection, bounds: Sequence[float]) -> list[Histogram]:
+def notification_delays(conn: Connection, bounds: Sequence[float]) -> list[Histogram]:
     """Per (channel, kind): seconds from the state change a notification reports (its outbox row is written in
     the same transaction) to its delivery, for the notifications delivered (`sent`)."""
     return _histogram(conn, "(updated_at - created_at)", "outbox WHERE state = 'sent'", ("channel", "kind"), bounds)
 
 
-def evidence_to_resolution(conn: sqlite3.Connection, bounds: Sequence[float]) -> list[Histogram]:
+def evidence_to_resolution(conn: Connection, bounds: Sequence[float]) -> list[Histogram]:
     """Per operation: seconds from a piece of evidence arriving to the hold it resolved (reconciled on it)."""
     return _histogram(
         conn, "(h.at - e.at)",
@@ -186,7 +186,7 @@ def evidence_to_resolution(conn: sqlite3.Connection, bounds: Sequence[float]) ->
     )
 
 
-def webhook_deliveries(conn: sqlite3.Connection) -> list[tuple[str, bool, int]]:
+def webhook_deliveries(conn: Connection) -> list[tuple[str, bool, int]]:
     """(type, recorded as evidence, deliveries) of verified webhook deliveries; a delivery with no evidence is
     of a type reclaim ignores."""
     rows = conn.execute(
@@ -196,17 +196,17 @@ def webhook_deliveries(conn: sqlite3.Connection) -> list[tuple[str, bool, int]]:
     return [(r[0], bool(r[1]), int(r[2])) for r in rows]
 
 
-def webhook_refusals(conn: sqlite3.Connection) -> list[tuple[str, int]]:
+def webhook_refusals(conn: Connection) -> list[tuple[str, int]]:
     """(reason, refused deliveries) as the receiver counted them, whatever reasons it knows."""
     return [(r[0], int(r[1])) for r in conn.execute("SELECT reason, n FROM webhook_refusals").fetchall()]
 
 
-def quota_used(conn: sqlite3.Connection, day: str) -> dict[str, int]:
+def quota_used(conn: Connection, day: str) -> dict[str, int]:
     """Reservations counted against each operation's quota on `day` (YYYY-MM-DD in the config's time zone)."""
     return {r[0]: int(r[1]) for r in conn.execute("SELECT operation, used FROM quota_usage WHERE day = ?", (day,))}
 
 
-def paused_remotes(conn: sqlite3.Connection) -> list[tuple[str, float]]:
+def paused_remotes(conn: Connection) -> list[tuple[str, float]]:
     """(remote, paused at) of every paused remote."""
     return [(r[0], float(r[1])) for r in conn.execute("SELECT remote, paused_at FROM remote_pauses").fetchall()]
 
@@ -221,7 +221,7 @@ class WorkerFigures:
     updated_at: float
 
 
-def running_workers(conn: sqlite3.Connection, limit: int = 100) -> list[WorkerFigures]:
+def running_workers(conn: Connection, limit: int = 100) -> list[WorkerFigures]:
     """The workers marked running (newest heartbeat first, at most `limit`)."""
     rows = conn.execute(
         "SELECT worker_id, host, kind, updated_at FROM worker_heartbeats WHERE running = 1 "
@@ -231,7 +231,7 @@ def running_workers(conn: sqlite3.Connection, limit: int = 100) -> list[WorkerFi
     return [WorkerFigures(r[0], r[1], r[2], float(r[3])) for r in rows]
 
 
-def last_pass_at(conn: sqlite3.Connection) -> float | None:
+def last_pass_at(conn: Connection) -> float | None:
     """When any worker's pass last started or ended (None: none recorded)."""
     row = conn.execute("SELECT MAX(last_pass_at) FROM worker_heartbeats").fetchone()
     return float(row[0]) if row and row[0] is not None else None

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 from typing import Any
 
 from ledger import store
+from ledger.store import Connection
 
 POLICY_JOB = ("(ledger)", "(policy)")
 """The (job_id, operation) policy events are recorded under: no job row, a sequence of its own."""
 
 
-def latest(conn: sqlite3.Connection) -> Any | None:
+def latest(conn: Connection) -> Any | None:
     """The newest `policy_set` event's (id, detail, hash, mac), or None when the ledger has no policy yet."""
     return conn.execute(
         "SELECT id, detail, hash, mac FROM events WHERE job_id = ? AND operation = ? AND kind = 'policy_set' "
@@ -20,7 +20,7 @@ def latest(conn: sqlite3.Connection) -> Any | None:
     ).fetchone()
 
 
-def owner(conn: sqlite3.Connection, path: str) -> tuple[str, bool]:
+def owner(conn: Connection, path: str) -> tuple[str, bool]:
     """(who owns the ledger, whether this process is that owner or a superuser): on SQLite the file's OS
     account (root counts as the owner), on PostgreSQL the role that owns the events table (a superuser counts)."""
     if store.is_pg(conn):

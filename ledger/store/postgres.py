@@ -1,13 +1,14 @@
 """The PostgreSQL backend (psycopg 3): schema, migrations, the connection the rules use, write transactions.
 
-`PgConnection` gives the rules the same interface a sqlite3 connection does (`?` placeholders, rows by
-index and name, `in_transaction`), so their SQL is written once. Write transactions run under READ
+`PgConnection` gives the rules the ledger's `Connection` (`ledger.store`: `?` placeholders, rows by index and
+name, `in_transaction`), so their SQL is written once. Write transactions run under READ
 COMMITTED and take a transaction-scoped advisory lock: the chain lock for general writes (what BEGIN
 IMMEDIATE gives on SQLite), or a per-operation lock for reserve, which takes the chain lock only when it
 appends an event. Serialization failures and deadlocks are retried by the callers that run a body more
 than once (`ledger.store.retrying`). A lock wait past `lock_timeout` raises LedgerLocked (exit 8), like SQLite's busy
-timeout. Database errors are raised as the sqlite3 exception classes the rules already handle; a value no
-column can hold (a NUL in text, an integer beyond 64 bits) as BadInput (exit 2), one line.
+timeout. Database errors are raised as the ledger's own (`_as_ledger_error`: locked, conflict, unavailable,
+unusable, a serialization failure to run again); a value no column can hold (a NUL in text, an integer beyond
+64 bits) as BadInput (exit 2), one line.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import contextlib
 import hashlib
 import itertools
 import re
-import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -26,7 +26,14 @@ import psycopg
 from psycopg import errors as pgerr
 from psycopg.pq import ExecStatus, TransactionStatus
 
-from ledger.errors import BadInput, LedgerLocked, LedgerUnavailable, LedgerUnusable
+from ledger.errors import (
+    BadInput,
+    LedgerConflict,
+    LedgerLocked,
+    LedgerUnavailable,
+    LedgerUnusable,
+    SerializationFailure,
+)
 
 LOCK_TIMEOUT_MS = 5000
 CHAIN_LOCK = 0x52434C4D00000001  # the audit chain (and every general write transaction)
@@ -334,7 +341,7 @@ def _redact(url: str) -> str:
 
 
 class Row(tuple[Any, ...]):
-    """A result row readable by position and by column name, like sqlite3.Row."""
+    """A result row readable by position and by column name (as SQLite's rows are)."""
 
     _index: dict[str, int]
 
@@ -391,35 +398,31 @@ def translate(sql: str) -> str:
     return _TOKENS.sub(sub, sql)
 
 
-def _as_sqlite_error(e: psycopg.Error, url: str) -> Exception:
-    """The error the rules already handle for what PostgreSQL said."""
+def _as_ledger_error(e: psycopg.Error, url: str) -> Exception:
+    """The ledger's own error for what PostgreSQL said (`ledger.errors`)."""
     if isinstance(e, (pgerr.LockNotAvailable, pgerr.QueryCanceled)):
         return LedgerLocked(
             f"ledger {_redact(url)}: locked by another transaction for more than {LOCK_TIMEOUT_MS // 1000} s; "
             "retry later"
         )
     if isinstance(e, (psycopg.IntegrityError, pgerr.RaiseException)):
-        return sqlite3.IntegrityError(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return LedgerConflict(f"ledger {_redact(url)}: {_first(e)}")
     if isinstance(e, psycopg.DataError) and "NUL" in str(e):  # psycopg's own refusal, before the server
         return BadInput("text holding a NUL character (\\x00) cannot be stored in the ledger; remove it")
     if isinstance(e, pgerr.NumericValueOutOfRange):
         return BadInput(f"a number beyond what the ledger stores (64-bit integers): {_first(e)}")
     if isinstance(e, (pgerr.SerializationFailure, pgerr.DeadlockDetected)):
-        return Retryable(str(e).splitlines()[0])
+        return SerializationFailure(f"ledger {_redact(url)}: {_first(e)}")
     if isinstance(e, (pgerr.InsufficientPrivilege, pgerr.ReadOnlySqlTransaction)):
-        return LedgerUnusable(f"ledger {_redact(url)}: {str(e).splitlines()[0]}")
+        return LedgerUnusable(f"ledger {_redact(url)}: {_first(e)}")
     if isinstance(e, psycopg.OperationalError):
         return LedgerUnavailable(f"ledger {_redact(url)}: the server refused or dropped the connection ({_first(e)})")
-    return sqlite3.DatabaseError(_first(e))
+    return LedgerUnusable(f"ledger {_redact(url)}: {_first(e)}")
 
 
 def _first(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
-
-
-class Retryable(sqlite3.OperationalError):
-    """A serialization failure or deadlock: the transaction was rolled back and may be run again."""
 
 
 class PgCursor:
@@ -449,18 +452,18 @@ class PgCursor:
 
 
 class PgConnection:
-    """A PostgreSQL ledger connection with the interface the rules use on a sqlite3 connection."""
+    """A PostgreSQL ledger connection: the ledger's `Connection` (`ledger.store`)."""
 
     def __init__(self, raw: psycopg.Connection[Any], url: str) -> None:
         self.raw = raw
         self.url = url
-        self.reclaim_path = url
+        self.ledger_name = _redact(url)
         self.row_factory: Any = None
         self.retrying = False
-        """True while `ledger.store.retrying` runs a body: a Retryable then propagates to be run again."""
+        """True while `ledger.store.retrying` runs a body: a SerializationFailure then propagates to be run again."""
         self._listening = False
 
-    # -- the sqlite3.Connection subset ------------------------------------------------------------------
+    # -- the ledger's Connection -------------------------------------------------------------------------
     @property
     def in_transaction(self) -> bool:
         """True inside an open transaction (never on a session the server dropped)."""
@@ -482,7 +485,7 @@ class PgConnection:
             raw.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
         except psycopg.Error as e:
             raw.close()
-            raise _as_sqlite_error(e, self.url) from None
+            raise _as_ledger_error(e, self.url) from None
         self.raw = raw
         self._listening = False
         return raw
@@ -501,7 +504,7 @@ class PgConnection:
             res = cur.pgresult
             rows = cur.fetchall() if res is not None and res.status == ExecStatus.TUPLES_OK else []
         except psycopg.Error as e:
-            raise _as_sqlite_error(e, self.url) from None
+            raise _as_ledger_error(e, self.url) from None
         out = PgCursor(rows, cur.rowcount)
         if rows and "id" in rows[0].keys():
             out.lastrowid = rows[0]["id"]
@@ -518,7 +521,7 @@ class PgConnection:
                 cur.execute(translate(sql), list(params) or None)
                 yield from cur
         except psycopg.Error as e:
-            raise _as_sqlite_error(e, self.url) from None
+            raise _as_ledger_error(e, self.url) from None
 
     def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> None:
         """Run one statement for each parameter tuple."""
@@ -540,10 +543,6 @@ class PgConnection:
         """Close the connection."""
         self.raw.close()
 
-    def set_progress_handler(self, handler: Callable[[], int] | None, n: int) -> None:
-        """Nothing to interrupt: SQLite's page check has no PostgreSQL counterpart (the server checks its
-        own pages), and `PRAGMA quick_check` answers 'ok' here."""
-
     def __enter__(self) -> PgConnection:
         return self
 
@@ -557,18 +556,9 @@ class PgConnection:
             try:
                 self._session().execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
             except psycopg.Error as e:
-                raise _as_sqlite_error(e, self.url) from None
+                raise _as_ledger_error(e, self.url) from None
             return PgCursor([], -1)
-        if not upper.startswith("PRAGMA"):
-            return None
-        index = {"value": 0}
-        if "DATA_VERSION" in upper:
-            return PgCursor([Row((self.change_token(),), index)], 1)
-        if "INTEGRITY_CHECK" in upper or "QUICK_CHECK" in upper:
-            return PgCursor([Row(("ok",), index)], 1)
-        if "DATABASE_LIST" in upper:
-            return PgCursor([Row((0, "main", self.url), {"seq": 0, "name": 1, "file": 2})], 1)
-        return PgCursor([], 0)  # other pragmas mean nothing here
+        return None
 
     # -- PostgreSQL's own ---------------------------------------------------------------------------------
     def change_token(self) -> int:
@@ -577,7 +567,7 @@ class PgConnection:
         try:
             snap = self._session().execute("SELECT pg_current_snapshot()::text").fetchone()
         except psycopg.Error as e:
-            raise _as_sqlite_error(e, self.url) from None
+            raise _as_ledger_error(e, self.url) from None
         assert snap is not None
         return int.from_bytes(hashlib.blake2b(str(snap[0]).encode(), digest_size=7).digest(), "big")
 
@@ -599,21 +589,15 @@ class PgConnection:
                 for _ in self.raw.notifies(timeout=0.0):
                     pass
         except psycopg.Error as e:
-            raise _as_sqlite_error(e, self.url) from None
+            raise _as_ledger_error(e, self.url) from None
         return got
-
-    def db_now(self) -> float:
-        """The server's clock, in epoch seconds."""
-        row = self.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
-        assert row is not None
-        return float(row[0])
 
     @contextmanager
     def write(self, lock: int | None = CHAIN_LOCK, wait: float | None = None) -> Iterator[PgConnection]:
         """One READ COMMITTED write transaction holding the advisory lock `lock` (none when None); commit on success.
 
         A lock (advisory or row) waited on longer than the lock timeout (or `wait` seconds) raises
-        LedgerLocked. A Retryable (serialization failure, deadlock) leaves the transaction rolled back.
+        LedgerLocked. A SerializationFailure (or a deadlock) leaves the transaction rolled back.
         """
         timeout_ms = LOCK_TIMEOUT_MS if wait is None else max(int(wait * 1000), 1)
         try:
@@ -624,10 +608,10 @@ class PgConnection:
             )
         except psycopg.Error as e:
             self.rollback()
-            raise _as_sqlite_error(e, self.url) from None
+            raise _as_ledger_error(e, self.url) from None
         try:
             yield self
-        except Retryable as e:
+        except SerializationFailure as e:
             self.rollback()
             if self.retrying:
                 raise  # `ledger.store.retrying` runs the body again
@@ -640,7 +624,7 @@ class PgConnection:
                 self.raw.execute("COMMIT")
             except psycopg.Error as e:
                 self.rollback()
-                raise _as_sqlite_error(e, self.url) from None
+                raise _as_ledger_error(e, self.url) from None
 
 
 @lru_cache(maxsize=1024)
@@ -704,7 +688,7 @@ def create(url: str) -> bool:
     try:
         return _migrate(raw, url)
     except psycopg.Error as e:
-        raise _as_sqlite_error(e, url) from None
+        raise _as_ledger_error(e, url) from None
     finally:
         raw.close()
 
@@ -732,7 +716,7 @@ def connect(url: str, *, readonly: bool = False) -> PgConnection:
         raw.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
     except psycopg.Error as e:
         raw.close()
-        raise _as_sqlite_error(e, url) from None
+        raise _as_ledger_error(e, url) from None
     except BaseException:
         raw.close()
         raise

@@ -5,19 +5,18 @@ The same SQL on both backends except where evidence's JSON detail is read (`_rem
 
 from __future__ import annotations
 
-import sqlite3
-
 from ledger import store
+from ledger.store import Connection
 
 
-def _remote_of(conn: sqlite3.Connection) -> str:
+def _remote_of(conn: Connection) -> str:
     """The SQL expression for the remote named in an evidence row's detail (set by the webhook receiver)."""
     if store.is_pg(conn):
         return "(e.detail::jsonb ->> 'remote')"
     return "json_extract(e.detail, '$.remote')"
 
 
-def last_verified_webhooks(conn: sqlite3.Connection) -> dict[str, float]:
+def last_verified_webhooks(conn: Connection) -> dict[str, float]:
     """Per remote, when its newest verified webhook delivery that became evidence was received."""
     remote = _remote_of(conn)
     rows = conn.execute(
@@ -27,7 +26,7 @@ def last_verified_webhooks(conn: sqlite3.Connection) -> dict[str, float]:
     return {str(r[0]): float(r[1]) for r in rows}
 
 
-def last_evidence(conn: sqlite3.Connection) -> dict[str, tuple[float, str]]:
+def last_evidence(conn: Connection) -> dict[str, tuple[float, str]]:
     """Per operation, when the remote last said something about one of its jobs (a query's answer, a webhook, a
     fenced outcome) and which source it was."""
     rows = conn.execute(

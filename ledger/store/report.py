@@ -8,12 +8,12 @@ opens or ends a transaction (the caller reads inside one, for one consistent sna
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ledger import store
+from ledger.store import Connection
 from ledger.store.metrics import _json_text
 from ledger.transitions import TRANSITIONS
 
@@ -49,7 +49,7 @@ class HoldRow:
     decision_reason: str | None
 
 
-def holds(conn: sqlite3.Connection, since: float, until: float) -> list[HoldRow]:
+def holds(conn: Connection, since: float, until: float) -> list[HoldRow]:
     """Every hold that began at `since` <= time < `until`, oldest first, with its decision whenever it came."""
     marks = ", ".join("?" for _ in HOLD_KINDS)
     reason = f"COALESCE({_json_text(conn, 'd.detail', 'reason')}, {_json_text(conn, 'd.detail', 'note')})"
@@ -79,7 +79,7 @@ class ReleaseRow:
     next_at: float | None
 
 
-def releases(conn: sqlite3.Connection, since: float, until: float) -> list[ReleaseRow]:
+def releases(conn: Connection, since: float, until: float) -> list[ReleaseRow]:
     """Every release authorised at `since` <= time < `until`, oldest first, with what the next attempt came to."""
     rows = conn.execute(
         "SELECT r.id, r.at, r.job_id, r.operation, r.from_state, r.actor, n.kind, n.to_state, n.at "
@@ -91,7 +91,7 @@ def releases(conn: sqlite3.Connection, since: float, until: float) -> list[Relea
                        None if r[8] is None else float(r[8])) for r in rows]
 
 
-def queries(conn: sqlite3.Connection, since: float, until: float) -> list[tuple[str, str, bool, int]]:
+def queries(conn: Connection, since: float, until: float) -> list[tuple[str, str, bool, int]]:
     """(operation, the remote state the query recorded, whether the remote could be asked at all, queries) for
     the remote queries made at `since` <= time < `until`."""
     state = _json_text(conn, "detail", "remote_state")
@@ -107,7 +107,7 @@ def queries(conn: sqlite3.Connection, since: float, until: float) -> list[tuple[
     return [(r[0], r[1], r[2] not in (0, "0", "false", False), int(r[3])) for r in rows]
 
 
-def quota_days(conn: sqlite3.Connection, first_day: str, last_day: str) -> list[tuple[str, str, int]]:
+def quota_days(conn: Connection, first_day: str, last_day: str) -> list[tuple[str, str, int]]:
     """(operation, day, reservations counted) for the days `first_day` .. `last_day` (YYYY-MM-DD) inclusive."""
     rows = conn.execute(
         "SELECT operation, day, used FROM quota_usage WHERE day >= ? AND day <= ? ORDER BY day, operation",
@@ -135,7 +135,7 @@ EVENT_COLUMNS = ("id", "at", "job_id", "operation", "seq", "actor", "kind", "fro
                  "detail", "hash")
 
 
-def job_rows(conn: sqlite3.Connection, since: float | None, until: float | None) -> Iterator[dict[str, Any]]:
+def job_rows(conn: Connection, since: float | None, until: float | None) -> Iterator[dict[str, Any]]:
     """Every job (with a window: every job with an event in it), by job id and operation, streamed."""
     where, params = _window("e.at", since, until)
     order = store.order_text(conn)
@@ -149,7 +149,7 @@ def job_rows(conn: sqlite3.Connection, since: float | None, until: float | None)
         yield dict(zip(JOB_COLUMNS, r, strict=True))
 
 
-def event_rows(conn: sqlite3.Connection, since: float | None, until: float | None) -> Iterator[dict[str, Any]]:
+def event_rows(conn: Connection, since: float | None, until: float | None) -> Iterator[dict[str, Any]]:
     """Every event in the window (all without one), by id, streamed."""
     where, params = _window("at", since, until)
     sql = f"SELECT {', '.join(EVENT_COLUMNS)} FROM events WHERE {where} ORDER BY id"

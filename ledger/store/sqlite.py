@@ -14,12 +14,18 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import quote
 
-from ledger.errors import LedgerError, LedgerLocked, LedgerUnusable
+from ledger.errors import (
+    LedgerConflict,
+    LedgerCorrupt,
+    LedgerError,
+    LedgerLocked,
+    LedgerUnavailable,
+    LedgerUnusable,
+)
 from ledger.files import place_new, unlink_all
-from ledger.integrity import corrupt_error, is_corruption
 
 APPLICATION_ID = 0x52434C4D  # "RCLM": marks a SQLite file as a reclaim ledger
 BUSY_TIMEOUT_MS = 5000
@@ -344,10 +350,39 @@ def _pragmas(conn: sqlite3.Connection, synchronous: str) -> None:
     conn.execute(f"PRAGMA synchronous = {synchronous}")
 
 
+_SQLITE_CORRUPT = 11  # SQLite's primary result code for a damaged page or schema
+
+
+def is_corruption(e: BaseException) -> bool:
+    """True when a sqlite3 error says the file's pages or schema are damaged. SQLite reports a damaged page only
+    when a statement reads it, as `sqlite3.DatabaseError` ("database disk image is malformed"), not as the
+    OperationalError a lock or a full disk gives."""
+    if not isinstance(e, sqlite3.DatabaseError):
+        return False
+    code = getattr(e, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF == _SQLITE_CORRUPT:
+        return True
+    text = str(e)
+    return "malformed" in text or "corrupt" in text
+
+
+def corrupt_error(path: str | Path, what: object) -> LedgerCorrupt:
+    """The one-line refusal for a corrupt ledger, carrying SQLite's own words."""
+    return LedgerCorrupt(
+        f"ledger {path}: the ledger file is corrupt ({what}); restore it from a backup; 'reclaim verify' says more",
+        damage=str(what),
+    )
+
+
 def ledger_error(e: sqlite3.Error, path: str | Path) -> LedgerError:
-    """The one-line ledger error for a sqlite3 error met on `path`: locked (8), or unusable (7) saying why:
-    corrupt, not SQLite, read-only, cannot be opened, disk full."""
+    """The ledger's own error for a sqlite3 error met on `path`: locked (8), a write the ledger's rules refuse
+    (LedgerConflict), a closed connection (LedgerUnavailable), or unusable (7) saying why: corrupt, not SQLite,
+    read-only (the file, or the folder SQLite must make its -wal and -shm files in), cannot be opened, disk full."""
     msg = str(e)
+    if isinstance(e, sqlite3.IntegrityError):
+        return LedgerConflict(f"ledger {path}: {msg}")
+    if isinstance(e, sqlite3.ProgrammingError) and "closed" in msg:
+        return LedgerUnavailable(f"ledger {path}: the connection is closed ({msg})")
     if "locked" in msg or "busy" in msg:
         return LedgerLocked(
             f"ledger {path}: locked by another process for more than {BUSY_TIMEOUT_MS // 1000} s; retry later"
@@ -359,14 +394,107 @@ def ledger_error(e: sqlite3.Error, path: str | Path) -> LedgerError:
     if "readonly" in msg or "read-only" in msg:
         return LedgerUnusable(f"ledger {path}: the file is read-only; fix its permissions or open it as a viewer")
     if "unable to open" in msg:
+        if not os.access(Path(path).parent, os.W_OK):
+            return _read_only_dir(Path(path))
         return LedgerUnusable(f"ledger {path}: cannot be opened ({msg}); check the path and permissions")
     if "disk is full" in msg:
         return LedgerUnusable(f"ledger {path}: the disk is full ({msg}); free some space and retry")
     return LedgerUnusable(f"ledger {path}: {msg}")
 
 
-def _raise_locked_or(e: sqlite3.Error, path: Path) -> None:
-    raise ledger_error(e, path) from None
+def _mapped(e: sqlite3.Error, conn: sqlite3.Connection) -> BaseException:
+    """What a sqlite3 error met on `conn` leaves the store as: the ledger's own error, except a programming
+    error (wrong bindings, a statement SQLite cannot parse), which is a defect and stays as it is."""
+    if isinstance(e, (sqlite3.ProgrammingError, sqlite3.InterfaceError)) and "closed" not in str(e):
+        return e
+    return ledger_error(e, getattr(conn, "ledger_name", "ledger"))
+
+
+class SqliteCursor(sqlite3.Cursor):
+    """A cursor whose reads raise the ledger's own errors (a damaged page is met while stepping, not only at
+    `execute`)."""
+
+    def fetchone(self) -> Any:
+        try:
+            return super().fetchone()
+        except sqlite3.Error as e:
+            raise _mapped(e, self.connection) from None
+
+    def fetchall(self) -> list[Any]:
+        try:
+            return super().fetchall()
+        except sqlite3.Error as e:
+            raise _mapped(e, self.connection) from None
+
+    def fetchmany(self, size: int | None = 1) -> list[Any]:
+        try:
+            return super().fetchmany(size)
+        except sqlite3.Error as e:
+            raise _mapped(e, self.connection) from None
+
+    def __next__(self) -> Any:
+        try:
+            return _NEXT(self)
+        except sqlite3.Error as e:
+            raise _mapped(e, self.connection) from None
+
+
+_NEXT = sqlite3.Cursor.__next__
+
+
+class SqliteConnection(sqlite3.Connection):
+    """A ledger file's connection (`ledger.store.Connection`): sqlite3's, except that every database error leaves
+    it as the ledger's own (`ledger_error`), named after `ledger_name`."""
+
+    ledger_name: str = "ledger"
+    """The ledger as it was named when opened (the path given), for messages."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> SqliteCursor:
+        try:
+            cur = self.cursor(SqliteCursor)
+            cur.execute(sql, parameters)
+        except sqlite3.Error as e:
+            raise _mapped(e, self) from None
+        return cur
+
+    def executemany(self, sql: str, parameters: Any, /) -> SqliteCursor:
+        try:
+            cur = self.cursor(SqliteCursor)
+            cur.executemany(sql, parameters)
+        except sqlite3.Error as e:
+            raise _mapped(e, self) from None
+        return cur
+
+    def commit(self) -> None:
+        try:
+            super().commit()
+        except sqlite3.Error as e:
+            raise _mapped(e, self) from None
+
+    def rollback(self) -> None:
+        try:
+            super().rollback()
+        except sqlite3.Error as e:
+            raise _mapped(e, self) from None
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except sqlite3.Error as e:
+            raise _mapped(e, self) from None
+
+
+def _open(target: str | Path, name: str | Path, **kwargs: Any) -> SqliteConnection:
+    """sqlite3.connect as a SqliteConnection (autocommit, rows by index and by name) named `name`; an error
+    opening it is the ledger's own."""
+    try:
+        conn = sqlite3.connect(target, isolation_level=None, factory=SqliteConnection, **kwargs)
+    except sqlite3.Error as e:
+        raise ledger_error(e, name) from None
+    assert isinstance(conn, SqliteConnection)
+    conn.ledger_name = str(name)
+    conn.row_factory = sqlite3.Row
+    return conn
 
 
 def _check_identity(conn: sqlite3.Connection, path: Path) -> int:
@@ -424,15 +552,15 @@ def _migrate(conn: sqlite3.Connection, path: Path, from_version: int) -> None:
                 after(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
-    except sqlite3.Error as e:
+    except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-        _raise_locked_or(e, path)
+        raise
 
 
 def _chain_existing(conn: sqlite3.Connection) -> None:
     """Hash-chain the events a ledger already holds, in id order (schema version 8)."""
-    from ledger.audit import event_hash
+    from ledger.chain import event_hash
 
     prev: str | None = None
     rows = conn.execute(
@@ -457,17 +585,16 @@ AFTER_SCRIPT: dict[int, Callable[[sqlite3.Connection], None]] = {8: _chain_then_
 """Steps that run in Python right after a version's script in MIGRATIONS, keyed by that version."""
 
 
-def create_ledger(path: str | Path) -> bool:
+def create_ledger(path: str | Path, companions: Callable[[Path], list[Path]] | None = None) -> bool:
     """Create a ledger at `path` (or migrate one forward); return True when a new file was made.
 
-    A new ledger and its outcome journal are built under temporary names in the same folder and linked
-    into place only when complete, so a full disk or a crash never leaves a stub that later commands
+    `companions(path)` makes the files that belong with a new ledger (its outcome journal) and returns those it
+    made, removed again when the ledger cannot be made. A new ledger is built under a temporary name in the
+    same folder and linked into place only when complete, so a full disk or a crash never leaves a stub that later commands
     would refuse as "not a reclaim ledger"; the temporary files are removed on failure. Refuses, writing
     nothing: a missing or read-only folder, a full disk, a file that is not SQLite, a SQLite file that
     is not a ledger, a ledger of a newer version.
     """
-    from ledger.journal import allocate, journal_path
-
     p = Path(path)
     if not p.parent.is_dir():
         raise LedgerUnusable(f"ledger {p}: folder {p.parent} does not exist; create it first")
@@ -485,8 +612,8 @@ def create_ledger(path: str | Path) -> bool:
     tmp = Path(name)
     made: list[Path] = [tmp, *(Path(f"{tmp}{s}") for s in ("-journal", "-wal", "-shm"))]
     try:
-        if allocate(p):  # made by this call: removed again if the ledger cannot be made
-            made.append(journal_path(p))
+        if companions is not None:
+            made.extend(companions(p))  # made by this call: removed again if the ledger cannot be made
         _build(tmp, p)
         if Path(f"{tmp}-wal").exists() and Path(f"{tmp}-wal").stat().st_size:
             raise LedgerUnusable(f"ledger {p}: the new ledger could not be checkpointed; retry 'reclaim init'")
@@ -508,16 +635,13 @@ def create_ledger(path: str | Path) -> bool:
 def _build(tmp: Path, p: Path) -> None:
     """Make a complete, current ledger in the empty file `tmp` (rollback journal while building, then WAL);
     errors name the ledger `p` it is for."""
+    conn = _open(tmp, p)
     try:
-        conn = sqlite3.connect(tmp, isolation_level=None)
-        try:
-            _pragmas(conn, "FULL")
-            _migrate(conn, p, 0)
-            conn.execute("PRAGMA journal_mode = WAL")
-        finally:
-            conn.close()
-    except sqlite3.Error as e:
-        _raise_locked_or(e, p)
+        _pragmas(conn, "FULL")
+        _migrate(conn, p, 0)
+        conn.execute("PRAGMA journal_mode = WAL")
+    finally:
+        conn.close()
 
 
 def _read_only_dir(p: Path) -> LedgerUnusable:
@@ -541,7 +665,7 @@ def connect(
     readonly: bool = False,
     synchronous: str = "FULL",
     check_same_thread: bool = True,
-) -> sqlite3.Connection:
+) -> SqliteConnection:
     """Open an existing ledger: WAL, synchronous=FULL, a 5 s busy timeout, autocommit mode.
 
     Migrates an older ledger forward (not when read-only). Raises LedgerUnusable with one line when the
@@ -557,11 +681,7 @@ def connect(
     if not readonly and not os.access(p, os.W_OK):
         raise LedgerUnusable(f"ledger {p}: the file is read-only; fix its permissions or open it as a viewer")
     uri = f"file:{quote(str(p.resolve()))}?mode={'ro' if readonly else 'rw'}"  # quoted: '?', '#', '%' in names
-    try:
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=check_same_thread)
-    except sqlite3.Error as e:
-        raise _open_error(e, p) from None
-    conn.row_factory = sqlite3.Row
+    conn = _open(uri, p, uri=True, check_same_thread=check_same_thread)
     try:
         _pragmas(conn, synchronous)
         version = _check_identity(conn, p)
@@ -576,18 +696,10 @@ def connect(
                 f"ledger {p}: schema version {version} is older than {SCHEMA_VERSION}; "
                 "run 'reclaim init' once to migrate it"
             )
-    except sqlite3.Error as e:
+    except BaseException:
         conn.close()
-        raise _open_error(e, p) from None
+        raise
     return conn
-
-
-def _open_error(e: sqlite3.Error, p: Path) -> LedgerError:
-    """What opening `p` failed with; "unable to open" in a read-only folder means SQLite could not make the
-    ledger's -wal / -shm files beside it (a reader needs them too)."""
-    if "unable to open" in str(e) and not os.access(p.parent, os.W_OK):
-        return _read_only_dir(p)
-    return ledger_error(e, p)
 
 
 def _begin_immediate(conn: sqlite3.Connection, wait: float | None = None) -> None:
@@ -604,18 +716,16 @@ def _begin_immediate(conn: sqlite3.Connection, wait: float | None = None) -> Non
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 return
-            except sqlite3.OperationalError as e:
-                if "locked" not in str(e) and "busy" not in str(e):
-                    _raise_locked_or(e, Path(ledger_path(conn)))
+            except LedgerLocked:
                 if time.monotonic() >= deadline:
-                    _raise_locked_or(e, Path(ledger_path(conn)))
+                    raise
                 time.sleep(random.uniform(pause / 2, pause))
                 pause = min(pause * 1.5, 0.008)
     finally:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
-def write_tx(conn: sqlite3.Connection, *, wait: float | None = None) -> AbstractContextManager[sqlite3.Connection]:
+def write_tx(conn: SqliteConnection, *, wait: float | None = None) -> AbstractContextManager[SqliteConnection]:
     """Run the block in one BEGIN IMMEDIATE transaction; commit on success, roll back on any error.
 
     A lock held past the busy timeout (or `wait` seconds, when given) raises LedgerLocked; a read-only file
@@ -630,11 +740,11 @@ class _WriteTx:
 
     __slots__ = ("conn", "wait")
 
-    def __init__(self, conn: sqlite3.Connection, wait: float | None) -> None:
+    def __init__(self, conn: SqliteConnection, wait: float | None) -> None:
         self.conn = conn
         self.wait = wait
 
-    def __enter__(self) -> sqlite3.Connection:
+    def __enter__(self) -> SqliteConnection:
         _begin_immediate(self.conn, self.wait)
         return self.conn
 
@@ -646,26 +756,41 @@ class _WriteTx:
 
 
 def _end(conn: sqlite3.Connection, error: BaseException | None) -> None:
-    """End write_tx's transaction: COMMIT when the block raised nothing, else ROLLBACK; a lock, read-only or
-    corruption error becomes the ledger's own (LedgerLocked, ...), anything else is left to propagate."""
+    """End write_tx's transaction: COMMIT when the block raised nothing, else ROLLBACK (the block's error then
+    propagates as it is). A COMMIT that fails (a lock, a full disk) is rolled back and raised as the ledger's own."""
     if error is None:
         try:
             conn.execute("COMMIT")
-        except sqlite3.DatabaseError as e:
+        except LedgerError:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            _raise_locked_or(e, Path(ledger_path(conn)))
+            raise
         return
     if conn.in_transaction:
         conn.execute("ROLLBACK")
-    if isinstance(error, sqlite3.DatabaseError) and (
-        isinstance(error, sqlite3.OperationalError) or is_corruption(error)
-    ):
-        _raise_locked_or(error, Path(ledger_path(conn)))
-    # e.g. a trigger's refusal (IntegrityError), or any other error: the caller's to report, as it is
 
 
 def ledger_path(conn: sqlite3.Connection) -> str:
     """The file a connection is attached to."""
     row = conn.execute("PRAGMA database_list").fetchone()
     return str(row[2])
+
+
+def check_pages(conn: sqlite3.Connection, budget_seconds: float) -> bool:
+    """`ledger.store.check_pages` on a SQLite file: PRAGMA quick_check, interrupted after `budget_seconds`."""
+    deadline = time.monotonic() + budget_seconds
+    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+    try:
+        rows = sqlite3.Connection.execute(conn, "PRAGMA quick_check(1)").fetchall()
+    except sqlite3.OperationalError as e:
+        if "interrupted" in str(e):
+            return False
+        raise ledger_error(e, getattr(conn, "ledger_name", "ledger")) from None
+    except sqlite3.Error as e:
+        raise ledger_error(e, getattr(conn, "ledger_name", "ledger")) from None
+    finally:
+        conn.set_progress_handler(None, 0)
+    problems = [str(r[0]) for r in rows if r[0] != "ok"]
+    if problems:
+        raise corrupt_error(ledger_path(conn), problems[0][:200])
+    return True

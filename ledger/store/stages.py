@@ -6,10 +6,10 @@ Only reads.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from ledger.model import JobKey
+from ledger.store import Connection
 
 
 def _since_release(outer: str, alias: str) -> str:
@@ -30,7 +30,7 @@ def authored_by(outer: str) -> str:
             "AND a.kind IN ('finding', 'remote_query') AND a.actor = ?)")
 
 
-def attempt_looks(conn: sqlite3.Connection, key: JobKey) -> list[tuple[str, str, float]]:
+def attempt_looks(conn: Connection, key: JobKey) -> list[tuple[str, str, float]]:
     """(kind, actor, at) of the findings and queries in the job's current attempt, oldest first."""
     rows = conn.execute(
         "SELECT e.kind, e.actor, e.at FROM events e, jobs j WHERE j.job_id = ? AND j.operation = ? AND "
@@ -40,7 +40,7 @@ def attempt_looks(conn: sqlite3.Connection, key: JobKey) -> list[tuple[str, str,
     return [(str(r[0]), str(r[1]), float(r[2])) for r in rows]
 
 
-def count_awaiting(conn: sqlite3.Connection, actor: str | None) -> int:
+def count_awaiting(conn: Connection, actor: str | None) -> int:
     """Held jobs with a finding in their current attempt; with `actor`, leaving out those the actor queried or wrote
     a finding for in that attempt."""
     sql = f"SELECT COUNT(*) FROM jobs WHERE state = 'held' AND {has_finding('jobs')}"

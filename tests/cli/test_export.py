@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from ledger import triage
-from ledger.audit import event_hash
+from ledger.chain import event_hash
 from ledger.clock import ManualClock, iso, parse_time
 from ledger.config import Config, parse_config
 from ledger.db import connect, create_ledger

@@ -1,16 +1,21 @@
 """The PostgreSQL backend's pure parts, checked without a server (so `make test-fast` reaches the module too):
-how the rules' SQL is translated, the lock key of an operation, and the domain error each database error becomes.
+how the rules' SQL is translated, the lock key of an operation, and the ledger's own error each database error becomes.
 The backend against a real server is checked by every BACKENDS module's postgresql run and tests/system/."""
 
 from __future__ import annotations
-
-import sqlite3
 
 import psycopg
 import pytest
 from psycopg import errors as pgerr
 
-from ledger.errors import BadInput, LedgerLocked, LedgerUnavailable, LedgerUnusable
+from ledger.errors import (
+    BadInput,
+    LedgerConflict,
+    LedgerLocked,
+    LedgerUnavailable,
+    LedgerUnusable,
+    SerializationFailure,
+)
 from ledger.store import postgres
 
 URL = "postgresql://reclaim:s3cret@db.example/ledger"
@@ -41,21 +46,21 @@ def test_an_operation_lock_is_stable_distinct_and_never_the_chain_or_migration_l
 @pytest.mark.parametrize(("error", "becomes", "says"), [
     (pgerr.LockNotAvailable("lock timeout"), LedgerLocked, "locked by another transaction"),
     (pgerr.QueryCanceled("canceling statement due to lock timeout"), LedgerLocked, "retry later"),
-    (pgerr.UniqueViolation("duplicate key value violates unique constraint\nDETAIL: x"), sqlite3.IntegrityError,
+    (pgerr.UniqueViolation("duplicate key value violates unique constraint\nDETAIL: x"), LedgerConflict,
      "duplicate key value violates unique constraint"),
     (pgerr.NumericValueOutOfRange("bigint out of range"), BadInput, "64-bit integers"),
-    (pgerr.SerializationFailure("could not serialize access"), postgres.Retryable, "could not serialize"),
-    (pgerr.DeadlockDetected("deadlock detected"), postgres.Retryable, "deadlock detected"),
+    (pgerr.SerializationFailure("could not serialize access"), SerializationFailure, "could not serialize"),
+    (pgerr.DeadlockDetected("deadlock detected"), SerializationFailure, "deadlock detected"),
     (pgerr.InsufficientPrivilege("permission denied for table jobs"), LedgerUnusable, "permission denied"),
     (pgerr.ReadOnlySqlTransaction("cannot execute INSERT in a read-only transaction"), LedgerUnusable, "read-only"),
     (pgerr.AdminShutdown("terminating connection due to administrator command"), LedgerUnavailable,
      "the server refused or dropped the connection"),
-    (pgerr.UndefinedTable('relation "jobz" does not exist'), sqlite3.DatabaseError, "jobz"),
+    (pgerr.UndefinedTable('relation "jobz" does not exist'), LedgerUnusable, "jobz"),
 ])
-def test_each_database_error_becomes_the_error_the_rules_handle_without_the_password(
+def test_each_database_error_becomes_the_ledgers_own_without_the_password(
     error: psycopg.Error, becomes: type[Exception], says: str,
 ) -> None:
-    mapped = postgres._as_sqlite_error(error, URL)
+    mapped = postgres._as_ledger_error(error, URL)
     assert type(mapped) is becomes
     assert says in str(mapped)
     assert "s3cret" not in str(mapped)

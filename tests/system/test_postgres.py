@@ -25,7 +25,7 @@ from ledger import audit, queries, store
 from ledger.clock import ManualClock, SystemClock
 from ledger.config import parse_config
 from ledger.db import connect, create_ledger, write_tx
-from ledger.errors import EXIT_LEDGER_LOCKED, LedgerLocked
+from ledger.errors import EXIT_LEDGER_LOCKED, LedgerConflict, LedgerLocked
 from ledger.follow import EventCursor
 from ledger.leases import claim_for_send
 from ledger.model import JobKey
@@ -214,7 +214,7 @@ def test_events_and_evidence_are_append_only(pg: str, cfg: Any, statement: str) 
     conn = connect(pg)
     assert reserve(conn, cfg, OP, {"input": "e"}, clock=ManualClock(T0), job_id="ev").outcome == "reserved"
     before = job_fingerprint(conn)
-    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+    with pytest.raises(LedgerConflict, match="append-only"):
         with write_tx(conn):
             conn.execute(statement)
     assert job_fingerprint(conn) == before
@@ -224,7 +224,7 @@ def test_events_and_evidence_are_append_only(pg: str, cfg: Any, statement: str) 
 def test_an_event_that_does_not_chain_is_refused(pg: str, cfg: Any) -> None:
     conn = connect(pg)
     assert reserve(conn, cfg, OP, {"input": "e"}, clock=ManualClock(T0), job_id="ev").outcome == "reserved"
-    with pytest.raises(sqlite3.IntegrityError, match="does not chain"):
+    with pytest.raises(LedgerConflict, match="does not chain"):
         with write_tx(conn):
             conn.execute(
                 "INSERT INTO events (at, job_id, operation, seq, actor, kind, detail, prev_hash, hash) "
