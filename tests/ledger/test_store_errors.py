@@ -60,7 +60,7 @@ def test_a_closed_connection_is_unavailable_and_closing_twice_is_harmless(ledger
 def test_a_read_only_ledger_refuses_a_write_as_unusable(ledger_path: Path) -> None:
     conn = connect(ledger_path, readonly=True)
     try:
-        with pytest.raises(LedgerUnusable, match="read-only|readonly"):
+        with pytest.raises(LedgerUnusable, match=r"read-only|readonly"):
             conn.execute("DELETE FROM worker_heartbeats")
     finally:
         conn.close()
