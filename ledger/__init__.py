@@ -56,13 +56,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "NotYet": ("ledger.errors", "NotYet"), "UndecidedCandidates": ("ledger.errors", "UndecidedCandidates"),
     "PayloadError": ("ledger.errors", "PayloadError"), "Refused": ("ledger.errors", "Refused"),
     "UnknownOperation": ("ledger.errors", "UnknownOperation"),
-    # ledger.foreign
-    "ForeignTally": ("ledger.foreign", "ForeignTally"), "foreign_tally": ("ledger.foreign", "tally"),
     # ledger.evidence
-    "Evidence": ("ledger.evidence", "Evidence"), "evidence_duplicate_count": ("ledger.evidence", "duplicate_count"),
-    "evidence_for_job": ("ledger.evidence", "for_job"),
-    "evidence_refusal_counts": ("ledger.evidence", "refusal_counts"),
-    "known_handle": ("ledger.evidence", "known_handle"), "orphan_evidence": ("ledger.evidence", "orphans"),
+    "known_handle": ("ledger.evidence", "known_handle"),
     # ledger.export
     "check_export_filter": ("ledger.export", "check_filter"), "export_redacted": ("ledger.export", "redacted"),
     "export_rows": ("ledger.export", "rows"), "export_snapshot": ("ledger.export", "snapshot"),
@@ -126,7 +121,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # ledger.model
     "Event": ("ledger.model", "Event"), "GROUPS": ("ledger.model", "GROUPS"),
     "idem_key": ("ledger.model", "idem_key"), "Job": ("ledger.model", "Job"), "JobKey": ("ledger.model", "JobKey"),
-    "STATES": ("ledger.model", "STATES"),
+    "STATES": ("ledger.model", "STATES"), "Evidence": ("ledger.model", "Evidence"),
     # ledger.probe
     "probe_remote": ("ledger.probe", "probe_remote"), "ProbeReport": ("ledger.probe", "ProbeReport"),
     "PROBE_WAIT_SECONDS": ("ledger.probe", "DEFAULT_WAIT_SECONDS"),
@@ -154,6 +149,13 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # ledger.store
     "is_url": ("ledger.store", "is_url"), "ledger_clock": ("ledger.store", "ledger_clock"),
     "shown_ledger": ("ledger.store", "shown_ledger"),
+    # ledger.store.events
+    "evidence_duplicate_count": ("ledger.store.events", "duplicate_count"),
+    # ledger.store.evidence
+    "evidence_for_job": ("ledger.store.evidence", "for_job"),
+    "evidence_refusal_counts": ("ledger.store.evidence", "refusal_counts"),
+    "orphan_evidence": ("ledger.store.evidence", "orphans"),
+    "ForeignTally": ("ledger.store.evidence", "ForeignTally"), "foreign_tally": ("ledger.store.evidence", "foreign_tally"),
     # ledger.triage
     "assign": ("ledger.triage", "assign"), "bulk_assign": ("ledger.triage", "bulk_assign"),
     "check_action_input": ("ledger.triage", "check_input"), "dry_run_action": ("ledger.triage", "dry_run"),
@@ -248,22 +250,7 @@ if TYPE_CHECKING:
         UndecidedCandidates,
         UnknownOperation,
     )
-    from ledger.evidence import (
-        Evidence,
-        known_handle,
-    )
-    from ledger.evidence import (
-        duplicate_count as evidence_duplicate_count,
-    )
-    from ledger.evidence import (
-        for_job as evidence_for_job,
-    )
-    from ledger.evidence import (
-        orphans as orphan_evidence,
-    )
-    from ledger.evidence import (
-        refusal_counts as evidence_refusal_counts,
-    )
+    from ledger.evidence import known_handle
     from ledger.export import (
         TABLES as EXPORT_TABLES,
     )
@@ -287,12 +274,6 @@ if TYPE_CHECKING:
     )
     from ledger.files import fsync_dir, place_new
     from ledger.follow import EventCursor, wait_for_change
-    from ledger.foreign import (
-        ForeignTally,
-    )
-    from ledger.foreign import (
-        tally as foreign_tally,
-    )
     from ledger.heartbeat import Liveness, WorkerBeat, WorkerBoard, read_board
     from ledger.heartbeat import duration as duration_text
     from ledger.history import check_destination as history_destination
@@ -317,7 +298,7 @@ if TYPE_CHECKING:
     from ledger.metrics import make_server as metrics_server
     from ledger.metrics import registry_for as metrics_registry
     from ledger.metrics import samples as metrics_samples
-    from ledger.model import GROUPS, STATES, Event, Job, JobKey, idem_key
+    from ledger.model import GROUPS, STATES, Event, Evidence, Job, JobKey, idem_key
     from ledger.policy import SETTINGS as POLICY_SETTINGS
     from ledger.policy import apply_to as apply_policy
     from ledger.policy import owner as policy_owner
@@ -367,6 +348,11 @@ if TYPE_CHECKING:
     from ledger.seal import use_key as use_audit_key
     from ledger.stages import STAGES, Stage, awaiting_count, job_stage
     from ledger.store import check_pages, is_url, ledger_clock, shown_ledger
+    from ledger.store.events import duplicate_count as evidence_duplicate_count
+    from ledger.store.evidence import ForeignTally, foreign_tally
+    from ledger.store.evidence import for_job as evidence_for_job
+    from ledger.store.evidence import orphans as orphan_evidence
+    from ledger.store.evidence import refusal_counts as evidence_refusal_counts
     from ledger.triage import (
         FINDING_CATEGORIES,
         Preview,

@@ -18,15 +18,16 @@ audited `candidate_dismissed` event on the job). Reject, remediate and reconcile
 
 from __future__ import annotations
 
-import json
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from ledger import evidence
 from ledger.config import Config
-from ledger.db import Connection
 from ledger.model import Job, JobKey
+from ledger.store import Connection
+from ledger.store import events as events_store
+from ledger.store import evidence as evidence_store
+from ledger.store import jobs as jobs_store
 
 CREATED_SLACK_SECONDS = 2.0
 """How far outside the send window an interaction's `created` (given to the second by the remote, on the remote's
@@ -70,11 +71,8 @@ def send_window(conn: Connection, config: Config, job: Job) -> tuple[float, floa
 
     start = job.send_started_at
     if start is None:
-        row = conn.execute(
-            "SELECT MAX(at) FROM events WHERE job_id = ? AND operation = ? AND kind = 'send_started'",
-            (job.job_id, job.operation),
-        ).fetchone()
-        start = float(row[0]) if row is not None and row[0] is not None else job.created_at
+        started = events_store.last_send_started(conn, job.key)
+        start = started if started is not None else job.created_at
     held = job.held_at if job.held_at is not None else job.updated_at
     end = held + config.policy.send_margin_seconds
     until = may_arrive_until(conn, job)
@@ -85,13 +83,8 @@ def send_window(conn: Connection, config: Config, job: Job) -> tuple[float, floa
 
 def dismissed(conn: Connection, key: JobKey) -> dict[int, dict[str, Any]]:
     """The orphans a person dismissed for this job: evidence id -> {actor, at, reason}."""
-    rows = conn.execute(
-        "SELECT actor, at, detail FROM events WHERE job_id = ? AND operation = ? AND kind = ? ORDER BY id",
-        (key.job_id, key.operation, DISMISS_EVENT),
-    ).fetchall()
     out: dict[int, dict[str, Any]] = {}
-    for actor, at, detail in rows:
-        d = json.loads(detail)
+    for actor, at, d in events_store.of_kind(conn, key, DISMISS_EVENT):
         if isinstance(d.get("evidence_id"), int):
             out[d["evidence_id"]] = {"actor": actor, "at": at, "reason": d.get("reason")}
     return out
@@ -114,7 +107,7 @@ def candidates(conn: Connection, config: Config, job: Job, *, undecided: bool = 
     model = _model_name(getattr(rc, "model", None) or None)
     gone = dismissed(conn, job.key) if undecided else {}
     out: list[Candidate] = []
-    for u in evidence.orphans_since(conn, start):
+    for u in evidence_store.orphans_since(conn, start):
         ev = u.evidence
         signed_by = ev.detail.get("remote")
         if remote is None or (signed_by is not None and signed_by != remote):
@@ -125,7 +118,7 @@ def candidates(conn: Connection, config: Config, job: Job, *, undecided: bool = 
             continue
         if ev.id in gone:
             continue
-        if ev.handle and evidence.handle_owner(conn, ev.handle) not in (None, job.key):
+        if ev.handle and jobs_store.handle_owner(conn, ev.handle) not in (None, job.key):
             continue  # since reconciled onto another job
         out.append(Candidate(
             evidence_id=ev.id, handle=ev.handle, remote_state=ev.remote_state, arrived=ev.at, created=u.created,

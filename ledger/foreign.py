@@ -14,31 +14,21 @@ so it stays orphan evidence in sight of the held jobs it could belong to (ledger
 The register is not a chain: rows not seen for `foreign_retention_days` are pruned by the worker's pass (the first
 delivery's evidence row stays: the evidence chain is append-only). A delivery after the prune starts over: one
 more evidence row and one more GET.
+
+This module keeps the decisions (is a record foreign, which labels are kept); the register's rows are read and
+written by `ledger.store.evidence`.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
-from ledger.db import Connection
+from ledger.store import Connection
+from ledger.store import evidence as evidence_store
 
 LABELS_KEPT = 8
 """How many of a foreign interaction's labels are kept (for an operator wondering whose it is)."""
-
-
-@dataclass(frozen=True)
-class ForeignTally:
-    """What the register holds: foreign interactions and the deliveries counted for them."""
-
-    interactions: int
-    deliveries: int
-    last_seen: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return dict(self.__dict__)
 
 
 def _labels_text(labels: Any) -> str:
@@ -57,41 +47,8 @@ def is_foreign(snapshot: Any, idem: str | None) -> bool:
 
 def register(conn: Connection, *, interaction_id: str, remote: str, labels: Any, evidence_id: int | None,
              seen_at: float) -> None:
-    """Register a foreign interaction with its first delivery (inside the caller's transaction); an interaction
-    already registered only has this delivery counted."""
-    conn.execute(
-        "INSERT INTO foreign_interactions (interaction_id, remote, first_seen, last_seen, deliveries, labels, "
-        "evidence_id) VALUES (?, ?, ?, ?, 1, ?, ?) ON CONFLICT (interaction_id) DO UPDATE SET "
-        "last_seen = excluded.last_seen, deliveries = foreign_interactions.deliveries + 1",
-        (interaction_id, remote, seen_at, seen_at, _labels_text(labels), evidence_id),
-    )
-
-
-def count_delivery(conn: Connection, interaction_id: str, seen_at: float) -> bool:
-    """Count one more delivery for `interaction_id` if it is registered foreign (inside the caller's transaction);
-    False when it is not (the delivery is then recorded as evidence as usual)."""
-    row = conn.execute(
-        "UPDATE foreign_interactions SET last_seen = ?, deliveries = deliveries + 1 WHERE interaction_id = ? "
-        "RETURNING interaction_id", (seen_at, interaction_id),
-    ).fetchone()
-    return row is not None
-
-
-def prune(conn: Connection, before: float) -> int:
-    """Forget foreign interactions last seen before `before` (inside the caller's transaction); how many."""
-    cur = conn.execute("DELETE FROM foreign_interactions WHERE last_seen < ?", (before,))
-    return max(0, cur.rowcount or 0)
-
-
-def oldest_seen(conn: Connection) -> float | None:
-    """When the longest-unseen foreign interaction was last seen (None: the register is empty)."""
-    row = conn.execute("SELECT MIN(last_seen) FROM foreign_interactions").fetchone()
-    return float(row[0]) if row is not None and row[0] is not None else None
-
-
-def tally(conn: Connection) -> ForeignTally:
-    """How many foreign interactions the register holds, the deliveries counted for them, the latest seen."""
-    row = conn.execute(
-        "SELECT COUNT(*), COALESCE(SUM(deliveries), 0), MAX(last_seen) FROM foreign_interactions"
-    ).fetchone()
-    return ForeignTally(int(row[0]), int(row[1]), float(row[2]) if row[2] is not None else None)
+    """Register a foreign interaction with its first delivery, keeping the first LABELS_KEPT of its labels (inside
+    the caller's transaction); an interaction already registered only has this delivery counted. Raises the
+    ledger's own errors (ledger.store.evidence.register_foreign)."""
+    evidence_store.register_foreign(conn, interaction_id=interaction_id, remote=remote, labels=_labels_text(labels),
+                                    evidence_id=evidence_id, seen_at=seen_at)

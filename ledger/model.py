@@ -1,4 +1,4 @@
-"""Job identity and the Job record as read from the ledger."""
+"""Job identity and the records read from the ledger: Job, Event, Evidence."""
 
 from __future__ import annotations
 
@@ -151,3 +151,37 @@ class Event:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One row of the append-only evidence table: what the remote said about a job (ledger.evidence)."""
+
+    id: int
+    at: float
+    source: str
+    idem_key: str
+    attempt: int | None
+    handle: str | None
+    remote_state: str
+    job: JobKey | None
+    ref: str | None
+    detail: dict[str, Any]
+    outcome: str | None = None
+    """What a worker pass did with it (orphan evidence only; None: not looked at yet)."""
+
+    @classmethod
+    def from_row(cls, row: Row, outcome: str | None = None) -> Evidence:
+        """Build from an `evidence` row."""
+        return cls(
+            id=row["id"], at=row["at"], source=row["source"], idem_key=row["idem_key"], attempt=row["attempt"],
+            handle=row["handle"], remote_state=row["remote_state"],
+            job=JobKey(row["job_id"], row["operation"]) if row["job_id"] is not None else None,
+            ref=row["ref"], detail=json.loads(row["detail"]), outcome=outcome,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        d = dict(self.__dict__)
+        d["job"] = {"job_id": self.job.job_id, "operation": self.job.operation} if self.job else None
+        return d

@@ -34,12 +34,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import quote
 
-from ledger import evidence
 from ledger.clock import iso, parse_time
 from ledger.config import Config, RemoteConfig
 from ledger.db import connect
 from ledger.errors import BadInput
+from ledger.model import Evidence
 from ledger.redaction import Redactor
+from ledger.store import evidence as evidence_store
 
 if TYPE_CHECKING:
     from ledger.remotes.base import RemoteStatus, SendOutcome
@@ -294,15 +295,15 @@ def _error_body_row(rc: RemoteConfig, handle: str | None) -> Assumption:
 def _refusals(ledger: str | Path) -> dict[str, int]:
     conn = connect(ledger, readonly=True)
     try:
-        return evidence.refusal_counts(conn)
+        return evidence_store.refusal_counts(conn)
     finally:
         conn.close()
 
 
-def _deliveries(ledger: str | Path, handle: str) -> tuple[list[evidence.Evidence], dict[str, int]]:
+def _deliveries(ledger: str | Path, handle: str) -> tuple[list[Evidence], dict[str, int]]:
     conn = connect(ledger, readonly=True)
     try:
-        return evidence.for_handle(conn, handle, source="webhook"), evidence.refusal_counts(conn)
+        return evidence_store.for_handle(conn, handle, source="webhook"), evidence_store.refusal_counts(conn)
     finally:
         conn.close()
 

@@ -46,15 +46,15 @@ from typing import Any
 
 from standardwebhooks.webhooks import Webhook
 
-from ledger import evidence, foreign
 from ledger.clock import Clock
 from ledger.config import Config
 from ledger.db import connect, write_tx
 from ledger.errors import ConfigError
-from ledger.model import Job
 from ledger.redaction import Redactor
 from ledger.remotes.gemini import REMOTE_STATE_OF_STATUS
 from ledger.store import Connection
+from ledger.store import evidence as evidence_store
+from ledger.store import jobs as jobs_store
 from ledger.transitions import apply
 
 MAX_BODY = 256 * 1024
@@ -121,7 +121,7 @@ class Tally:
         try:
             with write_tx(conn):
                 for reason, n in sorted(pending.items()):
-                    evidence.count_refusal(conn, reason, n)
+                    evidence_store.count_refusal(conn, reason, n)
         except Exception:
             with self._lock:
                 self._pending.update(pending)
@@ -161,7 +161,7 @@ def _count(conn: Connection, tally: Tally | None, reason: str) -> None:
         tally.add(reason)
         return
     with write_tx(conn):
-        evidence.count_refusal(conn, reason)
+        evidence_store.count_refusal(conn, reason)
 
 
 def _refuse(conn: Connection, tally: Tally | None, reason: str, status: int, message: str) -> Answer:
@@ -212,17 +212,15 @@ def receive(
     signature, now = lower["webhook-signature"], clock.now()
     recorded = True
     with write_tx(conn):
-        seen = conn.execute("SELECT signature FROM webhook_deliveries WHERE webhook_id = ?", (webhook_id,)).fetchone()
+        seen = evidence_store.delivery_signature(conn, webhook_id)
         if seen is None and kind in EVENT_STATUS:
             recorded = _record(conn, config, remote, kind, data, doc, webhook_id, signature,
                                lower["webhook-timestamp"], now)
         elif seen is None:
-            conn.execute(
-                "INSERT INTO webhook_deliveries (webhook_id, received_at, signature, type, evidence_id) "
-                "VALUES (?, ?, ?, ?, NULL)", (webhook_id, now, signature, kind),
-            )
+            evidence_store.record_delivery(conn, webhook_id=webhook_id, received_at=now, signature=signature,
+                                           kind=kind, evidence_id=None)
     if seen is not None:
-        _count(conn, tally, "replayed" if seen[0] == signature else "redelivered")
+        _count(conn, tally, "replayed" if seen == signature else "redelivered")
         return Answer(200, "already received")
     if kind not in EVENT_STATUS:
         return Answer(200, f"ignored: reclaim does not act on {kind}")
@@ -239,9 +237,8 @@ def _record(
     interaction is registered foreign (another application's: ledger.foreign), which only counts the delivery."""
     interaction = str(data["id"])
     status = EVENT_STATUS[kind]
-    row = conn.execute("SELECT * FROM jobs WHERE handle = ? LIMIT 1", (interaction,)).fetchone()
-    job = Job.from_row(row) if row is not None else None
-    if job is None and foreign.count_delivery(conn, interaction, now):
+    job = jobs_store.job_with_handle(conn, interaction)
+    if job is None and evidence_store.count_foreign_delivery(conn, interaction, now):
         return False
     detail: dict[str, Any] = {"type": kind, "status": status, "remote": remote, "timestamp": timestamp,
                               "version": doc.get("version"), "sent_at": doc.get("timestamp")}
@@ -252,15 +249,13 @@ def _record(
     if isinstance(hint, dict):  # not promised by the documentation: kept, never trusted
         detail["hint"] = {str(k)[:40]: v for k, v in list(hint.items())[:8]
                           if isinstance(v, str) and _text(v, 200) and _text(str(k), 40)}
-    ev_id = evidence.record(
+    ev_id = evidence_store.record(
         conn, at=now, source="webhook", idem_key=job.idem_key if job else "", attempt=job.attempt if job else None,
         handle=interaction, remote_state=REMOTE_STATE_OF_STATUS.get(status, "needs_person"),
         job=job.key if job else None, ref=webhook_id, detail=detail,
     )
-    conn.execute(
-        "INSERT INTO webhook_deliveries (webhook_id, received_at, signature, type, evidence_id) "
-        "VALUES (?, ?, ?, ?, ?)", (webhook_id, now, signature, kind, ev_id),
-    )
+    evidence_store.record_delivery(conn, webhook_id=webhook_id, received_at=now, signature=signature, kind=kind,
+                                   evidence_id=ev_id)
     if job is not None:
         apply(conn, job.key, "evidence", actor="reclaim-receiver", now=now, expected_state=job.state,
               detail={"source": "webhook", "webhook_id": webhook_id, "type": kind, "handle": interaction,

@@ -181,14 +181,14 @@ def record_fenced(
     ).fetchone()[0]
     handle = detail.get("handle")
     if event in ("accepted", "orphan_found") and isinstance(handle, str) and handle:
-        from ledger import evidence
+        from ledger.store import evidence as evidence_store
 
         row = conn.execute(
             "SELECT idem_key FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)
         ).fetchone()
         if row is not None:
             attempt = detail.get("attempt")
-            evidence.record(
+            evidence_store.record(
                 conn, at=at, source="fenced_outcome", idem_key=row[0],
                 attempt=attempt if isinstance(attempt, int) else None, handle=handle, remote_state="running",
                 job=key, ref=f"fenced-{fenced_id}", detail={"actor": actor, "epoch": epoch, "event": event},

@@ -34,6 +34,8 @@ from ledger.redaction import Redactor
 from ledger.remotes.base import Remote, RemoteStatus, redact_status
 from ledger.reserve import count_quota, quota_used
 from ledger.store import Connection
+from ledger.store import evidence as evidence_store
+from ledger.store import jobs as jobs_store
 from ledger.transitions import Applied, apply
 
 ACTIONS = JOB_ACTIONS
@@ -355,7 +357,7 @@ def record_query(
 
     def keep(c: Connection, applied: Applied) -> None:
         if said is not None and applied.job is not None:
-            evidence.record(
+            evidence_store.record(
                 c, at=clock.now(), source="query", idem_key=applied.job.idem_key, attempt=applied.job.attempt,
                 handle=status.handle, remote_state=said, job=key, ref=f"event-{applied.event_id}",
                 detail={"actor": actor},
@@ -478,7 +480,7 @@ def dismiss_candidate(
     is not one of the job's undecided candidates; a blank reason or id is refused (BadInput)."""
     check_input("dismiss-candidate", {"evidence": evidence_ref, "reason": reason})
     evidence_id = evidence_id_of(evidence_ref)
-    ev = evidence.get(conn, evidence_id)
+    ev = evidence_store.get(conn, evidence_id)
     return _act(
         conn, config, key, "dismiss-candidate", orphan_candidates.DISMISS_EVENT, actor=actor, clock=clock,
         detail={"evidence_id": evidence_id, "handle": ev.handle if ev is not None else None, "reason": reason},
@@ -535,7 +537,7 @@ def resolve_handle(conn: Connection, handle: str) -> tuple[str, int | None]:
     if not text.startswith(EVIDENCE_PREFIX):
         return handle, None
     number = text[len(EVIDENCE_PREFIX):]
-    ev = evidence.get(conn, int(number)) if number.isdigit() and len(number) <= 18 else None
+    ev = evidence_store.get(conn, int(number)) if number.isdigit() and len(number) <= 18 else None
     if ev is None or not ev.handle:
         raise BadInput(f"--handle {text}: no evidence record {number or '?'} with a handle; "
                        "list them with 'reclaim evidence --orphans' or 'reclaim evidence JOB_ID'")
@@ -617,7 +619,7 @@ def _reconcile_refusal(
 
 
 def _handle_taken(conn: Connection, key: JobKey, handle: str) -> str | None:
-    owner = evidence.handle_owner(conn, handle)
+    owner = jobs_store.handle_owner(conn, handle)
     if owner is not None and owner != key:
         return f"handle {handle} is already attached to job {owner.job_id} / {owner.operation}"
     return None

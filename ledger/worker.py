@@ -32,10 +32,9 @@ from ledger.errors import (
     LedgerUnusable,
     ReservedNotSent,
 )
-from ledger.evidence import Evidence
 from ledger.heartbeat import WorkerBeat
 from ledger.leases import Claim, claim_for_send, claim_stale
-from ledger.model import Job, JobKey
+from ledger.model import Evidence, Job, JobKey
 from ledger.picks import START, HeldPicks, pick_due, release_picks
 from ledger.redaction import Redactor
 from ledger.remote_health import RemotePause, lift, paused_remotes, record_refusal
@@ -44,6 +43,8 @@ from ledger.remotes.base import Remote, RemoteStatus, SendOutcome, redact_outcom
 from ledger.send_window import SendWindow, call_with_deadline, transfer_refusal
 from ledger.sink import deliver_to_folder
 from ledger.store import Connection
+from ledger.store import evidence as evidence_store
+from ledger.store import jobs as jobs_store
 from ledger.transitions import Applied, apply
 
 Progress = Callable[[str, int, int], None]
@@ -319,7 +320,7 @@ def attribute_deliveries(
     asked: list[tuple[Evidence, Remote]] = []  # (delivery, the remote to GET it from)
     for ev in waiting:
         assert ev.handle is not None
-        owner = evidence.handle_owner(conn, ev.handle)
+        owner = jobs_store.handle_owner(conn, ev.handle)
         if owner is not None:
             job = _read_job(conn, owner)
             if job is None:
@@ -356,7 +357,7 @@ def attribute_deliveries(
         why = ("foreign: its labels name no idem key (another application's interaction)" if idem is None
                else f"foreign: idem key {idem} is not in this ledger (another application's or ledger's)")
         with write_tx(conn):
-            evidence.mark_handled(conn, ev.id, why, clock.now())
+            evidence_store.mark_handled(conn, ev.id, why, clock.now())
             foreign.register(conn, interaction_id=ev.handle or "", remote=str(ev.detail.get("remote", "")),
                              labels=status.snapshot.get("labels"), evidence_id=ev.id, seen_at=ev.at)
         report.foreign += 1
@@ -366,8 +367,8 @@ def _waiting_deliveries(conn: Connection) -> list[Evidence]:
     """The deliveries this pass attributes: the oldest and the newest of those waiting (ATTRIBUTION_BATCH in all),
     oldest first."""
     half = ATTRIBUTION_BATCH // 2
-    oldest = evidence.unattributed(conn, limit=half)
-    newest = evidence.unattributed(conn, limit=half, newest=True) if len(oldest) == half else []
+    oldest = evidence_store.unattributed(conn, limit=half)
+    newest = evidence_store.unattributed(conn, limit=half, newest=True) if len(oldest) == half else []
     seen = {ev.id for ev in oldest}
     return oldest + sorted((ev for ev in newest if ev.id not in seen), key=lambda ev: ev.id)
 
@@ -375,10 +376,10 @@ def _waiting_deliveries(conn: Connection) -> list[Evidence]:
 def _prune_foreign(conn: Connection, config: Config, clock: Clock) -> None:
     """Forget foreign interactions not seen for `foreign_retention_days` (a read first: most passes write nothing)."""
     before = clock.now() - config.policy.foreign_retention_days * 86_400
-    oldest = foreign.oldest_seen(conn)
+    oldest = evidence_store.foreign_oldest_seen(conn)
     if oldest is not None and oldest < before:
         with write_tx(conn):
-            foreign.prune(conn, before)
+            evidence_store.prune_foreign(conn, before)
 
 
 def _attribute(
@@ -387,7 +388,7 @@ def _attribute(
     """Record delivery `ev` as `job`'s evidence (a new record; `ev` marked attributed) and tell the job."""
     now = clock.now()
     with write_tx(conn):
-        new_id = evidence.record(
+        new_id = evidence_store.record(
             conn, at=now, source="webhook", idem_key=job.idem_key, attempt=attempt, handle=ev.handle,
             remote_state=ev.remote_state, job=job.key, ref=ev.ref,
             detail={**ev.detail, "attributed_from": ev.id, "attributed_by": how},
@@ -397,7 +398,7 @@ def _attribute(
         apply(conn, job.key, "evidence", actor="reclaim", now=now, expected_state=current.state,
               detail={"source": "webhook", "webhook_id": ev.ref, "type": ev.detail.get("type"),
                       "handle": ev.handle, "attempt": attempt, "evidence_id": new_id, "attributed_by": how})
-        evidence.mark_handled(conn, ev.id, f"attributed to {job.job_id} / {job.operation} "
+        evidence_store.mark_handled(conn, ev.id, f"attributed to {job.job_id} / {job.operation} "
                               f"(evidence {new_id}, by {how})", now)
     report.evidence_attributed += 1
 
@@ -429,7 +430,7 @@ def act_on_evidence(
     cancelled while it runs (when the remote's record is this job's), never delivered. Evidence for a send
     still under way waits for the next pass.
     """
-    for ev in list(evidence.unhandled(conn)):
+    for ev in list(evidence_store.unhandled(conn)):
         assert ev.job is not None
         job = _read_job(conn, ev.job)
         if job is None or ev.job.operation not in config.operations or not ev.handle:
@@ -446,7 +447,7 @@ def act_on_evidence(
             status = remote.lookup(job.handle)
             with write_tx(conn):
                 record_poll(conn, config, job, status, actor=owner, now=clock.now())
-                evidence.mark_handled(conn, ev.id, f"polled: {status.state}", clock.now())
+                evidence_store.mark_handled(conn, ev.id, f"polled: {status.state}", clock.now())
             report.evidence_polled += 1
         elif job.state == "held" and not job.handle and ev.attempt in (None, job.attempt):
             _reconcile_from_evidence(conn, config, job, ev, remote, clock=clock, report=report)
@@ -457,11 +458,11 @@ def act_on_evidence(
 def _handled(conn: Connection, evidence_id: int, outcome: str, clock: Clock,
              record: dict[str, object] | None = None) -> None:
     with write_tx(conn):
-        evidence.mark_handled(conn, evidence_id, outcome, clock.now(), record)
+        evidence_store.mark_handled(conn, evidence_id, outcome, clock.now(), record)
 
 
 def _reconcile_from_evidence(
-    conn: Connection, config: Config, job: Job, ev: evidence.Evidence, remote: Remote, *, clock: Clock,
+    conn: Connection, config: Config, job: Job, ev: Evidence, remote: Remote, *, clock: Clock,
     report: TickReport,
 ) -> None:
     from ledger.triage import verify_handle
@@ -473,10 +474,10 @@ def _reconcile_from_evidence(
     now = clock.now()
     with write_tx(conn):
         if why is not None:
-            evidence.mark_handled(conn, ev.id, f"not reconciled: {why}", now)
+            evidence_store.mark_handled(conn, ev.id, f"not reconciled: {why}", now)
             return
-        if evidence.handle_owner(conn, ev.handle) not in (None, job.key):
-            evidence.mark_handled(conn, ev.id, "not reconciled: the handle belongs to another job", now)
+        if jobs_store.handle_owner(conn, ev.handle) not in (None, job.key):
+            evidence_store.mark_handled(conn, ev.id, "not reconciled: the handle belongs to another job", now)
             return
         reason = (f"webhook {ev.ref}: the remote's own record {ev.handle} carries this job's idem key "
                   f"(checked by GET); {ev.remote_state}")
@@ -497,11 +498,11 @@ def _reconcile_from_evidence(
                         "evidence_id": ev.id, "query_event_id": None, "snapshot": None},
             )
             outcome = "finding recorded"
-        evidence.mark_handled(conn, ev.id, outcome, now)
+        evidence_store.mark_handled(conn, ev.id, outcome, now)
 
 
 def _duplicate(
-    conn: Connection, config: Config, job: Job, ev: evidence.Evidence, remote: Remote, *, clock: Clock,
+    conn: Connection, config: Config, job: Job, ev: Evidence, remote: Remote, *, clock: Clock,
     owner: str, report: TickReport,
 ) -> None:
     """Record a second interaction for the job's idem key; cancel it while it runs, but only when the
@@ -516,7 +517,7 @@ def _duplicate(
     if status.state == "error":
         return  # the remote could not be asked: decide next pass
     carried, _, _ = evidence.owner_of_record(status.snapshot)
-    other = evidence.handle_owner(conn, ev.handle)
+    other = jobs_store.handle_owner(conn, ev.handle)
     if other not in (None, job.key):
         _handled(conn, ev.id, f"not a duplicate: {ev.handle} is job {other.job_id} / {other.operation}'s", clock)
         return
@@ -539,7 +540,7 @@ def _duplicate(
                     "ownership": "verified" if carried == job.idem_key else "unverified: the record names no idem key",
                     "webhook_id": ev.ref, "evidence_id": ev.id},
         )
-        evidence.mark_handled(conn, ev.id, "duplicate" + (f", cancel: {cancelled}" if cancelled else ""), clock.now())
+        evidence_store.mark_handled(conn, ev.id, "duplicate" + (f", cancel: {cancelled}" if cancelled else ""), clock.now())
     report.duplicates += 1
 
 
@@ -1011,7 +1012,7 @@ def run_worker(
     try:
         while not stop.is_set():
             try:
-                seen = evidence.latest_id(conn)  # evidence recorded while the pass runs wakes the next one
+                seen = evidence_store.latest_id(conn)  # evidence recorded while the pass runs wakes the next one
                 report = tick(conn, config, clock=clock, remotes=remotes, owner=owner, stop=stop, beat=beat)
             except OUTAGES as e:
                 failures += 1
@@ -1048,7 +1049,7 @@ def wait_for_evidence(conn: Connection, seconds: float, stop: threading.Event, *
     than after the poll interval. Returns False when the time ran out or `stop` was set."""
     deadline = time.monotonic() + seconds
     version = store.change_token(conn)
-    if evidence.latest_id(conn) > since:
+    if evidence_store.latest_id(conn) > since:
         return True
     while not stop.wait(max(0.0, min(WAKE_POLL_SECONDS, deadline - time.monotonic()))):
         if time.monotonic() >= deadline:
@@ -1056,7 +1057,7 @@ def wait_for_evidence(conn: Connection, seconds: float, stop: threading.Event, *
         now_version = store.change_token(conn)
         if now_version != version:
             version = now_version
-            if evidence.latest_id(conn) > since:
+            if evidence_store.latest_id(conn) > since:
                 return True
     return False
 

@@ -33,13 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from console.demo import WEBHOOK_FIRST_ATTEMPT_FAIL_RATE
-from ledger import evidence
 from ledger.clock import SystemClock
 from ledger.config import parse_config
 from ledger.db import connect, create_ledger
 from ledger.receiver import make_server
 from ledger.reserve import reserve
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
+from ledger.store import evidence as evidence_store
 from ledger.worker import RemoteCache, tick
 
 FAULTS = {"accept_then_hang": 0.04, "complete_lose_reply": 0.03, "status": 0.02, "drop_before_accept": 0.01,
@@ -93,7 +94,7 @@ def run_half(n: int, webhooks: bool, folder: Path, outage: float = 0.0, seed: in
             busy = conn.execute(
                 "SELECT COUNT(*) FROM jobs WHERE state IN ('reserving', 'submitted', 'done')").fetchone()[0]
             pending = sim.pending_webhooks() if webhooks else 0
-            unhandled = sum(1 for _ in evidence.unhandled(conn)) + len(evidence.unattributed(conn))
+            unhandled = sum(1 for _ in evidence_store.unhandled(conn)) + len(evidence_store.unattributed(conn))
             if busy == 0 and pending == 0 and unhandled == 0:
                 break
             time.sleep(0.1)
@@ -107,7 +108,7 @@ def run_half(n: int, webhooks: bool, folder: Path, outage: float = 0.0, seed: in
             "SELECT COUNT(*) FROM events WHERE kind = 'reconcile' AND actor = 'reclaim'").fetchone()[0]
         left = conn.execute("SELECT COUNT(*) FROM jobs WHERE state = 'held'").fetchone()[0]
         states = dict(conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
-        doubles = sum(1 for c in creates.values() if c > 1) + evidence.duplicate_count(conn)
+        doubles = sum(1 for c in creates.values() if c > 1) + events_store.duplicate_count(conn)
         log = sim.webhook_deliveries() if webhooks else []
         delivered = {d["interaction_id"] for d in log if d["ok"]}
         why: dict[str, int] = {}

@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 from test_bad_input import assert_one_line_error
 
-from ledger import evidence
 from ledger.clock import ManualClock
 from ledger.config import load_config
 from ledger.db import connect
 from ledger.errors import BadInput, PayloadError
 from ledger.reserve import check_json_value, reserve
 from ledger.simulator import Simulator
+from ledger.store import evidence as evidence_store
 
 OP = "article.generate"
 GOOD_PAYLOAD = json.dumps({"input": "hello"})
@@ -745,7 +745,7 @@ def test_a_delivery_holding_a_nul_is_refused_or_its_hint_dropped_on_every_backen
         assert answer.status == 202
         conn = connect(ledger_path)
         try:
-            [ev] = evidence.orphans(conn)
+            [ev] = evidence_store.orphans(conn)
         finally:
             conn.close()
         assert ev.handle == "v1_ok" and "idem" not in ev.detail.get("hint", {})
@@ -792,7 +792,6 @@ def test_an_accepted_send_whose_id_no_ledger_can_store_holds_the_job_alike_on_ev
     """A reply naming an id no ledger can store (a NUL in it, or a lone surrogate: not Unicode) is not a handle:
     the send is uncertain, the job held with the id escaped in the error for a person to look up, never sent
     again; the worker does not fail."""
-    from ledger import evidence
     from ledger.worker import RemoteCache, submit_now, tick
 
     sim.add_fault("reply_id", text=reply_id)
@@ -804,7 +803,7 @@ def test_an_accepted_send_whose_id_no_ledger_can_store_holds_the_job_alike_on_ev
     assert "\x00" not in (job.last_error or "") and "\ud800" not in (job.last_error or "")
     fresh = connect(ledger_path)
     try:
-        assert evidence.for_job(fresh, job) == []  # no handle was recorded as evidence
+        assert evidence_store.for_job(fresh, job) == []  # no handle was recorded as evidence
     finally:
         fresh.close()
     clock.advance(3600)

@@ -29,7 +29,7 @@ import pytest
 from documented import example
 from gemini_deliveries import delivery, envelope, post, signed
 
-from ledger import evidence, make_webhook_server, queries, triage
+from ledger import make_webhook_server, queries, triage
 from ledger.clock import ManualClock, SystemClock
 from ledger.config import Config, load_config
 from ledger.db import connect, write_tx
@@ -37,6 +37,8 @@ from ledger.model import Job, JobKey
 from ledger.remotes import remote_for
 from ledger.reserve import reserve
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
+from ledger.store import evidence as evidence_store
 from ledger.worker import RemoteCache, TickReport, tick
 
 OP = "article.generate"
@@ -176,7 +178,7 @@ def test_a_failed_delivery_keeps_its_error_code_and_message(sim: Simulator, rx: 
     rx.tick()
     conn = connect(rx.ledger, readonly=True)
     try:
-        [ev] = [e for e in evidence.for_job(conn, job) if e.source == "webhook"]
+        [ev] = [e for e in evidence_store.for_job(conn, job) if e.source == "webhook"]
     finally:
         conn.close()
     assert ev.remote_state == "failed" and ev.handle == interaction
@@ -209,7 +211,7 @@ def test_a_retry_and_an_exact_replay_are_acknowledged_once_recorded(sim: Simulat
     rx.tick()
     conn = connect(rx.ledger, readonly=True)
     try:
-        webhook_evidence = [e for e in evidence.for_job(conn, job) if e.source == "webhook"]
+        webhook_evidence = [e for e in evidence_store.for_job(conn, job) if e.source == "webhook"]
     finally:
         conn.close()
     assert len(webhook_evidence) == 1
@@ -286,7 +288,7 @@ def test_a_second_interaction_for_a_jobs_idem_key_is_cancelled_once_and_never_de
         assert slow.count("create", job.idem_key) == 2 and slow.count("cancel") == 1
         conn = connect(ledger_path, readonly=True)
         try:
-            assert evidence.duplicate_count(conn) == 1
+            assert events_store.duplicate_count(conn) == 1
         finally:
             conn.close()
 
@@ -337,7 +339,7 @@ def test_a_handle_that_is_another_jobs_is_never_cancelled_as_a_duplicate(
         conn = connect(ledger_path)
         try:
             with write_tx(conn):
-                evidence.record(conn, at=time.time(), source="webhook", idem_key=a.idem_key, attempt=1,
+                evidence_store.record(conn, at=time.time(), source="webhook", idem_key=a.idem_key, attempt=1,
                                 handle=b.handle, remote_state="running", job=a.key, ref="msg_forged")
         finally:
             conn.close()

@@ -20,10 +20,12 @@ import test_documented_webhooks as documented
 from gemini_deliveries import delivery
 from test_documented_webhooks import ENV, SECRET, Receiver, _held_lost_reply
 
-from ledger import candidates, evidence, foreign, worker
+from ledger import candidates, worker
 from ledger.clock import ManualClock
 from ledger.db import connect
+from ledger.model import Evidence
 from ledger.simulator import DEFAULT_API_KEY, Simulator
+from ledger.store import evidence as evidence_store
 
 BACKENDS = ("sqlite", "postgresql")
 rx = documented.rx  # the receiver fixtures of the documented-webhooks tests
@@ -38,18 +40,18 @@ def _create_elsewhere(sim: Simulator, labels: dict[str, str]) -> str:
     return str(reply.json()["id"])
 
 
-def _tally(rx: Receiver) -> foreign.ForeignTally:
+def _tally(rx: Receiver) -> evidence_store.ForeignTally:
     conn = connect(rx.ledger, readonly=True)
     try:
-        return foreign.tally(conn)
+        return evidence_store.foreign_tally(conn)
     finally:
         conn.close()
 
 
-def _orphans(rx: Receiver) -> list[evidence.Evidence]:
+def _orphans(rx: Receiver) -> list[Evidence]:
     conn = connect(rx.ledger, readonly=True)
     try:
-        return evidence.orphans(conn)
+        return evidence_store.orphans(conn)
     finally:
         conn.close()
 

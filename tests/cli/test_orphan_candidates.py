@@ -26,14 +26,15 @@ from unittest import mock
 
 import pytest
 
-from ledger import candidates, evidence, make_webhook_server, queries
+from ledger import candidates, make_webhook_server, queries
 from ledger.clock import SystemClock
 from ledger.config import Config, load_config
 from ledger.db import connect, write_tx
 from ledger.errors import EXIT_UNDECIDED_CANDIDATES
-from ledger.model import Job, JobKey
+from ledger.model import Evidence, Job, JobKey
 from ledger.reserve import reserve
 from ledger.simulator import Simulator
+from ledger.store import evidence as evidence_store
 from ledger.worker import RemoteCache, tick
 
 OP = "article.generate"
@@ -118,10 +119,10 @@ def _held_by_timeout_then_delivered(
     return job, orphan.id, interaction
 
 
-def _orphan_of(ledger: Path, interaction: str) -> evidence.Evidence | None:
+def _orphan_of(ledger: Path, interaction: str) -> Evidence | None:
     conn = connect(ledger, readonly=True)
     try:
-        return next((e for e in evidence.orphans(conn) if e.handle == interaction), None)
+        return next((e for e in evidence_store.orphans(conn) if e.handle == interaction), None)
     finally:
         conn.close()
 
@@ -241,19 +242,19 @@ def test_an_orphan_outside_the_window_or_of_another_model_is_not_a_candidate(
                 ("model", (window[0] + window[1]) / 2, "models/some-other-model"),  # in time, another model
                 ("same", (window[0] + window[1]) / 2, f"models/{cfg.remotes['gemini'].model}"),  # could be it
             ):
-                ids[name] = evidence.record(
+                ids[name] = evidence_store.record(
                     conn, at=now, source="webhook", idem_key="", attempt=None, handle=f"v1_{name}",
                     remote_state="completed", job=None, ref=f"msg_{name}",
                     detail={"type": "interaction.completed", "remote": "gemini"})
-                evidence.mark_handled(conn, ids[name], "orphan: the interaction's record names no idem key", now,
+                evidence_store.mark_handled(conn, ids[name], "orphan: the interaction's record names no idem key", now,
                                       {"created": created, "model": model})
             # signed for a remote no operation of this job uses: not this job's either
-            ids["other-remote"] = evidence.record(
+            ids["other-remote"] = evidence_store.record(
                 conn, at=now, source="webhook", idem_key="", attempt=None, handle="v1_elsewhere",
                 remote_state="completed", job=None, ref="msg_elsewhere",
                 detail={"type": "interaction.completed", "remote": "another-remote"})
             # not read yet (the GET failed so far): a candidate by its arrival
-            ids["unread"] = evidence.record(
+            ids["unread"] = evidence_store.record(
                 conn, at=now, source="webhook", idem_key="", attempt=None, handle="v1_unread",
                 remote_state="completed", job=None, ref="msg_unread",
                 detail={"type": "interaction.completed", "remote": "gemini"})

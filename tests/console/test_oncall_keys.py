@@ -23,12 +23,13 @@ from console.screens.overview import OverviewScreen
 from console.screens.triage import TriageScreen
 from console.widgets.guarded_action import GuardedAction
 from console.widgets.held_table import HeldTable
-from ledger import evidence, queries
+from ledger import queries
 from ledger.clock import ManualClock
 from ledger.config import Config, load_config
 from ledger.db import connect, create_ledger, write_tx
 from ledger.model import JobKey, idem_key
 from ledger.simulator import Simulator
+from ledger.store import evidence as evidence_store
 from ledger.worker import RemoteCache, submit_now
 
 pytestmark = pytest.mark.anyio
@@ -151,7 +152,7 @@ async def test_reconcile_in_eight_keys_with_the_handle_evidence_names(tmp_path: 
         job = queries.find_job(conn, key)
         assert job is not None and job.handle is None
         with write_tx(conn):
-            evidence.record(conn, at=T - 60, source="webhook", idem_key=idem, attempt=job.attempt, handle=handle,
+            evidence_store.record(conn, at=T - 60, source="webhook", idem_key=idem, attempt=job.attempt, handle=handle,
                             remote_state="completed", job=key, ref="delivery-1")
     finally:
         conn.close()

@@ -12,12 +12,13 @@ from test_triage import T, fingerprint, guard, open_triage
 from console.app import make_app
 from console.screens.evidence import EvidenceScreen
 from console.screens.overview import OverviewScreen
-from ledger import evidence, triage
+from ledger import triage
 from ledger.clock import ManualClock
 from ledger.config import load_config
 from ledger.db import connect, create_ledger, write_tx
 from ledger.model import JobKey, idem_key
 from ledger.simulator import Simulator
+from ledger.store import evidence as evidence_store
 from ledger.worker import RemoteCache, submit_now
 
 pytestmark = pytest.mark.anyio
@@ -28,7 +29,7 @@ async def test_orphan_evidence_is_listed_with_what_the_remote_said(demo: Demo) -
     conn = connect(demo.ledger)
     try:
         with write_tx(conn):
-            evidence.record(conn, at=demo.clock.now(), source="webhook", idem_key="e" * 32, attempt=2,
+            evidence_store.record(conn, at=demo.clock.now(), source="webhook", idem_key="e" * 32, attempt=2,
                             handle="v1_orphan[red]x[/red]", remote_state="completed", job=None, ref="msg_orphan")
     finally:
         conn.close()
@@ -63,11 +64,11 @@ async def test_a_held_jobs_screens_show_the_orphan_that_could_be_its_own_and_rel
         job = triage.get_job(conn, key)
         assert job.send_started_at is not None
         with write_tx(conn):
-            orphan = evidence.record(
+            orphan = evidence_store.record(
                 conn, at=job.send_started_at + 5, source="webhook", idem_key="", attempt=None,
                 handle="v1_unlabelled[b]x[/b]", remote_state="completed", job=None, ref="msg_unlabelled",
                 detail={"type": "interaction.completed", "remote": config.operations[key.operation].remote})
-            evidence.mark_handled(conn, orphan, "orphan: the interaction's record names no idem key", clock.now(),
+            evidence_store.mark_handled(conn, orphan, "orphan: the interaction's record names no idem key", clock.now(),
                                   {"created": job.send_started_at + 0.5, "model": config.remotes[
                                       config.operations[key.operation].remote].model})
         triage.record_finding(conn, config, key, "not_received", "nothing in the console", actor="alice", clock=clock)

@@ -28,6 +28,8 @@ from ledger.remotes import remote_for
 from ledger.remotes.base import SendOutcome
 from ledger.reserve import reserve
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
+from ledger.store import evidence as evidence_store
 from ledger.worker import RemoteCache, record_send_outcome, tick
 
 OP = "article.generate"
@@ -140,7 +142,7 @@ def test_forged_unsigned_and_stale_deliveries_get_a_4xx_and_change_nothing(
     answer = _receive(ledger_path, wh_cfg, body, headers, clock)
     assert 400 <= answer.status < 500
     assert fingerprint(ledger_path) == before
-    assert sum(evidence.refusal_counts(conn).values()) == 1
+    assert sum(evidence_store.refusal_counts(conn).values()) == 1
 
 
 def test_a_replay_and_a_redelivery_are_acknowledged_and_keep_one_evidence_record(
@@ -156,9 +158,9 @@ def test_a_replay_and_a_redelivery_are_acknowledged_and_keep_one_evidence_record
     body2, headers2 = _delivery(handle, msg_id="msg_fixed", at=later)  # the sender's retry
     assert _receive(ledger_path, wh_cfg, body2, headers2, clock).status == 200
     assert fingerprint(ledger_path) == before
-    assert evidence.refusal_counts(conn) == {"redelivered": 1, "replayed": 1}
+    assert evidence_store.refusal_counts(conn) == {"redelivered": 1, "replayed": 1}
     tick(conn, wh_cfg, clock=clock, remotes=RemoteCache(wh_cfg), owner="w2")
-    assert len([e for e in evidence.for_job(conn, job) if e.source == "webhook"]) == 1
+    assert len([e for e in evidence_store.for_job(conn, job) if e.source == "webhook"]) == 1
 
 
 def test_an_interaction_the_remote_does_not_know_stays_orphan_evidence_with_its_id_and_reason(
@@ -166,11 +168,11 @@ def test_an_interaction_the_remote_does_not_know_stays_orphan_evidence_with_its_
     run_cli: Callable[..., Any], write_config: Callable[..., Path], config_dict: dict[str, Any],
 ) -> None:
     assert _receive(ledger_path, wh_cfg, *_delivery("v1_zzz"), clock).status == 202
-    [pending] = evidence.orphans(conn)
+    [pending] = evidence_store.orphans(conn)
     assert pending.handle == "v1_zzz" and pending.job is None and pending.outcome is None
     report = tick(conn, wh_cfg, clock=clock, remotes=RemoteCache(wh_cfg), owner="w1")
     assert report.evidence_attributed == 0
-    [orphan] = evidence.orphans(conn)
+    [orphan] = evidence_store.orphans(conn)
     assert orphan.outcome is not None and "no longer knows v1_zzz" in orphan.outcome
     write_config({**config_dict, "remotes": {"gemini": {**config_dict["remotes"]["gemini"],
                                                          "webhook_secret_env": "RECLAIM_TEST_WHSEC"}}})
@@ -275,4 +277,4 @@ def test_a_second_interaction_for_one_idem_key_is_recorded_cancelled_and_never_d
         assert dup.detail["handle"] == stray.handle and dup.detail["cancel"] is not None
         after = queries.find_job(conn, res.key)
         assert after is not None and after.handle == job.handle  # the job's own interaction stays its result
-        assert evidence.duplicate_count(conn) == 1
+        assert events_store.duplicate_count(conn) == 1

@@ -20,13 +20,14 @@ from typing import Any
 import pytest
 from process_state import process_state
 
-from ledger import evidence, queries
+from ledger import queries
 from ledger.clock import SystemClock
 from ledger.config import load_config
 from ledger.db import connect
 from ledger.model import JobKey, idem_key
 from ledger.reserve import reserve
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
 
 OP = "article.generate"
 SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
@@ -152,7 +153,7 @@ def test_a_stray_create_of_a_stopped_worker_is_detected_cancelled_and_never_deli
         ticks.append(run_cli("tick", env=env))
         conn = connect(ledger_path, readonly=True)
         try:
-            return evidence.duplicate_count(conn) == 1
+            return events_store.duplicate_count(conn) == 1
         finally:
             conn.close()
 

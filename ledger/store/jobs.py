@@ -1,0 +1,22 @@
+"""The SQL that finds a job by its remote handle (ledger.evidence, ledger.receiver, ledger.candidates).
+
+The same SQL on both backends. Only reads; each raises the ledger's own errors only (LedgerUnavailable,
+LedgerLocked, LedgerCorrupt).
+"""
+
+from __future__ import annotations
+
+from ledger.model import Job, JobKey
+from ledger.store import Connection
+
+
+def handle_owner(conn: Connection, handle: str) -> JobKey | None:
+    """The key of the job the remote handle `handle` is attached to; None when no job has it."""
+    row = conn.execute("SELECT job_id, operation FROM jobs WHERE handle = ? LIMIT 1", (handle,)).fetchone()
+    return JobKey(row[0], row[1]) if row else None
+
+
+def job_with_handle(conn: Connection, handle: str) -> Job | None:
+    """The job the remote handle `handle` is attached to, every field; None when no job has it."""
+    row = conn.execute("SELECT * FROM jobs WHERE handle = ? LIMIT 1", (handle,)).fetchone()
+    return Job.from_row(row) if row is not None else None

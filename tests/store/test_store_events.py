@@ -1,0 +1,75 @@
+"""ledger.store.events on both backends: the named reads of the events table (a job's last send start, its events of
+one kind, the duplicates detected) on an empty ledger and after writes (read back on a fresh connection), in order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ledger import triage
+from ledger.clock import ManualClock
+from ledger.config import Config
+from ledger.db import connect, write_tx
+from ledger.model import JobKey
+from ledger.simulator import Simulator
+from ledger.store import Connection
+from ledger.store import events as events_store
+from ledger.transitions import apply
+from ledger.worker import RemoteCache, submit_now
+
+BACKENDS = ("sqlite", "postgresql")  # each test runs on each (tests/conftest.py)
+OP = "article.generate"
+
+
+@contextmanager
+def fresh(ledger: Path) -> Iterator[Connection]:
+    """A new connection to the ledger: what another process would read."""
+    c = connect(ledger)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def test_an_empty_ledger_has_no_events(conn: Connection) -> None:
+    key = JobKey("none", OP)
+    assert events_store.last_send_started(conn, key) is None
+    assert events_store.of_kind(conn, key, "finding") == []
+    assert events_store.duplicate_count(conn) == 0
+
+
+def test_a_held_jobs_send_start_and_its_events_of_one_kind(
+    sim: Simulator, conn: Connection, cfg: Config, clock: ManualClock, ledger_path: Path,
+) -> None:
+    sim.add_fault("drop_before_accept")
+    res = submit_now(conn, cfg, OP, {"input": "x"}, clock=clock, job_id="held", remotes=RemoteCache(cfg))
+    assert res.state == "held"
+    started = clock.now()
+    clock.advance(10)
+    triage.record_finding(conn, cfg, res.key, "not_received", "first look", actor="alice", clock=clock)
+    clock.advance(10)
+    triage.record_finding(conn, cfg, res.key, "not_received", "second look", actor="bob", clock=clock)
+    other = JobKey("other", OP)
+    with fresh(ledger_path) as c:
+        assert events_store.last_send_started(c, res.key) == started
+        assert events_store.last_send_started(c, other) is None
+        found = events_store.of_kind(c, res.key, "finding")
+        assert [(actor, at, detail["note"]) for actor, at, detail in found] == [
+            ("alice", started + 10, "first look"), ("bob", started + 20, "second look")]
+        assert events_store.of_kind(c, res.key, "candidate_dismissed") == []
+        assert events_store.of_kind(c, other, "finding") == []
+
+
+def test_duplicates_are_counted_across_jobs(
+    sim: Simulator, conn: Connection, cfg: Config, clock: ManualClock, ledger_path: Path,
+) -> None:
+    keys = [submit_now(conn, cfg, OP, {"input": n}, clock=clock, job_id=n, remotes=RemoteCache(cfg)).key
+            for n in ("a", "b")]
+    for n, key in enumerate([*keys, keys[0]]):
+        with write_tx(conn):
+            state = triage.get_job(conn, key).state
+            assert apply(conn, key, "duplicate_send", actor="w", now=clock.now(), expected_state=state,
+                         detail={"handle": f"interactions/dup-{n}"}).ok
+    with fresh(ledger_path) as c:
+        assert events_store.duplicate_count(c) == 3
