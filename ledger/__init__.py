@@ -66,7 +66,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # ledger.files
     "fsync_dir": ("ledger.files", "fsync_dir"), "place_new": ("ledger.files", "place_new"),
     # ledger.follow
-    "EventCursor": ("ledger.follow", "EventCursor"), "wait_for_change": ("ledger.follow", "wait_for_change"),
+    "EventCursor": ("ledger.follow", "EventCursor"), "wait_for_change": ("ledger.store", "wait_for_change"),
     # ledger.policy and ledger.seal
     "POLICY_SETTINGS": ("ledger.policy", "SETTINGS"),
     "read_policy": ("ledger.policy", "read"),
@@ -273,7 +273,7 @@ if TYPE_CHECKING:
         snapshot as export_snapshot,
     )
     from ledger.files import fsync_dir, place_new
-    from ledger.follow import EventCursor, wait_for_change
+    from ledger.follow import EventCursor
     from ledger.heartbeat import Liveness, WorkerBeat, WorkerBoard, read_board
     from ledger.heartbeat import duration as duration_text
     from ledger.history import check_destination as history_destination
@@ -347,7 +347,7 @@ if TYPE_CHECKING:
     from ledger.seal import read_key as read_audit_key
     from ledger.seal import use_key as use_audit_key
     from ledger.stages import STAGES, Stage, awaiting_count, job_stage
-    from ledger.store import check_pages, is_url, ledger_clock, shown_ledger
+    from ledger.store import check_pages, is_url, ledger_clock, shown_ledger, wait_for_change
     from ledger.store.events import duplicate_count as evidence_duplicate_count
     from ledger.store.evidence import ForeignTally, foreign_tally
     from ledger.store.evidence import for_job as evidence_for_job

@@ -13,12 +13,11 @@ autocommit mode, so no read snapshot outlives one query.
 On PostgreSQL the same holds: every event is appended under the audit chain's advisory lock, which is
 held until the transaction has committed, so ids become visible in order and none can appear later
 below the cursor (tests/system/test_postgres.py holds a writer open mid-append to prove it). The wake-up is a
-NOTIFY sent by the event trigger at commit (`wait_for_change`), with the same polling as the fallback.
+NOTIFY sent by the event trigger at commit (`ledger.store.wait_for_change`), with the same polling as the fallback.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
@@ -92,21 +91,3 @@ class EventCursor:
         events = list(reversed(queries.latest_events(self.conn, n)))
         self.cursor = events[-1].id if events else 0
         return events
-
-
-def wait_for_change(conn: Connection | None, seconds: float, wake: threading.Event | None = None) -> None:
-    """Wait until the next look is worth taking: at most `seconds`, less when `wake` is set, and on
-    PostgreSQL as soon as a commit appended an event (LISTEN on `conn`, woken by the trigger's NOTIFY)."""
-    if conn is None or not store.is_pg(conn):
-        if wake is None:
-            time.sleep(seconds)
-        else:
-            wake.wait(seconds)
-        return
-    deadline = time.monotonic() + seconds
-    while wake is None or not wake.is_set():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return
-        if conn.wait_change(min(left, 0.05) if wake is not None else left):
-            return

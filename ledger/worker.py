@@ -1039,27 +1039,21 @@ def run_worker(
     return passes
 
 
-WAKE_POLL_SECONDS = 0.05
-"""How often a waiting worker looks for new webhook evidence (one cheap pragma on SQLite)."""
-
-
 def wait_for_evidence(conn: Connection, seconds: float, stop: threading.Event, *, since: int) -> bool:
     """Wait up to `seconds` between passes; return early (True) when webhook evidence newer than id `since`
     is recorded (by the receiver, another process), so a delivery for a held job is acted on at once rather
     than after the poll interval. Returns False when the time ran out or `stop` was set."""
     deadline = time.monotonic() + seconds
-    version = store.change_token(conn)
+    token = store.change_token(conn)  # before the look: a commit after it moves the token again
     if evidence_store.latest_id(conn) > since:
         return True
-    while not stop.wait(max(0.0, min(WAKE_POLL_SECONDS, deadline - time.monotonic()))):
-        if time.monotonic() >= deadline:
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not store.wait_for_change(conn, left, stop, since=token):
             return False
-        now_version = store.change_token(conn)
-        if now_version != version:
-            version = now_version
-            if evidence_store.latest_id(conn) > since:
-                return True
-    return False
+        token = store.change_token(conn)
+        if evidence_store.latest_id(conn) > since:
+            return True
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ LISTEN/NOTIFY), and how the pages are checked.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar, cast
@@ -171,7 +173,6 @@ def retrying(conn: Connection, body: Callable[[], T]) -> T:
 
 def _retry(body: Callable[[], T]) -> T:
     import random
-    import time
 
     from ledger.errors import LedgerLocked, SerializationFailure
 
@@ -192,6 +193,51 @@ def change_token(conn: Connection) -> int:
         return conn.change_token()
     row = conn.execute("PRAGMA data_version").fetchone()
     return int(row[0])
+
+
+CHANGE_POLL_SECONDS = 0.05
+"""How often a wait for a change looks at the change token (one cheap statement), and how long a PostgreSQL
+wait for a notification lasts between looks at `wake`."""
+
+
+def wait_for_change(
+    conn: Connection | None, seconds: float, wake: threading.Event | None = None, *, since: int | None = None,
+) -> bool:
+    """Wait until another connection commits to the ledger: at most `seconds`, less when `wake` is set.
+
+    True as soon as a commit is seen: the change token moved from `since` (when given: take it before the read
+    whose result the wait should outdate, so a commit in between is not missed) or from its value when the wait
+    began; on PostgreSQL also a NOTIFY from the event trigger (every appended event sends one). False when the
+    time ran out or `wake` was set first. With no connection (the ledger cannot be read) it only waits. Raises
+    the ledger's own error when the ledger cannot be read.
+    """
+    deadline = time.monotonic() + seconds
+    if conn is None:
+        if wake is None:
+            time.sleep(seconds)
+        else:
+            wake.wait(seconds)
+        return False
+    token = change_token(conn) if since is None else since
+    while True:
+        if since is not None and change_token(conn) != token:
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0 or (wake is not None and wake.is_set()):
+            return False
+        if is_pg(conn):
+            step = left if wake is None and since is None else min(left, CHANGE_POLL_SECONDS)
+            if conn.wait_change(step):
+                return True
+        else:
+            step = min(left, CHANGE_POLL_SECONDS)
+            if wake is not None:
+                if wake.wait(step):
+                    return False
+            else:
+                time.sleep(step)
+            if change_token(conn) != token:
+                return True
 
 
 def ledger_file(conn: Connection) -> str:
