@@ -35,6 +35,7 @@ from ledger import (
     EXIT_RESERVED_NOT_SENT,
     EXIT_SEND_TAKEN_OVER,
     EXIT_VERIFY_FAILED,
+    JOURNAL_BYTES,
     POLICY_SETTINGS,
     PROBE_WAIT_SECONDS,
     SEAT_ENV,
@@ -48,6 +49,7 @@ from ledger import (
     Job,
     JobFilter,
     JobKey,
+    JournalReport,
     LedgerCorrupt,
     LedgerError,
     Liveness,
@@ -56,7 +58,6 @@ from ledger import (
     WorkerBoard,
     apply_policy,
     arrival_words,
-    audit_head,
     audit_key_path,
     candidate_choices,
     check_action_input,
@@ -68,11 +69,7 @@ from ledger import (
     current_audit_key,
     dry_run_action,
     duration_text,
-    evidence_duplicate_count,
     evidence_for_job,
-    evidence_refusal_counts,
-    fenced_write_count,
-    foreign_tally,
     get_job,
     held_candidates,
     is_url,
@@ -81,27 +78,24 @@ from ledger import (
     ledger_clock,
     list_jobs,
     load_config,
+    loose_permissions,
     may_arrive_until,
-    operation_counts,
     operations_of,
     orphan_evidence,
     os_account,
     parse_when,
-    paused_remotes,
     policy_owner,
     process_clock,
     quota_history,
-    quota_today,
     read_audit_key,
-    read_board,
     read_policy,
+    read_status,
     record_policy,
     require_policy_owner,
     require_role,
     resolve_identity,
     resume_remote,
     shown_ledger,
-    state_counts,
     take,
     use_audit_key,
     wait_for_change,
@@ -358,7 +352,7 @@ def init(
         if not created:
             _check_ledger_pages(ledger, PAGE_CHECK_SECONDS)
         seeded = _seed_policy(ledger, cfg, config) if cfg is not None else "no config: the ledger holds no policy yet"
-        loose = _loose_permissions(ledger)
+        loose = loose_permissions(ledger)
     if as_json:
         output.emit_json({"ledger": shown_ledger(ledger), "created": created, "wrote_config": wrote_config,
                           "wrote_audit_key": str(wrote_key) if wrote_key else None, "policy": seeded,
@@ -394,28 +388,6 @@ def _seed_policy(ledger: Path | str, cfg: Config, config: Path) -> str:
         return f"recorded from {config} (event {event_id}); 'reclaim policy show' prints it"
     finally:
         conn.close()
-
-
-def _loose_permissions(ledger: Path | str) -> list[str]:
-    """Warnings for a SQLite ledger whose file, -wal, -shm or folder others than its owner may write: operators
-    should act through the CLI, not with write access to the file (any writer can edit it; verify tells)."""
-    if is_url(str(ledger)):
-        return []
-    import stat as st
-
-    p = Path(ledger)
-    out: list[str] = []
-    for path in (p, Path(f"{p}-wal"), Path(f"{p}-shm"), p.parent):
-        try:
-            mode = path.stat().st_mode
-        except OSError:
-            continue
-        if mode & (st.S_IWGRP | st.S_IWOTH) and not (path == p.parent and mode & st.S_ISVTX and not mode & st.S_IWOTH):
-            who = "group and others" if mode & st.S_IWGRP and mode & st.S_IWOTH else (
-                "others" if mode & st.S_IWOTH else "its group")
-            out.append(f"{path} is writable by {who} (mode {st.S_IMODE(mode):o}): anyone who can write it can edit "
-                       f"the ledger around reclaim; chmod go-w {path} and let operators act through the CLI")
-    return out
 
 
 policy_app = typer.Typer(help="The ledger's policy: identity source, roles, four-eyes (its owner changes it).",
@@ -640,121 +612,59 @@ def status(
     you are acting as."""
     with _guard(as_json):
         conn, cfg, clock = _open(ledger, config, readonly=True)
-        who = _identity(cfg, operator)
-        pages_checked = check_pages(conn, PAGE_CHECK_SECONDS)
-        states = state_counts(conn)
-        ops = operation_counts(conn)
-        today = quota_today(conn, cfg, clock.now())
-        fenced = fenced_write_count(conn)
-        pauses = paused_remotes(conn)
-        duplicates = evidence_duplicate_count(conn)
-        webhooks = evidence_refusal_counts(conn)
-        foreigners = foreign_tally(conn)
-        event_count, head_hash = audit_head(conn)
-        now = clock.now()
-        silence = cfg.policy.worker_silence_seconds
-        board = read_board(conn)
-        live = board.liveness(now, silence)
-        held_policy = read_policy(conn)
-        warnings = _loose_permissions(ledger)
-        if held_policy.settings is None:
-            warnings.insert(0, "this ledger holds no policy: identity, roles and four-eyes come from the config "
-                               "each caller passes, which any caller can write. The ledger's owner must run "
-                               "'reclaim policy set --from-config' (or 'reclaim init') with the shared config")
-        outcomes = _journal_report(conn, cfg, ledger)
+        st = read_status(conn, cfg, ledger=ledger, identity=_identity(cfg, operator), now=clock.now(),
+                         page_check_seconds=PAGE_CHECK_SECONDS)
     if as_json:
-        output.emit_json({
-            "paused_remotes": {
-                name: {"since": iso(p.paused_at), "reason": p.reason, "error": p.error, "refusals": p.refusals,
-                       "next_probe": iso(p.probe_at), "job_id": p.job.job_id, "operation": p.job.operation}
-                for name, p in pauses.items()
-            },
-            "states": states,
-            "operations": {
-                name: {"states": ops.get(name, {}), "quota_today": {"used": q.used, "limit": q.limit}}
-                for name, q in ((q.operation, q) for q in today)
-            },
-            "fenced_writes": fenced,
-            "duplicate_sends": duplicates,
-            "audit": {"events": event_count, "head_hash": head_hash},
-            "webhook_counters": webhooks,
-            "foreign_deliveries": {**foreigners.to_dict(), "last_seen": iso(foreigners.last_seen)
-                                   if foreigners.last_seen is not None else None,
-                                   "retention_days": cfg.policy.foreign_retention_days},
-            "workers": {
-                "summary": live.summary(), "silent": live.silent, "running": live.workers,
-                "unresponsive": live.unresponsive, "last_pass_at": iso(live.last_pass_at) if live.last_pass_at else None,
-                "last_pass_age_seconds": live.age, "silence_seconds": silence,
-                "recent": [h.to_dict(now, silence) for h in board.recent],
-            },
-            "identity": {"operator": who.name, "source": who.source, "verified": who.verified,
-                         "roles": sorted(cfg.roles_of(who.name))},
-            "pages_checked": pages_checked,
-            "policy": {"held_by_ledger": held_policy.settings is not None, "event_id": held_policy.event_id},
-            "warnings": warnings,
-            "journal": outcomes,
-        })
+        output.emit_json(st.to_dict())
         return
-    for warning in warnings:
+    for warning in st.warnings:
         output.line(f"WARNING: {warning}")
-    output.line(f"{who.label}; roles: {', '.join(sorted(cfg.roles_of(who.name)))}")
-    output.table("jobs by state", ["state", "jobs"], [[s, n] for s, n in states.items()])
+    output.line(f"{st.identity.label}; roles: {', '.join(st.roles)}")
+    output.table("jobs by state", ["state", "jobs"], [[s, n] for s, n in st.states.items()])
     output.table("today by operation", ["operation", "used", "limit", "remaining", "held"],
-                 [[q.operation, q.used, q.limit, q.remaining, ops.get(q.operation, {}).get("held", 0)] for q in today])
-    output.line(f"audit chain: {event_count} events, head hash {head_hash or '-'} (keep a copy; 'reclaim verify' checks it)")
-    if not pages_checked:
+                 [[q.operation, q.used, q.limit, q.remaining, st.operations.get(q.operation, {}).get("held", 0)]
+                  for q in st.quota_today])
+    output.line(f"audit chain: {st.audit_events} events, head hash {st.audit_head or '-'} (keep a copy; "
+                "'reclaim verify' checks it)")
+    if not st.pages_checked:
         output.line(f"pages: not all checked for damage within {PAGE_CHECK_SECONDS:g} s; 'reclaim verify' checks them all")
-    _print_workers(board, live, now)
-    _print_journal(outcomes)
-    if fenced:
-        output.line(f"fenced writes refused so far: {fenced}")
-    if duplicates:
-        output.line(f"DUPLICATE SENDS detected: {duplicates} (a second remote interaction for one idem key; "
+    _print_workers(st.board, st.live, st.now)
+    _print_journal(st.journal)
+    if st.fenced_writes:
+        output.line(f"fenced writes refused so far: {st.fenced_writes}")
+    if st.duplicate_sends:
+        output.line(f"DUPLICATE SENDS detected: {st.duplicate_sends} (a second remote interaction for one idem key; "
                     "see 'reclaim events' kind duplicate_send)")
-    if webhooks:
-        output.line("webhook deliveries refused or repeated: " + ", ".join(f"{k} {v}" for k, v in webhooks.items()))
+    if st.webhook_counters:
+        output.line("webhook deliveries refused or repeated: "
+                    + ", ".join(f"{k} {v}" for k, v in st.webhook_counters.items()))
+    foreigners = st.foreign
     if foreigners.interactions:
         output.line(f"foreign deliveries (other applications' interactions in the project, not alarming): "
                     f"{foreigners.deliveries} for {foreigners.interactions} interaction(s), last "
                     f"{iso(foreigners.last_seen) if foreigners.last_seen is not None else '-'}; each forgotten "
-                    f"{cfg.policy.foreign_retention_days:g} days after it was last seen")
-    for name, p in pauses.items():
+                    f"{st.foreign_retention_days:g} days after it was last seen")
+    for name, p in st.paused_remotes.items():
         output.line(
             f"remote {name} is PAUSED since {iso(p.paused_at)} ({p.reason}; {p.refusals} refusal(s)); "
             f"next probe {iso(p.probe_at)}; 'reclaim resume {name} --reason ...' once it is fixed"
         )
 
 
-def _journal_report(conn: Connection, cfg: Config, ledger: Path) -> dict[str, Any]:
-    """The outcome journal's state for `status`: where it is, whether its space is allocated in advance,
-    and every record waiting in it with why it waits (the next pass records it, or it cannot be yet)."""
-    from ledger import JOURNAL_BYTES, journal_kept_reason, journal_state
-
-    st = journal_state(ledger)
-    return {
-        "path": str(st.path), "bytes": st.size, "preallocated": st.ready, "preallocate_bytes": JOURNAL_BYTES,
-        "records": [
-            {"job_id": r.job_id, "operation": r.operation, "epoch": r.epoch, "kind": r.kind, "handle": r.handle,
-             "at": iso(r.at), "waits_because": journal_kept_reason(conn, cfg, r) or "the next worker pass records it"}
-            for r in st.records
-        ],
-    }
-
-
-def _print_journal(report: dict[str, Any]) -> None:
+def _print_journal(report: JournalReport) -> None:
     """The outcome journal line: ready, or NOT preallocated (with what to do), and any records waiting."""
-    path, records = report["path"], report["records"]
-    if report["preallocated"]:
-        output.line(f"outcome journal: {report['preallocate_bytes'] // 1024} KiB allocated in advance at {path}")
+    path, records = report.path, report.records
+    if report.preallocated:
+        output.line(f"outcome journal: {JOURNAL_BYTES // 1024} KiB allocated in advance at {path}")
     else:
-        have = "missing" if report["bytes"] is None else f"only {report['bytes']} bytes"
+        have = "missing" if report.size is None else f"only {report.size} bytes"
         output.line(f"OUTCOME JOURNAL: not allocated in advance at {path} ({have}); run 'reclaim init' (after "
                     "freeing disk space if it is full) so an outcome the ledger refuses can still be kept")
     if records:
         output.table(f"OUTCOME JOURNAL: {len(records)} send outcome(s) waiting to be recorded",
                      ["job", "operation", "epoch", "outcome", "handle", "journaled", "waits because"],
-                     [[r["job_id"], r["operation"], r["epoch"], r["kind"], r["handle"] or "-", r["at"],
-                       r["waits_because"]] for r in records])
+                     [[r.job_id, r.operation, r.epoch, r.kind, r.handle or "-", iso(r.at), r.waits_because]
+                      for r in records])
 
 
 def _print_workers(board: WorkerBoard, live: Liveness, now: float) -> None:

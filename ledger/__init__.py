@@ -115,7 +115,10 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "os_account": ("ledger.identity", "os_account"), "require_role": ("ledger.identity", "require_role"),
     "resolve_identity": ("ledger.identity", "resolve"), "SEAT_ENV": ("ledger.identity", "SEAT_ENV"),
     # ledger.integrity
-    "check_pages": ("ledger.store", "check_pages"),
+    "check_pages": ("ledger.store", "check_pages"), "loose_permissions": ("ledger.store", "loose_permissions"),
+    # ledger.status
+    "Status": ("ledger.status", "Status"), "read_status": ("ledger.status", "read_status"),
+    "JournalReport": ("ledger.status", "JournalReport"),
     # ledger.leases
     "claim_for_send": ("ledger.leases", "claim_for_send"),
     # ledger.model
@@ -435,6 +438,7 @@ __all__ = [
     "JobFilter",
     "JobKey",
     "JobNotFound",
+    "JournalReport",
     "LedgerCollector",
     "LedgerCorrupt",
     "LedgerError",
@@ -458,6 +462,7 @@ __all__ = [
     "ReserveResult",
     "SavedView",
     "Stage",
+    "Status",
     "SystemClock",
     "TickReport",
     "UndecidedCandidates",
@@ -525,6 +530,7 @@ __all__ = [
     "list_outbox",
     "list_views",
     "load_config",
+    "loose_permissions",
     "make_webhook_server",
     "may_arrive_until",
     "metrics_exposition",
@@ -556,6 +562,7 @@ __all__ = [
     "read_audit_key",
     "read_board",
     "read_policy",
+    "read_status",
     "record_finding",
     "record_policy",
     "reject",

@@ -249,6 +249,16 @@ def ledger_file(conn: Connection) -> str:
     return ledger_path(cast(SqliteConnection, conn))
 
 
+def loose_permissions(ledger: str | Path) -> list[str]:
+    """Warnings, one per file, for a SQLite ledger whose file, -wal, -shm or folder others than its owner may write:
+    anyone who can write them can edit the ledger around reclaim. [] for PostgreSQL (its server owns the files)."""
+    if is_url(ledger):
+        return []
+    from ledger.store.sqlite import loose_permissions as sqlite_loose_permissions
+
+    return sqlite_loose_permissions(Path(ledger))
+
+
 def check_pages(conn: Connection, budget_seconds: float) -> bool:
     """Check every page of the ledger for damage for at most `budget_seconds` (SQLite's quick check).
 

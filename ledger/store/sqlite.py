@@ -794,3 +794,22 @@ def check_pages(conn: sqlite3.Connection, budget_seconds: float) -> bool:
     if problems:
         raise corrupt_error(ledger_path(conn), problems[0][:200])
     return True
+
+
+def loose_permissions(p: Path) -> list[str]:
+    """`ledger.store.loose_permissions` for the ledger file `p`: its -wal and -shm files and its folder too (a
+    sticky folder that only its group may write is fine)."""
+    import stat as st
+
+    out: list[str] = []
+    for path in (p, Path(f"{p}-wal"), Path(f"{p}-shm"), p.parent):
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            continue
+        if mode & (st.S_IWGRP | st.S_IWOTH) and not (path == p.parent and mode & st.S_ISVTX and not mode & st.S_IWOTH):
+            who = "group and others" if mode & st.S_IWGRP and mode & st.S_IWOTH else (
+                "others" if mode & st.S_IWOTH else "its group")
+            out.append(f"{path} is writable by {who} (mode {st.S_IMODE(mode):o}): anyone who can write it can edit "
+                       f"the ledger around reclaim; chmod go-w {path} and let operators act through the CLI")
+    return out

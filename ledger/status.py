@@ -1,0 +1,172 @@
+"""The status document: the ledger's health at a glance, read in one place for `reclaim status` (its text and
+its `--json`) and anything else that reports it.
+
+Jobs per state and per operation, today's quota, the audit head, whether the pages were checked for damage,
+whether workers are passing, paused remotes, fenced writes, duplicate sends, webhook refusals, foreign
+deliveries, the outcome journal, whether the ledger holds its policy, and who is asking. Only reads; nothing
+is written and no remote is called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ledger import audit, evidence, foreign, heartbeat, journal, policy, queries, remote_health, store
+from ledger.clock import iso
+from ledger.config import Config
+from ledger.foreign import ForeignTally
+from ledger.heartbeat import Liveness, WorkerBoard
+from ledger.identity import Identity
+from ledger.queries import QuotaDay
+from ledger.remote_health import RemotePause
+from ledger.store import Connection
+
+NO_POLICY_WARNING = (
+    "this ledger holds no policy: identity, roles and four-eyes come from the config each caller passes, which any "
+    "caller can write. The ledger's owner must run 'reclaim policy set --from-config' (or 'reclaim init') with the "
+    "shared config"
+)
+
+
+@dataclass(frozen=True)
+class JournalRecord:
+    """A send outcome waiting in the outcome journal, and why it waits."""
+
+    job_id: str
+    operation: str
+    epoch: int
+    kind: str
+    handle: str | None
+    at: float
+    waits_because: str
+
+
+@dataclass(frozen=True)
+class JournalReport:
+    """The outcome journal on this host: where, its size, whether its space is allocated, what waits in it."""
+
+    path: Path
+    size: int | None
+    """Its size in bytes; None when the file is missing."""
+    preallocated: bool
+    records: tuple[JournalRecord, ...]
+
+
+@dataclass(frozen=True)
+class Status:
+    """What `reclaim status` reports (see the module's docstring); `to_dict()` is its `--json` document."""
+
+    identity: Identity
+    roles: tuple[str, ...]
+    states: dict[str, int]
+    operations: dict[str, dict[str, int]]
+    """Jobs per state of each operation."""
+    quota_today: tuple[QuotaDay, ...]
+    fenced_writes: int
+    duplicate_sends: int
+    webhook_counters: dict[str, int]
+    foreign: ForeignTally
+    foreign_retention_days: float
+    audit_events: int
+    audit_head: str | None
+    pages_checked: bool
+    """False when the bounded page check ran out of time (a large ledger; `reclaim verify` checks them all)."""
+    now: float
+    board: WorkerBoard
+    live: Liveness
+    paused_remotes: dict[str, RemotePause]
+    policy_held: bool
+    policy_event_id: int | None
+    warnings: tuple[str, ...]
+    journal: JournalReport
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `reclaim status --json` document."""
+        live, silence = self.live, self.live.silence_seconds
+        return {
+            "paused_remotes": {
+                name: {"since": iso(p.paused_at), "reason": p.reason, "error": p.error, "refusals": p.refusals,
+                       "next_probe": iso(p.probe_at), "job_id": p.job.job_id, "operation": p.job.operation}
+                for name, p in self.paused_remotes.items()
+            },
+            "states": self.states,
+            "operations": {
+                q.operation: {"states": self.operations.get(q.operation, {}),
+                              "quota_today": {"used": q.used, "limit": q.limit}}
+                for q in self.quota_today
+            },
+            "fenced_writes": self.fenced_writes,
+            "duplicate_sends": self.duplicate_sends,
+            "audit": {"events": self.audit_events, "head_hash": self.audit_head},
+            "webhook_counters": self.webhook_counters,
+            "foreign_deliveries": {**self.foreign.to_dict(),
+                                   "last_seen": iso(self.foreign.last_seen) if self.foreign.last_seen is not None
+                                   else None,
+                                   "retention_days": self.foreign_retention_days},
+            "workers": {
+                "summary": live.summary(), "silent": live.silent, "running": live.workers,
+                "unresponsive": live.unresponsive, "last_pass_at": iso(live.last_pass_at) if live.last_pass_at else None,
+                "last_pass_age_seconds": live.age, "silence_seconds": silence,
+                "recent": [h.to_dict(self.now, silence) for h in self.board.recent],
+            },
+            "identity": {"operator": self.identity.name, "source": self.identity.source,
+                         "verified": self.identity.verified, "roles": list(self.roles)},
+            "pages_checked": self.pages_checked,
+            "policy": {"held_by_ledger": self.policy_held, "event_id": self.policy_event_id},
+            "warnings": list(self.warnings),
+            "journal": {
+                "path": str(self.journal.path), "bytes": self.journal.size, "preallocated": self.journal.preallocated,
+                "preallocate_bytes": journal.JOURNAL_BYTES,
+                "records": [
+                    {"job_id": r.job_id, "operation": r.operation, "epoch": r.epoch, "kind": r.kind,
+                     "handle": r.handle, "at": iso(r.at), "waits_because": r.waits_because}
+                    for r in self.journal.records
+                ],
+            },
+        }
+
+
+def read_status(
+    conn: Connection, config: Config, *, ledger: str | Path, identity: Identity, now: float,
+    page_check_seconds: float,
+) -> Status:
+    """Read the status of the ledger `ledger` open on `conn`, as `identity` sees it at `now`.
+
+    Checks the pages for damage for at most `page_check_seconds` first. Raises LedgerCorrupt when damage is found,
+    and the ledger's other errors when it cannot be read. Only reads.
+    """
+    pages_checked = store.check_pages(conn, page_check_seconds)
+    held_policy = policy.read(conn)
+    warnings = store.loose_permissions(ledger)
+    if held_policy.settings is None:
+        warnings.insert(0, NO_POLICY_WARNING)
+    events, head = audit.head(conn)
+    board = heartbeat.read_board(conn)
+    return Status(
+        identity=identity, roles=tuple(sorted(config.roles_of(identity.name))),
+        states=queries.state_counts(conn), operations=queries.operation_counts(conn),
+        quota_today=tuple(queries.quota_today(conn, config, now)), fenced_writes=queries.fenced_write_count(conn),
+        duplicate_sends=evidence.duplicate_count(conn), webhook_counters=evidence.refusal_counts(conn),
+        foreign=foreign.tally(conn), foreign_retention_days=config.policy.foreign_retention_days,
+        audit_events=events, audit_head=head, pages_checked=pages_checked, now=now,
+        board=board, live=board.liveness(now, config.policy.worker_silence_seconds),
+        paused_remotes=remote_health.paused_remotes(conn),
+        policy_held=held_policy.settings is not None, policy_event_id=held_policy.event_id,
+        warnings=tuple(warnings), journal=_journal(conn, config, ledger),
+    )
+
+
+def _journal(conn: Connection, config: Config, ledger: str | Path) -> JournalReport:
+    """The outcome journal's state, with why each waiting record waits (the next pass records it, or it cannot be
+    yet)."""
+    st = journal.state(ledger)
+    return JournalReport(
+        path=st.path, size=st.size, preallocated=st.ready,
+        records=tuple(
+            JournalRecord(r.job_id, r.operation, r.epoch, r.kind, r.handle, r.at,
+                          journal.kept_reason(conn, config, r) or "the next worker pass records it")
+            for r in st.records
+        ),
+    )
