@@ -11,8 +11,6 @@ tests/ledger/test_public_surface.py holds the three to the same names.
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, tuple[str, str]] = {
@@ -178,27 +176,12 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "run_worker": ("ledger.worker", "run_worker"), "send_one": ("ledger.worker", "send_one"),
     "submit_now": ("ledger.worker", "submit_now"), "tick": ("ledger.worker", "tick"),
     "TickReport": ("ledger.worker", "TickReport"), "worker_id": ("ledger.worker", "worker_id"),
-    # ledger.reserve: `reserve_job` is `reserve` under a name no module has (an import linter reads
-    # `from ledger import reserve` as the module).
-    "reserve": ("ledger.reserve", "reserve"), "reserve_job": ("ledger.reserve", "reserve"),
-    "ReserveResult": ("ledger.reserve", "ReserveResult"),
+    # ledger.reservation (`reserve_job` is another name for `reserve`)
+    "reserve": ("ledger.reservation", "reserve"), "reserve_job": ("ledger.reservation", "reserve"),
+    "ReserveResult": ("ledger.reservation", "ReserveResult"),
 }
 """Every public name: (the module it lives in, its name there)."""
 
-
-class _Ledger(types.ModuleType):
-    """The package's module type. `reserve` is both a function and its module's name, and the first import of the
-    module `ledger.reserve` (by whichever module imports it first) sets the package's attribute `reserve` to the
-    module. That one assignment is refused, so `ledger.reserve` and `from ledger import reserve` stay the function
-    without loading `ledger.reserve` when the package loads."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "reserve" and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Ledger
 
 if TYPE_CHECKING:
     from ledger.actions import ACTIONS as ACTION_TABLE
@@ -342,15 +325,16 @@ if TYPE_CHECKING:
     from ledger.report import RELEASE_OUTCOMES, Report
     from ledger.report import Figures as ReportFigures
     from ledger.report import build as build_report
-    from ledger.reserve import ReserveResult, reserve
-    from ledger.reserve import reserve as reserve_job
+    from ledger.reservation import ReserveResult, reserve
+    from ledger.reservation import reserve as reserve_job
     from ledger.seal import create_key as create_audit_key
     from ledger.seal import current_key as current_audit_key
     from ledger.seal import key_path as audit_key_path
     from ledger.seal import read_key as read_audit_key
     from ledger.seal import use_key as use_audit_key
     from ledger.stages import STAGES, Stage, awaiting_count, job_stage
-    from ledger.store import check_pages, is_url, ledger_clock, shown_ledger, wait_for_change
+    from ledger.status import JournalReport, Status, read_status
+    from ledger.store import check_pages, is_url, ledger_clock, loose_permissions, shown_ledger, wait_for_change
     from ledger.store.events import duplicate_count as evidence_duplicate_count
     from ledger.store.evidence import ForeignTally, foreign_tally
     from ledger.store.evidence import for_job as evidence_for_job

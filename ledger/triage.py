@@ -32,7 +32,7 @@ from ledger.model import Event, Job, JobKey
 from ledger.queries import JobFilter, list_jobs
 from ledger.redaction import Redactor
 from ledger.remotes.base import Remote, RemoteStatus, redact_status
-from ledger.reserve import count_quota, quota_used
+from ledger.reservation import count_quota, quota_used
 from ledger.store import Connection
 from ledger.store import evidence as evidence_store
 from ledger.store import jobs as jobs_store

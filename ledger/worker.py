@@ -1083,7 +1083,7 @@ def submit_now(
     remotes: RemoteCache | None = None,
 ) -> SubmitResult:
     """Reserve the job (committed), then send it once at once; a duplicate or refusal sends nothing."""
-    from ledger.reserve import check_operation, reserve
+    from ledger.reservation import check_operation, reserve
 
     check_operation(config, operation)
     # Build the adapter first: a remote that cannot be built (a missing key) must not leave a reservation.

@@ -18,7 +18,7 @@ resource.getrusage where /proc is missing) belongs to that measurement alone. Ea
   settled switch  the same from an overview that has finished drawing (back to it, a pause, then the
                 reserving group's key): pilot.press figure and frame figure.
   memory        peak RSS of the child after the first paint and the switch.
-  live lag      a second process commits a reservation (ledger.reserve.reserve); time from its
+  live lag      a second process commits a reservation (ledger.reservation.reserve); time from its
                 COMMIT (time.monotonic, shared by both processes) until the overview's group tiles
                 display a changed count; p50 / p95 over --commits commits, spaced at random.
                 Baseline: the same on a small ledger (--small jobs), to show what the size costs.
@@ -260,7 +260,7 @@ def child_writer(ledger: str, config_path: str) -> None:
     from ledger.clock import SystemClock
     from ledger.config import load_config
     from ledger.db import connect
-    from ledger.reserve import reserve
+    from ledger.reservation import reserve
 
     config = load_config(config_path)
     operation = sorted(config.operations)[0]

@@ -34,7 +34,7 @@ from ledger.config import parse_config
 from ledger.db import connect, create_ledger
 from ledger.model import JobKey
 from ledger.receiver import make_server
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, run_worker, tick
 

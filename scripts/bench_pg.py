@@ -43,7 +43,7 @@ from ledger.db import connect, create_ledger  # noqa: E402
 from ledger.follow import EventCursor  # noqa: E402
 from ledger.leases import claim_for_send  # noqa: E402
 from ledger.picks import START, HeldPicks, pick_due, release_picks  # noqa: E402
-from ledger.reserve import parse_payload, reserve  # noqa: E402
+from ledger.reservation import parse_payload, reserve  # noqa: E402
 from ledger.store import wait_for_change  # noqa: E402
 from ledger.store.postgres import CHAIN_LOCK, LOCK_TIMEOUT_MS, operation_lock  # noqa: E402
 

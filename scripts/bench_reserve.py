@@ -1,4 +1,4 @@
-"""Benchmark ledger.reserve.reserve() against a raw sqlite3 loop doing the same statements.
+"""Benchmark ledger.reservation.reserve() against a raw sqlite3 loop doing the same statements.
 
 Both sides run on their own fresh ledger file (created by ledger.db.create_ledger, so the schema,
 indexes and triggers are the real ones), N distinct jobs each with its own target, one
@@ -35,7 +35,7 @@ from ledger.chain import event_hash
 from ledger.clock import SystemClock, day_of
 from ledger.config import Config, parse_config
 from ledger.db import connect, create_ledger
-from ledger.reserve import HELD_ON_TARGET, reserve
+from ledger.reservation import HELD_ON_TARGET, reserve
 from ledger.store.sqlite import BUSY_TIMEOUT_MS
 
 OPERATION = "bench.op"

@@ -51,7 +51,7 @@ def prepare(folder: Path) -> str:
     from ledger.clock import SystemClock
     from ledger.config import load_config
     from ledger.db import connect
-    from ledger.reserve import reserve
+    from ledger.reservation import reserve
 
     cfg = load_config(folder / "reclaim.toml")
     conn = connect(folder / "reclaim.db")

@@ -1,7 +1,7 @@
 """Benchmark the worker's poll rate: one ledger.worker.tick over N submitted jobs that stay running.
 
 Fixture (timed separately, not part of the figure): an in-process ledger.simulator.Simulator with a
-huge complete_after, a fresh ledger, N jobs reserved with ledger.reserve.reserve, then each claimed
+huge complete_after, a fresh ledger, N jobs reserved with ledger.reservation.reserve, then each claimed
 with ledger.leases.claim_for_send and marked accepted with ledger.worker.record_send_outcome.
 The first --real-posts jobs are sent for real (ledger.worker.send_one: the google-genai SDK POSTs
 to the simulator); if N real POSTs would take more than 60 s at that rate, the remaining
@@ -39,7 +39,7 @@ from ledger.db import connect, create_ledger
 from ledger.leases import claim_for_send
 from ledger.model import JobKey
 from ledger.remotes.base import SendOutcome
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, record_send_outcome, send_one, tick
 

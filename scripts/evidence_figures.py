@@ -37,7 +37,7 @@ from ledger.clock import SystemClock
 from ledger.config import parse_config
 from ledger.db import connect, create_ledger
 from ledger.receiver import make_server
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.store import events as events_store
 from ledger.store import evidence as evidence_store

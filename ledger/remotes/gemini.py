@@ -30,7 +30,7 @@ process: a connection failure is `not_delivered`, anything else is the SDK refus
 (`invalid`). Once written, an HTTP answer is classified by its body and status (`ERROR_TABLE`), and a
 timeout or reset is `unknown` (held).
 
-Payloads are checked at submit (`validate_payload`, from `ledger.reserve.parse_payload`) with the same
+Payloads are checked at submit (`validate_payload`, from `ledger.reservation.parse_payload`) with the same
 validation the SDK's create runs, so a payload it would refuse never gets a reservation.
 """
 

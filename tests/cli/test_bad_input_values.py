@@ -25,7 +25,7 @@ from ledger.clock import ManualClock
 from ledger.config import load_config
 from ledger.db import connect
 from ledger.errors import BadInput, PayloadError
-from ledger.reserve import check_json_value, reserve
+from ledger.reservation import check_json_value, reserve
 from ledger.simulator import Simulator
 from ledger.store import evidence as evidence_store
 

@@ -30,7 +30,7 @@ from ledger.errors import ConfigError, Refused
 from ledger.model import GROUPS, Event, Job, JobKey, idem_key
 from ledger.remotes import remote_for
 from ledger.remotes.http import HttpRemote, render_lookup
-from ledger.reserve import quota_used
+from ledger.reservation import quota_used
 from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, submit_now, tick
 

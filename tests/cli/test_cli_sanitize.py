@@ -25,7 +25,7 @@ from ledger.db import connect
 from ledger.leases import claim_for_send
 from ledger.model import JobKey
 from ledger.remotes.base import RemoteStatus, SendOutcome
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.worker import record_send_outcome
 
 OP = "article.generate"

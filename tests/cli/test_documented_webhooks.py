@@ -35,7 +35,7 @@ from ledger.config import Config, load_config
 from ledger.db import connect, write_tx
 from ledger.model import Job, JobKey
 from ledger.remotes import remote_for
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.store import events as events_store
 from ledger.store import evidence as evidence_store

@@ -30,7 +30,7 @@ from ledger.db import connect, create_ledger
 from ledger.export import EVENT_COLUMNS, JOB_COLUMNS
 from ledger.leases import claim_for_send
 from ledger.remotes.base import SendOutcome
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.worker import record_send_outcome
 
 BACKENDS = ("sqlite", "postgresql")

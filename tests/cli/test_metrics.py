@@ -34,7 +34,7 @@ from ledger.dispatch import dispatch_outbox
 from ledger.leases import claim_for_send
 from ledger.model import JobKey, idem_key
 from ledger.remotes import remote_for
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, record_send_outcome, submit_now, tick
 

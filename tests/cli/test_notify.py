@@ -28,7 +28,7 @@ from ledger.dispatch import dispatch_outbox, list_outbox, resolve_uncertain
 from ledger.errors import BadInput, Refused
 from ledger.model import JobKey
 from ledger.remotes import remote_for
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.transitions import apply
 from ledger.worker import submit_now, tick

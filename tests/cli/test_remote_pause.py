@@ -19,7 +19,7 @@ from ledger.config import Config, parse_config
 from ledger.db import connect
 from ledger.model import JobKey
 from ledger.remote_health import paused_remotes
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, tick
 

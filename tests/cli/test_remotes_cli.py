@@ -26,7 +26,7 @@ from ledger.model import JobKey
 from ledger.receiver import receive
 from ledger.remote_answers import GEMINI_CAPABILITIES, capabilities_of
 from ledger.remote_health import record_refusal
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 
 OP = "article.generate"

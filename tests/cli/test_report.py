@@ -27,7 +27,7 @@ from ledger.leases import claim_for_send
 from ledger.model import JobKey
 from ledger.remotes import remote_for
 from ledger.remotes.base import SendOutcome
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.transitions import apply
 from ledger.worker import record_send_outcome

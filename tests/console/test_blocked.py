@@ -14,7 +14,7 @@ from console.widgets.event_feed import EventFeed
 from ledger import queries
 from ledger.db import connect
 from ledger.model import JobKey
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 
 pytestmark = pytest.mark.anyio
 

@@ -33,7 +33,7 @@ from ledger.clock import ManualClock
 from ledger.config import Config, load_config
 from ledger.db import connect, create_ledger
 from ledger.model import JobKey, idem_key
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.views import save_view
 from ledger.worker import RemoteCache, submit_now

@@ -18,7 +18,7 @@ from console.widgets.held_table import HeldTable
 from console.widgets.timeline import Timeline
 from ledger.db import connect
 from ledger.leases import claim_for_send
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.worker import RemoteCache, TickReport, recover_stale
 
 pytestmark = pytest.mark.anyio

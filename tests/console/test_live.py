@@ -21,7 +21,7 @@ from console.widgets.event_feed import EventFeed
 from console.widgets.group_counts import GroupCounts
 from console.widgets.ledger_header import LedgerHeader
 from ledger.db import connect
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 
 pytestmark = pytest.mark.anyio
 

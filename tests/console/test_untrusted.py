@@ -22,7 +22,7 @@ from ledger.db import connect, create_ledger
 from ledger.leases import claim_for_send
 from ledger.model import JobKey
 from ledger.remotes.base import RemoteStatus, SendOutcome
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.worker import record_send_outcome
 

@@ -29,7 +29,7 @@ from ledger.db import connect
 from ledger.leases import claim_for_send
 from ledger.model import JobKey
 from ledger.remotes.base import SendOutcome
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.views import list_views, save_view
 from ledger.worker import record_send_outcome
 

@@ -26,7 +26,7 @@ from ledger.leases import claim_for_send, claim_stale
 from ledger.receiver import receive
 from ledger.remotes import remote_for
 from ledger.remotes.base import SendOutcome
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.store import events as events_store
 from ledger.store import evidence as evidence_store

@@ -32,7 +32,7 @@ from ledger.remotes.gemini import (
     parse_error_reply,
     validate_payload,
 )
-from ledger.reserve import parse_payload
+from ledger.reservation import parse_payload
 from ledger.send_window import SendWindow
 from ledger.simulator import INTERACTION_STATUSES, Simulator
 

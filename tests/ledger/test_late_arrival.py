@@ -31,7 +31,7 @@ from ledger.clock import SystemClock
 from ledger.config import load_config
 from ledger.db import connect
 from ledger.model import JobKey
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 
 OP = "article.generate"

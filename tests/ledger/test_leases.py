@@ -16,7 +16,7 @@ from ledger.clock import ManualClock
 from ledger.config import Config
 from ledger.leases import claim_for_send, claim_stale, lease_deadline, send_is_stale
 from ledger.model import Job, JobKey
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 
 OP = "article.generate"
 NOW = 1_796_126_400.0  # 2026-12-01T12:00:00Z

@@ -46,7 +46,7 @@ from ledger.errors import Refused
 from ledger.leases import Claim, claim_for_send
 from ledger.model import STATES, Job, JobKey, idem_key
 from ledger.remotes.base import Capabilities, RemoteStatus, SendKind, SendOutcome
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.sink import deliver_to_folder
 from ledger.worker import (
     RemoteCache,

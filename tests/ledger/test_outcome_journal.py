@@ -27,7 +27,7 @@ from ledger.clock import SystemClock
 from ledger.config import load_config
 from ledger.db import connect, create_ledger
 from ledger.model import JobKey
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 
 OP = "article.generate"

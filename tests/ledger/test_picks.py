@@ -29,7 +29,7 @@ from ledger.errors import LedgerLocked
 from ledger.leases import claim_for_send
 from ledger.model import JobKey, idem_key
 from ledger.picks import pick_due, pick_window, release_picks
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, record_send_outcome, submit_now, tick
 

@@ -104,7 +104,7 @@ def test_the_job_reserve_returns_is_the_row_read_back(
     included, equals the row a fresh connection reads, on both backends."""
     from ledger.db import connect
     from ledger.queries import find_job
-    from ledger.reserve import reserve
+    from ledger.reservation import reserve
 
     conn = connect(ledger_path)
     res = reserve(conn, cfg, OP, payload, clock=clock, job_id=job_id, target=target)

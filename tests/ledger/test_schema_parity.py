@@ -215,7 +215,7 @@ def _fill(path: str | Path) -> None:
     from ledger.clock import ManualClock
     from ledger.config import parse_config
     from ledger.db import connect
-    from ledger.reserve import reserve
+    from ledger.reservation import reserve
 
     cfg = parse_config({"remotes": {"sim": {"kind": "gemini", "base_url": "http://127.0.0.1:9"}},
                         "operations": {"op.a": {"remote": "sim", "daily_quota": 10}}})

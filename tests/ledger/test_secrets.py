@@ -28,7 +28,7 @@ from ledger.config import load_config, parse_config
 from ledger.db import connect
 from ledger.errors import EXIT_HELD, EXIT_RESERVED_NOT_SENT
 from ledger.redaction import MIN_SECRET_LENGTH, Redactor
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 
 OP = "article.generate"

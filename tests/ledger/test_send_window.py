@@ -25,7 +25,7 @@ from ledger.clock import SystemClock
 from ledger.config import parse_config
 from ledger.db import connect
 from ledger.model import JobKey
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.send_window import SendWindow, SendWindowClosed
 from ledger.simulator import Simulator
 

@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LEDGER_MODULES = ["ledger", "ledger.worker", "ledger.triage", "ledger.queries", "ledger.dispatch",
-                  "ledger.db", "ledger.reserve", "ledger.leases", "ledger.outbox", "ledger.simulator",
+                  "ledger.db", "ledger.reservation", "ledger.leases", "ledger.outbox", "ledger.simulator",
                   "ledger.remotes.gemini"]
 
 

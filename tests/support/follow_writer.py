@@ -14,7 +14,7 @@ import time
 from ledger.clock import SystemClock
 from ledger.config import load_config
 from ledger.db import connect
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 
 OP = "article.generate"
 

@@ -27,7 +27,7 @@ from ledger.clock import SystemClock
 from ledger.config import Config
 from ledger.db import connect
 from ledger.follow import EventCursor
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 
 OP = "article.generate"
 WRITER = Path(__file__).parents[1] / "support" / "follow_writer.py"

@@ -34,7 +34,7 @@ from ledger.clock import SystemClock
 from ledger.config import load_config
 from ledger.db import connect
 from ledger.errors import LedgerError
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 
 OP = "article.generate"

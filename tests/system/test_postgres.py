@@ -31,7 +31,7 @@ from ledger.leases import claim_for_send
 from ledger.model import JobKey
 from ledger.picks import pick_due
 from ledger.replay import rebuild_job
-from ledger.reserve import quota_used, reserve
+from ledger.reservation import quota_used, reserve
 from ledger.transitions import append_event, apply
 
 OP = "article.generate"

@@ -23,7 +23,7 @@ from ledger.db import connect
 from ledger.leases import claim_for_send, claim_stale
 from ledger.model import JobKey, idem_key
 from ledger.remotes import remote_for
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, TickReport, record_send_outcome, submit_now, tick
 

@@ -25,7 +25,7 @@ from ledger.clock import SystemClock
 from ledger.config import load_config
 from ledger.db import connect
 from ledger.model import JobKey, idem_key
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.store import events as events_store
 

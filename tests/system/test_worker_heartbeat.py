@@ -20,7 +20,7 @@ from ledger.clock import ManualClock, SystemClock
 from ledger.config import Config
 from ledger.db import connect
 from ledger.heartbeat import HEARTBEAT_SECONDS, WorkerBeat, read_board
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.store.sqlite import AFTER_SCRIPT, APPLICATION_ID, MIGRATIONS, _statements
 from ledger.worker import TickReport, tick
 

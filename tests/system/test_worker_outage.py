@@ -22,7 +22,7 @@ from ledger.db import connect, create_ledger
 from ledger.heartbeat import read_board
 from ledger.model import JobKey
 from ledger.queries import find_job
-from ledger.reserve import reserve
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.worker import OUTAGE_BACKOFF_MAX, outage_backoff, run_worker
 
