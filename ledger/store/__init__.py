@@ -205,39 +205,35 @@ def wait_for_change(
 ) -> bool:
     """Wait until another connection commits to the ledger: at most `seconds`, less when `wake` is set.
 
-    True as soon as a commit is seen: the change token moved from `since` (when given: take it before the read
-    whose result the wait should outdate, so a commit in between is not missed) or from its value when the wait
-    began; on PostgreSQL also a NOTIFY from the event trigger (every appended event sends one). False when the
-    time ran out or `wake` was set first. With no connection (the ledger cannot be read) it only waits. Raises
-    the ledger's own error when the ledger cannot be read.
+    True as soon as a commit is seen: the change token moved from `since` (take it before the read whose result
+    the wait should outdate, so a commit in between is not missed), or on PostgreSQL a NOTIFY from the event
+    trigger (every appended event sends one). False when the
+    time ran out or `wake` was set first. With no connection (the ledger cannot be read), or on SQLite without
+    `since` (a follower whose next read looks at the token itself, and must not block on a locked file between
+    reads), it only waits. Raises the ledger's own error when the ledger cannot be read.
     """
     deadline = time.monotonic() + seconds
-    if conn is None:
+    if conn is None or (since is None and not is_pg(conn)):
         if wake is None:
             time.sleep(seconds)
         else:
             wake.wait(seconds)
         return False
-    token = change_token(conn) if since is None else since
     while True:
-        if since is not None and change_token(conn) != token:
+        if since is not None and change_token(conn) != since:
             return True
         left = deadline - time.monotonic()
         if left <= 0 or (wake is not None and wake.is_set()):
             return False
+        step = left if wake is None and since is None else min(left, CHANGE_POLL_SECONDS)
         if is_pg(conn):
-            step = left if wake is None and since is None else min(left, CHANGE_POLL_SECONDS)
             if conn.wait_change(step):
                 return True
+        elif wake is not None:
+            if wake.wait(step):
+                return False
         else:
-            step = min(left, CHANGE_POLL_SECONDS)
-            if wake is not None:
-                if wake.wait(step):
-                    return False
-            else:
-                time.sleep(step)
-            if change_token(conn) != token:
-                return True
+            time.sleep(step)
 
 
 def ledger_file(conn: Connection) -> str:
