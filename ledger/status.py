@@ -13,15 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger import audit, evidence, foreign, heartbeat, journal, policy, queries, remote_health, store
+from ledger import audit, heartbeat, journal, policy, queries, remote_health, store
 from ledger.clock import iso
 from ledger.config import Config
-from ledger.foreign import ForeignTally
 from ledger.heartbeat import Liveness, WorkerBoard
 from ledger.identity import Identity
 from ledger.queries import QuotaDay
 from ledger.remote_health import RemotePause
 from ledger.store import Connection
+from ledger.store import events as events_store
+from ledger.store import evidence as evidence_store
+from ledger.store.evidence import ForeignTally
 
 NO_POLICY_WARNING = (
     "this ledger holds no policy: identity, roles and four-eyes come from the config each caller passes, which any "
@@ -148,8 +150,8 @@ def read_status(
         identity=identity, roles=tuple(sorted(config.roles_of(identity.name))),
         states=queries.state_counts(conn), operations=queries.operation_counts(conn),
         quota_today=tuple(queries.quota_today(conn, config, now)), fenced_writes=queries.fenced_write_count(conn),
-        duplicate_sends=evidence.duplicate_count(conn), webhook_counters=evidence.refusal_counts(conn),
-        foreign=foreign.tally(conn), foreign_retention_days=config.policy.foreign_retention_days,
+        duplicate_sends=events_store.duplicate_count(conn), webhook_counters=evidence_store.refusal_counts(conn),
+        foreign=evidence_store.foreign_tally(conn), foreign_retention_days=config.policy.foreign_retention_days,
         audit_events=events, audit_head=head, pages_checked=pages_checked, now=now,
         board=board, live=board.liveness(now, config.policy.worker_silence_seconds),
         paused_remotes=remote_health.paused_remotes(conn),

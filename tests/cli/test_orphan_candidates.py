@@ -31,13 +31,8 @@ from ledger.clock import SystemClock
 from ledger.config import Config, load_config
 from ledger.db import connect, write_tx
 from ledger.errors import EXIT_UNDECIDED_CANDIDATES
-<<<<<<< HEAD
 from ledger.model import Evidence, Job, JobKey
-from ledger.reserve import reserve
-=======
-from ledger.model import Job, JobKey
 from ledger.reservation import reserve
->>>>>>> 5ff0b80 (The reservation module is ledger.reservation: no module shares the name of the function ledger.reserve, so the package needs no module type that refuses the import system's binding)
 from ledger.simulator import Simulator
 from ledger.store import evidence as evidence_store
 from ledger.worker import RemoteCache, tick
