@@ -141,7 +141,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # ledger.redaction
     "Redactor": ("ledger.redaction", "Redactor"),
     # ledger.remote_health
-    "paused_remotes": ("ledger.remote_health", "paused_remotes"), "resume_remote": ("ledger.remote_health", "resume"),
+    "resume_remote": ("ledger.remote_health", "resume"),
     # ledger.remotes
     "console_url_for": ("ledger.remotes", "console_url_for"),
     "preload_adapters": ("ledger.remotes", "preload_adapters"),
@@ -157,6 +157,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "evidence_refusal_counts": ("ledger.store.evidence", "refusal_counts"),
     "orphan_evidence": ("ledger.store.evidence", "orphans"),
     "ForeignTally": ("ledger.store.evidence", "ForeignTally"), "foreign_tally": ("ledger.store.evidence", "foreign_tally"),
+    # ledger.store.remote_pauses
+    "paused_remotes": ("ledger.store.remote_pauses", "paused_remotes"),
     # ledger.triage
     "assign": ("ledger.triage", "assign"), "bulk_assign": ("ledger.triage", "bulk_assign"),
     "check_action_input": ("ledger.triage", "check_input"), "dry_run_action": ("ledger.triage", "dry_run"),
@@ -316,7 +318,6 @@ if TYPE_CHECKING:
     from ledger.remote_answers import RemoteAnswers
     from ledger.remote_answers import answers as what_remotes_answer
     from ledger.remote_answers import capabilities_of as remote_capabilities
-    from ledger.remote_health import paused_remotes
     from ledger.remote_health import resume as resume_remote
     from ledger.remotes import console_url_for, preload_adapters
     from ledger.remotes.base import RemoteStatus
@@ -340,6 +341,7 @@ if TYPE_CHECKING:
     from ledger.store.evidence import for_job as evidence_for_job
     from ledger.store.evidence import orphans as orphan_evidence
     from ledger.store.evidence import refusal_counts as evidence_refusal_counts
+    from ledger.store.remote_pauses import paused_remotes
     from ledger.triage import (
         FINDING_CATEGORIES,
         Preview,

@@ -14,18 +14,18 @@ sending, polling or delivering; `reclaim status` and the console header say so.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
-from ledger.clock import Clock, iso, span
+from ledger.clock import Clock, span
 from ledger.db import write_tx
 from ledger.errors import LedgerError
-from ledger.store import Connection, Row
+from ledger.store import Connection
+from ledger.store import heartbeats as heartbeats_store
+from ledger.store.heartbeats import Heartbeat
 
 HEARTBEAT_SECONDS = 5.0
 """While idle, a worker writes its heartbeat at most this often (a pass that did something always writes)."""
@@ -119,32 +119,22 @@ class WorkerBeat:
     def _write(self, now: float, prune: bool = False) -> bool:
         """Upsert the row in one short transaction; False (nothing written) when the ledger would not take it."""
         last_pass = max((t for t in (self.pass_started_at, self.pass_ended_at) if t is not None), default=None)
-        row = (
-            self.worker_id, socket.gethostname(), os.getpid(), reclaim_version(), self.kind, self.interval,
-            self.started_at, self.pass_started_at, self.pass_ended_at, last_pass, self.passes,
-            json.dumps(self.report, sort_keys=True), self.error, int(self.running), self.stopped_at, now,
+        beat = Heartbeat(
+            worker_id=self.worker_id, host=socket.gethostname(), pid=os.getpid(), version=reclaim_version(),
+            kind=self.kind, interval=self.interval, started_at=self.started_at, pass_started_at=self.pass_started_at,
+            pass_ended_at=self.pass_ended_at, last_pass_at=last_pass, passes=self.passes, report=dict(self.report),
+            error=self.error, running=self.running, stopped_at=self.stopped_at, updated_at=now,
         )
         try:
             with write_tx(self.conn, wait=HEARTBEAT_WAIT):
-                self.conn.execute(_UPSERT, row)
+                heartbeats_store.write(self.conn, beat)
                 if prune:
-                    self.conn.execute(
-                        "DELETE FROM worker_heartbeats WHERE updated_at < ? AND (running = 0 OR updated_at < ?)",
-                        (now - KEEP_STOPPED_SECONDS, now - KEEP_SILENT_SECONDS),
-                    )
+                    heartbeats_store.prune(self.conn, stopped_before=now - KEEP_STOPPED_SECONDS,
+                                           silent_before=now - KEEP_SILENT_SECONDS)
         except LedgerError:
             return False
         self.written_at = now
         return True
-
-
-_COLUMNS = ("worker_id", "host", "pid", "version", "kind", "interval_s", "started_at", "pass_started_at",
-            "pass_ended_at", "last_pass_at", "passes", "report", "error", "running", "stopped_at", "updated_at")
-_UPSERT = (
-    f"INSERT INTO worker_heartbeats ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
-    "ON CONFLICT (worker_id) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
-)
 
 
 def describe(error: BaseException) -> str:
@@ -155,59 +145,6 @@ def describe(error: BaseException) -> str:
 
 
 # -- reading ----------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Heartbeat:
-    """One worker's row as last written."""
-
-    worker_id: str
-    host: str
-    pid: int
-    version: str
-    kind: str
-    interval: float | None
-    started_at: float
-    pass_started_at: float | None
-    pass_ended_at: float | None
-    last_pass_at: float | None
-    passes: int
-    report: dict[str, Any]
-    error: str | None
-    running: bool
-    stopped_at: float | None
-    updated_at: float
-
-    @classmethod
-    def from_row(cls, r: Row) -> Heartbeat:
-        """Build from a worker_heartbeats row."""
-        return cls(
-            worker_id=r["worker_id"], host=r["host"], pid=int(r["pid"]), version=r["version"], kind=r["kind"],
-            interval=r["interval_s"], started_at=r["started_at"], pass_started_at=r["pass_started_at"],
-            pass_ended_at=r["pass_ended_at"], last_pass_at=r["last_pass_at"], passes=int(r["passes"]),
-            report=json.loads(r["report"]), error=r["error"], running=bool(r["running"]), stopped_at=r["stopped_at"],
-            updated_at=r["updated_at"],
-        )
-
-    def state(self, now: float, silence_seconds: float) -> str:
-        """'running', 'stopped', or 'silent' (marked running, not heard from within the threshold)."""
-        if not self.running:
-            return "stopped"
-        return "running" if now - self.updated_at <= silence_seconds else "silent"
-
-    def to_dict(self, now: float, silence_seconds: float) -> dict[str, Any]:
-        """A JSON-ready dict (times as ISO-8601 UTC), with the state at `now`."""
-        return {
-            "worker_id": self.worker_id, "host": self.host, "pid": self.pid, "version": self.version,
-            "kind": self.kind, "interval_seconds": self.interval, "state": self.state(now, silence_seconds),
-            "started_at": iso(self.started_at), "pass_started_at": _iso(self.pass_started_at),
-            "pass_ended_at": _iso(self.pass_ended_at), "passes": self.passes, "last_report": self.report,
-            "error": self.error, "stopped_at": _iso(self.stopped_at), "updated_at": iso(self.updated_at),
-        }
-
-
-def _iso(ts: float | None) -> str | None:
-    return iso(ts) if ts is not None else None
 
 
 @dataclass(frozen=True)
@@ -272,16 +209,8 @@ class WorkerBoard:
 
 def read_board(conn: Connection, recent: int = 10) -> WorkerBoard:
     """Read the workers marked running, the `recent` newest rows and the last pass time (indexed reads)."""
-    cols = ", ".join(_COLUMNS)
-    running = conn.execute(
-        f"SELECT {cols} FROM worker_heartbeats WHERE running = 1 ORDER BY updated_at DESC, worker_id LIMIT 100"
-    ).fetchall()
-    newest = conn.execute(f"SELECT {cols} FROM worker_heartbeats ORDER BY updated_at DESC, worker_id LIMIT ?", (recent,)).fetchall()
-    last = conn.execute("SELECT MAX(last_pass_at) FROM worker_heartbeats").fetchone()[0]
-    return WorkerBoard(
-        tuple(Heartbeat.from_row(r) for r in running), tuple(Heartbeat.from_row(r) for r in newest),
-        float(last) if last is not None else None,
-    )
+    return WorkerBoard(tuple(heartbeats_store.running(conn)), tuple(heartbeats_store.newest(conn, recent)),
+                       heartbeats_store.last_pass_at(conn))
 
 
 def duration(seconds: float) -> str:

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.config import Config, RemoteConfig
-from ledger.remote_health import paused_remotes
 from ledger.remotes.base import Capabilities
 from ledger.store import Connection
 from ledger.store import remotes as q
+from ledger.store.remote_pauses import paused_remotes
 
 RECENT_SECONDS = 86_400.0
 """A webhook verified within this long counts as verified recently."""

@@ -6,42 +6,19 @@ or billing problem, an unsupported region, an unknown model. Nothing was accepte
 job) every `policy.remote_probe_seconds`; a probe the remote does not refuse lifts the pause, and so
 does an operator's `reclaim resume REMOTE`. The pause is recorded on the job that met it, notified
 once, and shown by `status` and the console header.
+
+This module keeps the decisions; the pauses are read and written by `ledger.store.remote_pauses`.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from ledger.config import Config
 from ledger.errors import BadInput, Refused
 from ledger.model import JobKey
 from ledger.store import Connection
+from ledger.store import jobs as jobs_store
+from ledger.store import remote_pauses as pauses_store
 from ledger.transitions import apply
-
-
-@dataclass(frozen=True)
-class RemotePause:
-    """One paused remote: since when, why, the job that met it, and when it is probed next."""
-
-    remote: str
-    paused_at: float
-    reason: str
-    error: str | None
-    job: JobKey
-    probe_at: float
-    refusals: int
-
-
-def paused_remotes(conn: Connection) -> dict[str, RemotePause]:
-    """Every paused remote by name."""
-    rows = conn.execute("SELECT * FROM remote_pauses ORDER BY paused_at, remote").fetchall()
-    return {
-        r["remote"]: RemotePause(
-            remote=r["remote"], paused_at=r["paused_at"], reason=r["reason"], error=r["error"],
-            job=JobKey(r["job_id"], r["operation"]), probe_at=r["probe_at"], refusals=r["refusals"],
-        )
-        for r in rows
-    }
 
 
 def record_refusal(
@@ -52,31 +29,23 @@ def record_refusal(
     Returns True when this refusal paused a remote that was running: the caller records the
     `remote_paused` event, which is the one notified; later refusals only move the next probe.
     """
-    probe_at = now + config.policy.remote_probe_seconds
-    row = conn.execute(
-        "INSERT INTO remote_pauses (remote, paused_at, reason, error, job_id, operation, probe_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (remote) DO UPDATE SET probe_at = excluded.probe_at, "
-        "refusals = remote_pauses.refusals + 1, error = excluded.error RETURNING refusals",
-        (remote, now, reason, error, key.job_id, key.operation, probe_at),
-    ).fetchone()
-    return bool(row[0] == 1)
+    refusals = pauses_store.pause(conn, remote, key, reason=reason, error=error, now=now,
+                                  probe_at=now + config.policy.remote_probe_seconds)
+    return refusals == 1
 
 
 def lift(conn: Connection, config: Config, remote: str, *, actor: str, now: float, why: str) -> bool:
     """Lift `remote`'s pause inside the caller's transaction; an event on the job that met it records
     who and why. Returns False when the remote was not paused."""
-    row = conn.execute("DELETE FROM remote_pauses WHERE remote = ? RETURNING *", (remote,)).fetchone()
-    if row is None:
+    pause = pauses_store.unpause(conn, remote)
+    if pause is None:
         return False
-    key = JobKey(row["job_id"], row["operation"])
-    state = conn.execute(
-        "SELECT state FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)
-    ).fetchone()
+    state = jobs_store.state_of(conn, pause.job)
     if state is not None:
         apply(
-            conn, key, "remote_resumed", actor=actor, now=now, expected_state=state[0],
-            detail={"remote": remote, "why": why, "paused_at": row["paused_at"], "reason": row["reason"],
-                    "refusals": row["refusals"]},
+            conn, pause.job, "remote_resumed", actor=actor, now=now, expected_state=state,
+            detail={"remote": remote, "why": why, "paused_at": pause.paused_at, "reason": pause.reason,
+                    "refusals": pause.refusals},
         )
     return True
 

@@ -13,17 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger import audit, heartbeat, journal, policy, queries, remote_health, store
+from ledger import audit, heartbeat, journal, policy, queries, store
 from ledger.clock import iso
 from ledger.config import Config
 from ledger.heartbeat import Liveness, WorkerBoard
 from ledger.identity import Identity
 from ledger.queries import QuotaDay
-from ledger.remote_health import RemotePause
 from ledger.store import Connection
 from ledger.store import events as events_store
 from ledger.store import evidence as evidence_store
+from ledger.store import remote_pauses as pauses_store
 from ledger.store.evidence import ForeignTally
+from ledger.store.remote_pauses import RemotePause
 
 NO_POLICY_WARNING = (
     "this ledger holds no policy: identity, roles and four-eyes come from the config each caller passes, which any "
@@ -154,7 +155,7 @@ def read_status(
         foreign=evidence_store.foreign_tally(conn), foreign_retention_days=config.policy.foreign_retention_days,
         audit_events=events, audit_head=head, pages_checked=pages_checked, now=now,
         board=board, live=board.liveness(now, config.policy.worker_silence_seconds),
-        paused_remotes=remote_health.paused_remotes(conn),
+        paused_remotes=pauses_store.paused_remotes(conn),
         policy_held=held_policy.settings is not None, policy_event_id=held_policy.event_id,
         warnings=tuple(warnings), journal=_journal(conn, config, ledger),
     )

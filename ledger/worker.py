@@ -37,7 +37,7 @@ from ledger.leases import Claim, claim_for_send, claim_stale
 from ledger.model import Evidence, Job, JobKey
 from ledger.picks import START, HeldPicks, pick_due, release_picks
 from ledger.redaction import Redactor
-from ledger.remote_health import RemotePause, lift, paused_remotes, record_refusal
+from ledger.remote_health import lift, record_refusal
 from ledger.remotes import remote_for, request_body_size
 from ledger.remotes.base import Remote, RemoteStatus, SendOutcome, redact_outcome, redact_status
 from ledger.send_window import SendWindow, call_with_deadline, transfer_refusal
@@ -45,6 +45,7 @@ from ledger.sink import deliver_to_folder
 from ledger.store import Connection
 from ledger.store import evidence as evidence_store
 from ledger.store import jobs as jobs_store
+from ledger.store.remote_pauses import RemotePause, paused_remotes
 from ledger.transitions import Applied, apply
 
 Progress = Callable[[str, int, int], None]

@@ -1,4 +1,5 @@
-"""The SQL that finds a job by its remote handle (ledger.evidence, ledger.receiver, ledger.candidates).
+"""The SQL that reads a job by its remote handle, or its state by its key (ledger.receiver, ledger.candidates,
+ledger.triage, ledger.remote_health).
 
 The same SQL on both backends. Only reads; each raises the ledger's own errors only (LedgerUnavailable,
 LedgerLocked, LedgerCorrupt).
@@ -20,3 +21,11 @@ def job_with_handle(conn: Connection, handle: str) -> Job | None:
     """The job the remote handle `handle` is attached to, every field; None when no job has it."""
     row = conn.execute("SELECT * FROM jobs WHERE handle = ? LIMIT 1", (handle,)).fetchone()
     return Job.from_row(row) if row is not None else None
+
+
+def state_of(conn: Connection, key: JobKey) -> str | None:
+    """The job's state; None when the ledger has no such job."""
+    row = conn.execute(
+        "SELECT state FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)
+    ).fetchone()
+    return str(row[0]) if row is not None else None

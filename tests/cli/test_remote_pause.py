@@ -18,9 +18,9 @@ from ledger.clock import ManualClock
 from ledger.config import Config, parse_config
 from ledger.db import connect
 from ledger.model import JobKey
-from ledger.remote_health import paused_remotes
 from ledger.reservation import reserve
 from ledger.simulator import Simulator
+from ledger.store.remote_pauses import paused_remotes
 from ledger.worker import RemoteCache, tick
 
 OP = "article.generate"

@@ -1,5 +1,5 @@
-"""ledger.store.jobs on both backends: a job found by its remote handle, on an empty ledger and after a send (read
-back on a fresh connection)."""
+"""ledger.store.jobs on both backends: a job found by its remote handle, a job's state by its key, on an empty
+ledger and after a send (read back on a fresh connection)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from ledger import triage
 from ledger.clock import ManualClock
 from ledger.config import Config
 from ledger.db import connect
+from ledger.model import JobKey
 from ledger.simulator import Simulator
 from ledger.store import Connection
 from ledger.store import jobs as jobs_store
@@ -33,6 +34,7 @@ def fresh(ledger: Path) -> Iterator[Connection]:
 def test_an_empty_ledger_has_no_job_by_handle(conn: Connection) -> None:
     assert jobs_store.handle_owner(conn, "interactions/x") is None
     assert jobs_store.job_with_handle(conn, "interactions/x") is None
+    assert jobs_store.state_of(conn, JobKey("none", OP)) is None
 
 
 def test_a_job_is_found_by_its_handle(
@@ -47,3 +49,5 @@ def test_a_job_is_found_by_its_handle(
         assert jobs_store.job_with_handle(c, job.handle) == job
         assert jobs_store.handle_owner(c, job.handle + "-other") is None
         assert jobs_store.job_with_handle(c, job.handle.upper() + "X") is None
+        assert jobs_store.state_of(c, job.key) == "submitted"
+        assert jobs_store.state_of(c, JobKey("j1", "other.op")) is None
