@@ -1,0 +1,207 @@
+"""Setting a ledger up: `init` (the ledger, a starter config, the audit key, the policy) and `policy`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from console import output
+from console.cli.common import (
+    DEFAULT_CONFIG,
+    DEFAULT_LEDGER,
+    PAGE_CHECK_SECONDS,
+    ConfigOpt,
+    JsonOpt,
+    LedgerOpt,
+    OperatorOpt,
+    app,
+    check_ledger_pages,
+    guard,
+    load,
+    protect,
+)
+from ledger import (
+    POLICY_SETTINGS,
+    BadInput,
+    Config,
+    apply_policy,
+    audit_key_path,
+    connect,
+    create_audit_key,
+    create_ledger,
+    current_audit_key,
+    loose_permissions,
+    os_account,
+    policy_owner,
+    process_clock,
+    read_policy,
+    record_policy,
+    require_policy_owner,
+    shown_ledger,
+    use_audit_key,
+    write_tx,
+)
+
+PANEL = "Setting up"
+"""Where `reclaim --help` lists this module's commands."""
+
+STARTER_CONFIG = """\
+# reclaim config (written by `reclaim init`). See the README for every key.
+timezone = "UTC"
+
+[identity]
+source = "os"   # the acting operator is the OS account running the command ("declared": --operator, demos only;
+                #  "proxy": the browser seat, `reclaim serve`; see the README)
+
+[policy]
+four_eyes = true
+release_requires_finding = true
+stale_reserving_seconds = 120
+lease_seconds = 60
+
+[operators]                # OS account = roles: viewer, triage, approver, sender
+{account} = ["sender"]   # the scheduler's account (wrote this file): only a sender may submit, tick, run workers
+alice = ["triage"]
+bob = ["triage", "approver"]
+
+[remotes.gemini]
+kind = "gemini"
+model = "gemini-flash-latest"
+api_key_env = "GEMINI_API_KEY"
+base_url = "http://127.0.0.1:8765"   # the bundled simulator (`reclaim simulator`); remove for Google
+timeout_seconds = 30
+
+[operations."article.generate"]
+remote = "gemini"
+daily_quota = 200
+sink = "results"
+"""
+
+
+@app.command(rich_help_panel=PANEL)
+def init(
+    ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create the ledger file (or migrate an older one forward).
+
+    The config is checked if present; if missing, a starter config pointing at the bundled simulator
+    on 127.0.0.1:8765 is written there.
+    """
+    wrote_config = False
+    wrote_key: Path | None = None
+    with guard(as_json):
+        if config.exists():
+            cfg = load(config)
+        elif config.parent.is_dir():
+            config.write_text(STARTER_CONFIG.replace("{account}", json.dumps(os_account())), encoding="utf-8")
+            wrote_config = True
+            cfg = load(config)
+        else:
+            cfg = None
+        if cfg is not None and current_audit_key() is None:
+            key_file = audit_key_path(cfg.key_file())
+            if key_file is not None and not key_file.exists():
+                use_audit_key(create_audit_key(key_file))
+                wrote_key = key_file
+        created = create_ledger(ledger)
+        if not created:
+            check_ledger_pages(ledger, PAGE_CHECK_SECONDS)
+        seeded = _seed_policy(ledger, cfg, config) if cfg is not None else "no config: the ledger holds no policy yet"
+        loose = loose_permissions(ledger)
+    if as_json:
+        output.emit_json({"ledger": shown_ledger(ledger), "created": created, "wrote_config": wrote_config,
+                          "wrote_audit_key": str(wrote_key) if wrote_key else None, "policy": seeded,
+                          "permission_warnings": loose})
+    else:
+        if wrote_config:
+            output.line(f"wrote a starter config: {config} (edit [operators] and [remotes] before real use)")
+        if wrote_key:
+            output.line(f"wrote the audit key: {wrote_key} (mode 0600; give it only to the accounts that send and "
+                        "approve, keep a copy apart from the ledger)")
+        output.line(f"{'created' if created else 'already a ledger (migrated if needed)'}: {shown_ledger(ledger)}")
+        output.line(f"policy: {seeded}")
+        for warning in loose:
+            output.line(f"WARNING: {warning}")
+
+
+def _seed_policy(ledger: Path | str, cfg: Config, config: Path) -> str:
+    """Record the config's policy as the ledger's when this process is the ledger's owner and the ledger has
+    none yet; check the config against it otherwise. Says what happened."""
+    conn = connect(ledger)
+    try:
+        held = read_policy(conn)
+        if held.settings is not None:
+            apply_policy(cfg, held)  # a conflicting config is refused here as everywhere
+            return f"the ledger's own (event {held.event_id}); 'reclaim policy show' prints it"
+        owner, is_owner = policy_owner(conn, str(ledger))
+        if not is_owner:
+            return (f"NOT SET: only the ledger's owner ({owner}) may record it; until they run 'reclaim init' or "
+                    "'reclaim policy set --from-config', every command acts under its caller's config")
+
+        with write_tx(conn):
+            event_id = record_policy(conn, cfg, actor=os_account(), now=process_clock().now(), how="init")
+        return f"recorded from {config} (event {event_id}); 'reclaim policy show' prints it"
+    finally:
+        conn.close()
+
+
+policy_app = typer.Typer(help="The ledger's policy: identity source, roles, four-eyes (its owner changes it).",
+                         no_args_is_help=True)
+app.add_typer(policy_app, name="policy", rich_help_panel=PANEL)
+
+
+@policy_app.command("show")
+def policy_show(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG,
+                as_json: JsonOpt = False) -> None:
+    """Print the policy the ledger holds (and who owns the ledger)."""
+    protect(config)
+    with guard(as_json):
+        conn = connect(ledger, readonly=True)
+        try:
+            held = read_policy(conn)
+            owner, _ = policy_owner(conn, str(ledger))
+        finally:
+            conn.close()
+    if as_json:
+        output.emit_json({"owner": owner, "event_id": held.event_id, "policy": held.settings})
+        return
+    output.line(f"ledger owner: {owner}")
+    if held.settings is None:
+        output.line("no policy recorded: commands act under their caller's config until the owner runs "
+                    "'reclaim policy set --from-config'")
+        return
+    output.line(f"policy (event {held.event_id}):")
+    for name in POLICY_SETTINGS:
+        output.line(f"  {name} = {json.dumps(held.settings[name], ensure_ascii=False, sort_keys=True)}")
+
+
+@policy_app.command("set")
+def policy_set(
+    from_config: Annotated[bool, typer.Option(
+        "--from-config", help="Record the policy settings of --config (the shared config) as the ledger's.")] = False,
+    ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, as_json: JsonOpt = False,
+) -> None:
+    """Change the ledger's policy (owner only; recorded as an event): identity source, roles, four-eyes."""
+    with guard(as_json):
+        if not from_config:
+            raise BadInput("policy set: pass --from-config: edit [identity], [serve], [operators] and "
+                           "policy.four_eyes in the shared config, then record them with it")
+        cfg = load(config)
+        conn = connect(ledger)
+        try:
+            require_policy_owner(conn, str(ledger), "policy set")
+
+            with write_tx(conn):
+                event_id = record_policy(conn, cfg, actor=os_account(), now=process_clock().now(),
+                                         how="policy set --from-config")
+        finally:
+            conn.close()
+    if as_json:
+        output.emit_json({"recorded": event_id is not None, "event_id": event_id})
+    else:
+        output.line(f"policy recorded (event {event_id})" if event_id is not None
+                    else "policy unchanged: the config's settings are the ledger's already")

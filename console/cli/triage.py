@@ -1,0 +1,212 @@
+"""The held-job actions (query, finding, assign, release, reconcile, reject, remediate, ...), one command each,
+built from the ledger's action table, and `bulk-assign`."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from console import output
+from console.cli.common import (
+    DEFAULT_CONFIG,
+    DEFAULT_LEDGER,
+    ConfigOpt,
+    JsonOpt,
+    LedgerOpt,
+    OperationOpt,
+    OperatorOpt,
+    app,
+    guard,
+    open_ledger,
+    operator_name,
+    resolve_key,
+)
+from ledger import (
+    ACTION_TABLE,
+    EXIT_REFUSED,
+    Job,
+    JobFilter,
+    Preview,
+    check_action_input,
+    dry_run_action,
+    get_job,
+    held_candidates,
+    iso,
+    take,
+)
+from ledger import ActionField as Field
+from ledger import (
+    bulk_assign as assign_jobs,
+)
+
+PANEL = "Held jobs"
+"""Where `reclaim --help` lists this module's commands."""
+
+DryRunOpt = Annotated[bool, typer.Option(
+    "--dry-run", help="Print what it would do and whether you may, and write nothing (exit 0 allowed, 6 refused).")]
+
+
+def _field_option(field: Field) -> Any:
+    """The typer annotation for one of the action table's fields: a text option, blank by default (a blank one
+    is refused in one line naming the option, by the table's rule, not by click's usage error)."""
+    return Annotated[str, typer.Option(field.option, help=field.help)]
+
+
+def _triage_command(name: str) -> Callable[..., None]:
+    """The `reclaim NAME JOB_ID` command of the job action `name`: its options are the table's required fields,
+    its flags, --operation, --dry-run and the common ones; every run goes through `_take`."""
+    spec = ACTION_TABLE[name]
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter("job_id", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                annotation=Annotated[str, typer.Argument(help="The job id.")])]
+    params += [inspect.Parameter(f.name, kw, default="", annotation=_field_option(f)) for f in spec.fields]
+    params.append(inspect.Parameter("operation", kw, default=None, annotation=OperationOpt))
+    params += [inspect.Parameter(flag, kw, default=False, annotation=Annotated[bool, typer.Option(option, help=what)])
+               for flag, option, what in spec.flags]
+    params += [
+        inspect.Parameter("dry_run", kw, default=False, annotation=DryRunOpt),
+        inspect.Parameter("ledger", kw, default=DEFAULT_LEDGER, annotation=LedgerOpt),
+        inspect.Parameter("config", kw, default=DEFAULT_CONFIG, annotation=ConfigOpt),
+        inspect.Parameter("operator", kw, default=None, annotation=OperatorOpt),
+        inspect.Parameter("as_json", kw, default=False, annotation=JsonOpt),
+    ]
+
+    def command(**options: Any) -> None:
+        _take(name, options)
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__name__ = name
+    command.__doc__ = (f"{spec.help}\n\nIt {spec.summary}. With --dry-run it says that, and whether you may, and "
+                       "writes nothing.")
+    return command
+
+
+def _take(name: str, options: dict[str, Any]) -> None:
+    """Run one job action from the CLI: the table's required fields first (one line naming the option), then the
+    ledger function itself (or, with --dry-run, `triage.dry_run` on a read-only connection)."""
+    from ledger import RemoteCache, parse_due
+
+    spec = ACTION_TABLE[name]
+    as_json, dry = options["as_json"], options["dry_run"]
+    unverified = bool(options.get("unverified", False))
+    given: dict[str, Any] = {f.name: options[f.name] for f in spec.fields}
+    with guard(as_json):
+        check_action_input(name, given)
+        conn, cfg, clock = open_ledger(options["ledger"], options["config"], readonly=dry)
+        if "due" in given:
+            given["due"] = parse_due(given["due"], clock.now(), cfg.timezone, name="--due")
+        actor = operator_name(cfg, options["operator"])
+        key = resolve_key(conn, options["job_id"], options["operation"])
+        asks = (name == "reconcile" and not unverified) or (name == "query" and not dry)
+        remote = RemoteCache(cfg).for_operation(key.operation) if asks else None
+        if dry:
+            would = dry_run_action(conn, cfg, key, name, given, actor=actor, clock=clock, remote=remote,
+                                   unverified=unverified)
+        else:
+            result = take(conn, cfg, key, name, given, actor=actor, clock=clock, remote=remote,
+                                 unverified=unverified)
+        job = get_job(conn, key)
+        left = held_candidates(conn, cfg, job) if name == "dismiss-candidate" and not dry else []
+    doc: dict[str, Any] = {"job_id": key.job_id, "operation": key.operation, "state": job.state,
+                           "attempt": job.attempt}
+    if dry:
+        shown = {**given, **({"due": iso(given["due"])} if "due" in given else {})}
+        _print_dry_run(name, doc, would, spec.describe(shown), shown, as_json)
+        raise typer.Exit(0 if would.allowed else EXIT_REFUSED)
+    doc.update(_what_was_done(name, actor, given, result, job, unverified))
+    if name == "dismiss-candidate":
+        doc["candidates_left"] = [c.evidence_id for c in left]
+    if name == "query" and remote is not None:
+        doc["can_answer"] = remote.capabilities.explain()
+    if as_json:
+        output.emit_json(doc)
+    else:
+        from console.words import action_line
+
+        output.line(action_line(name, {**doc, "due_at": given.get("due")}, now=clock.now(), tz=cfg.timezone))
+
+
+def _what_was_done(name: str, actor: str, given: dict[str, Any], result: Any, job: Job,
+                   unverified: bool) -> dict[str, Any]:
+    """The facts a triage command reports after writing (its `--json` document beyond the job's key and state):
+    the action, who took it, the event it wrote, and what was recorded (a query: what the remote said)."""
+    doc: dict[str, Any] = {"action": name, "actor": actor}
+    if name == "query":
+        return {**doc, "remote_state": result.state, "handle": result.handle, "error": result.error,
+                "asked": result.snapshot.get("asked", True) is not False}
+    doc["event_id"] = result.event_id
+    if name == "finding":
+        doc.update(category=given["category"], note=given["note"])
+    elif name == "assign":
+        doc.update(owner=given["owner"], due=iso(given["due"]), reason=given["reason"])
+    elif name == "reconcile":
+        doc.update(handle=job.handle, verified=not unverified, reason=given["reason"])
+    elif name == "remediate":
+        doc.update(note=given["note"])
+    elif name == "dismiss-candidate":
+        doc.update(evidence_id=int(str(given["evidence"]).strip().removeprefix("evidence:")), reason=given["reason"])
+    else:
+        doc.update(reason=given["reason"])
+    return doc
+
+
+def _print_dry_run(name: str, doc: dict[str, Any], would: Preview, words: list[str], given: dict[str, Any],
+                   as_json: bool) -> None:
+    """A dry run's answer: what the action would do (the console's preview text), the input, and whether it
+    would be allowed or why not."""
+    if as_json:
+        output.emit_json({**doc, "action": name, "dry_run": True, "would": would.summary, "allowed": would.allowed,
+                          "refusal": would.reason, "input": given})
+        return
+    output.line(f"dry run: {name} {doc['job_id']} / {doc['operation']} ({doc['state']}); nothing was written")
+    output.line(f"would: {would.summary}")
+    for said in words:
+        output.line(f"  {said}")
+    output.line("allowed" if would.allowed else f"refused: {would.reason}")
+
+
+for _name in ("query", "finding", "dismiss-candidate", "assign"):
+    app.command(rich_help_panel=PANEL, name=_name)(_triage_command(_name))
+
+_BULK = {f.name: f for f in ACTION_TABLE["bulk-assign"].fields}
+BulkOwnerOpt = _field_option(_BULK["owner"])
+BulkDueOpt = _field_option(_BULK["due"])
+BulkReasonOpt = _field_option(_BULK["reason"])
+
+
+@app.command(rich_help_panel=PANEL, name="bulk-assign", help=ACTION_TABLE["bulk-assign"].help + "\n\nWithout --yes it only says how many "
+             "jobs would change, and writes nothing.")
+def bulk_assign(
+    owner: BulkOwnerOpt = "",
+    due: BulkDueOpt = "",
+    filter_text: Annotated[str, typer.Option("--filter", help="Which held jobs, e.g. 'op:storage.* bucket-a'.")] = "",
+    yes: Annotated[bool, typer.Option("--yes", help="Do it; without --yes only the count is shown.")] = False,
+    reason: BulkReasonOpt = "",
+    ledger: LedgerOpt = DEFAULT_LEDGER,
+    config: ConfigOpt = DEFAULT_CONFIG,
+    operator: OperatorOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    from ledger import parse_due
+
+    with guard(as_json):
+        check_action_input("bulk-assign", {"reason": reason, "owner": owner, "due": due})
+        conn, cfg, clock = open_ledger(ledger, config, readonly=not yes)
+        due_at = parse_due(due, clock.now(), cfg.timezone, name="--due")
+        me = operator_name(cfg, operator)
+        flt = JobFilter.parse(filter_text, me=me)
+        done = assign_jobs(conn, cfg, flt, owner, due_at, actor=me, clock=clock, reason=reason, apply=yes)
+    doc = {"matched": len(done.matched), "assigned": done.assigned, "owner": owner, "due": iso(due_at)}
+    if as_json:
+        output.emit_json(doc)
+    elif yes:
+        output.line(f"assigned {done.assigned} held jobs to {owner}, due {iso(due_at)}")
+    else:
+        output.line(f"would assign {len(done.matched)} held jobs to {owner}, due {iso(due_at)}; run again with --yes")
+
+
+for _name in ("release", "reconcile", "reject", "remediate"):
+    app.command(rich_help_panel=PANEL, name=_name)(_triage_command(_name))
