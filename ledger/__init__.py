@@ -159,6 +159,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "ForeignTally": ("ledger.store.evidence", "ForeignTally"), "foreign_tally": ("ledger.store.evidence", "foreign_tally"),
     # ledger.store.remote_pauses
     "paused_remotes": ("ledger.store.remote_pauses", "paused_remotes"),
+    # ledger.store.views
+    "list_views": ("ledger.store.views", "list_views"), "SavedView": ("ledger.store.views", "SavedView"),
     # ledger.triage
     "assign": ("ledger.triage", "assign"), "bulk_assign": ("ledger.triage", "bulk_assign"),
     "check_action_input": ("ledger.triage", "check_input"), "dry_run_action": ("ledger.triage", "dry_run"),
@@ -171,8 +173,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "arrival_words": ("ledger.triage", "arrival_words"),
     # ledger.views
     "delete_view": ("ledger.views", "delete_view"), "get_view": ("ledger.views", "get_view"),
-    "list_views": ("ledger.views", "list_views"), "save_view": ("ledger.views", "save_view"),
-    "SavedView": ("ledger.views", "SavedView"), "builtin_views": ("ledger.views", "builtin_views"),
+    "save_view": ("ledger.views", "save_view"), "builtin_views": ("ledger.views", "builtin_views"),
     # ledger.worker
     "poll_submitted": ("ledger.worker", "poll_submitted"), "RemoteCache": ("ledger.worker", "RemoteCache"),
     "run_worker": ("ledger.worker", "run_worker"), "send_one": ("ledger.worker", "send_one"),
@@ -342,6 +343,7 @@ if TYPE_CHECKING:
     from ledger.store.evidence import orphans as orphan_evidence
     from ledger.store.evidence import refusal_counts as evidence_refusal_counts
     from ledger.store.remote_pauses import paused_remotes
+    from ledger.store.views import SavedView, list_views
     from ledger.triage import (
         FINDING_CATEGORIES,
         Preview,
@@ -367,7 +369,7 @@ if TYPE_CHECKING:
     from ledger.triage import (
         preview as preview_action,
     )
-    from ledger.views import SavedView, builtin_views, delete_view, get_view, list_views, save_view
+    from ledger.views import builtin_views, delete_view, get_view, save_view
     from ledger.worker import RemoteCache, TickReport, poll_submitted, run_worker, send_one, submit_now, tick, worker_id
 
 

@@ -7,6 +7,7 @@ changes its job's state.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Literal
 
 from ledger.clock import Clock
@@ -14,10 +15,11 @@ from ledger.config import Config, NotifyConfig
 from ledger.crashpoints import crashpoint
 from ledger.db import write_tx
 from ledger.errors import BadInput, Refused
-from ledger.model import JobKey
 from ledger.outbox import move
 from ledger.remotes.http import exchange
 from ledger.store import Connection
+from ledger.store import jobs as jobs_store
+from ledger.store import outbox as outbox_store
 from ledger.transitions import append_event
 
 Delivery = Literal["sent", "not_delivered", "uncertain"]
@@ -69,20 +71,13 @@ def dispatch_outbox(conn: Connection, config: Config, *, clock: Clock, limit: in
     counts = {"sent": 0, "not_delivered": 0, "uncertain": 0}
     now = clock.now()
     with write_tx(conn):
-        for event_id, channel_name, claimed_at in conn.execute(
-            "SELECT event_id, channel, updated_at FROM outbox WHERE state = 'sending'"
-        ).fetchall():
+        for event_id, channel_name, claimed_at in outbox_store.sending(conn):
             if claimed_at + sending_stale_after(config, config.notify.get(channel_name)) > now:
                 continue
             counts["uncertain"] += move(
                 conn, event_id, "abandoned", now=now, last_error="process died while sending"
             ) is not None
-    rows = conn.execute(
-        "SELECT event_id, channel, body FROM outbox WHERE state = 'pending' AND next_try_at <= ? "
-        "ORDER BY created_at, event_id LIMIT ?",
-        (clock.now(), limit),
-    ).fetchall()
-    for event_id, channel_name, body in rows:
+    for event_id, channel_name, body in outbox_store.due(conn, clock.now(), limit):
         channel = config.notify.get(channel_name)
         if channel is None:
             continue
@@ -102,7 +97,7 @@ def dispatch_outbox(conn: Connection, config: Config, *, clock: Clock, limit: in
                 move(conn, event_id, "sent", now=now, last_error=None)
             elif result == "not_delivered":
                 move(conn, event_id, "not_delivered", now=now, last_error=error,
-                     next_try_at=now + _backoff(config, int(claimed["tries"])))
+                     next_try_at=now + _backoff(config, claimed.tries))
             else:
                 move(conn, event_id, "reply_lost", now=now, last_error=error)
         counts[result] += 1
@@ -111,12 +106,7 @@ def dispatch_outbox(conn: Connection, config: Config, *, clock: Clock, limit: in
 
 def list_outbox(conn: Connection, limit: int = 100) -> list[dict[str, object]]:
     """Notifications, uncertain ones first, then newest."""
-    rows = conn.execute(
-        "SELECT * FROM outbox ORDER BY CASE state WHEN 'uncertain' THEN 0 WHEN 'sending' THEN 1 "
-        "WHEN 'pending' THEN 2 ELSE 3 END, created_at DESC, event_id DESC LIMIT ?",
-        (limit,),
-    ).fetchall()
-    return [{**dict(r), "body": json.loads(r["body"])} for r in rows]
+    return [{**asdict(r), "body": json.loads(r.body)} for r in outbox_store.listed(conn, limit)]
 
 
 def resolve_uncertain(
@@ -132,19 +122,17 @@ def resolve_uncertain(
     if need not in config.roles_of(actor):
         raise Refused(f"notification {event_id}: {actor} lacks the {need} role to mark it {decision}")
     with write_tx(conn):
-        row = conn.execute("SELECT * FROM outbox WHERE event_id = ?", (event_id,)).fetchone()
+        row = outbox_store.get(conn, event_id)
         if row is None:
             raise BadInput(f"notification {event_id!r}: not in the outbox (see 'reclaim notifications')")
-        if row["state"] != "uncertain":
-            raise Refused(f"notification {event_id}: it is {row['state']}, only uncertain ones are settled by hand")
+        if row.state != "uncertain":
+            raise Refused(f"notification {event_id}: it is {row.state}, only uncertain ones are settled by hand")
         new_state = "confirmed" if decision == "confirmed" else "resent_other_route"
         now = clock.now()
         move(conn, event_id, new_state, now=now)
-        job = conn.execute(
-            "SELECT state, epoch FROM jobs WHERE job_id = ? AND operation = ?", (row["job_id"], row["operation"])
-        ).fetchone()
+        job = jobs_store.state_and_epoch(conn, row.key)
         append_event(
-            conn, JobKey(row["job_id"], row["operation"]), at=now, actor=actor, kind=f"notification_{decision}",
-            from_state=job["state"] if job else None, to_state=job["state"] if job else None,
-            epoch=job["epoch"] if job else None, detail={"event_id": event_id, "note": note},
+            conn, row.key, at=now, actor=actor, kind=f"notification_{decision}",
+            from_state=job[0] if job else None, to_state=job[0] if job else None,
+            epoch=job[1] if job else None, detail={"event_id": event_id, "note": note},
         )

@@ -14,7 +14,10 @@ from typing import Any
 
 from ledger.config import NotifyConfig
 from ledger.model import Job
-from ledger.store import Connection, Row
+from ledger.store import Connection
+from ledger.store import events as events_store
+from ledger.store import outbox as outbox_store
+from ledger.store.outbox import OutboxRow
 
 # (from state, event) -> to state, for outbox rows.
 OUTBOX_TRANSITIONS: dict[tuple[str, str], str] = {
@@ -31,7 +34,7 @@ OUTBOX_TRANSITIONS: dict[tuple[str, str], str] = {
 
 def move(
     conn: Connection, event_id: str, event: str, *, now: float, count_try: bool = False, **fields: Any
-) -> Row | None:
+) -> OutboxRow | None:
     """Move one outbox row by `event` from any state the table allows (inside the caller's transaction).
 
     Returns the updated row, or None when the row is not in such a state (someone else moved it first).
@@ -41,18 +44,8 @@ def move(
     sources = [s for (s, e) in OUTBOX_TRANSITIONS if e == event]
     if not sources:
         raise ValueError(f"outbox event {event!r} is not in the table")
-    bad = set(fields) - {"last_error", "next_try_at"}
-    if bad:
-        raise ValueError(f"cannot set outbox columns {sorted(bad)}")
-    sets = ["state = ?", "updated_at = ?", *(f"{c} = ?" for c in fields)]
-    if count_try:
-        sets.append("tries = tries + 1")
-    marks = ", ".join("?" for _ in sources)
-    row: Row | None = conn.execute(
-        f"UPDATE outbox SET {', '.join(sets)} WHERE event_id = ? AND state IN ({marks}) RETURNING *",
-        [OUTBOX_TRANSITIONS[(sources[0], event)], now, *fields.values(), event_id, *sources],
-    ).fetchone()
-    return row
+    return outbox_store.move(conn, event_id, to_state=OUTBOX_TRANSITIONS[(sources[0], event)], from_states=sources,
+                             now=now, fields=fields, count_try=count_try)
 
 
 # Which transition events a notification kind reports.
@@ -96,14 +89,10 @@ def enqueue_for_transition(
             "held_reason": job.held_reason,
         }
         # The audit chain's head as of this event: a copy outside the ledger that anchors it.
-        head = conn.execute("SELECT hash FROM events WHERE id = ?", (event_id,)).fetchone()
-        body["ledger_head"] = {"event_id": event_id, "hash": head[0] if head else None}
+        body["ledger_head"] = {"event_id": event_id, "hash": events_store.hash_of(conn, event_id)}
         if kind == "paused":  # the remote refuses every job: say what it answered
             body["remote_error"] = job.last_error
-        conn.execute(
-            "INSERT INTO outbox (event_id, channel, job_id, operation, kind, body, state, created_at, updated_at, "
-            "next_try_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
-            (oid, channel.name, job.job_id, job.operation, kind, json.dumps(body, sort_keys=True), now, now, now),
-        )
+        outbox_store.insert(conn, event_id=oid, channel=channel.name, key=job.key, kind=kind,
+                            body=json.dumps(body, sort_keys=True), now=now)
         ids.append(oid)
     return ids

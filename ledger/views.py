@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ledger.clock import Clock
 from ledger.config import Config
 from ledger.db import write_tx
@@ -11,17 +9,8 @@ from ledger.errors import BadInput
 from ledger.model import GROUPS
 from ledger.queries import JobFilter
 from ledger.store import Connection
-
-
-@dataclass(frozen=True)
-class SavedView:
-    """One saved view."""
-
-    operator: str
-    name: str
-    group: str
-    filter: str
-    created_at: float
+from ledger.store import views as views_store
+from ledger.store.views import SavedView, list_views
 
 
 def save_view(conn: Connection, operator: str, name: str, group: str, flt: str, *, clock: Clock) -> SavedView:
@@ -34,23 +23,10 @@ def save_view(conn: Connection, operator: str, name: str, group: str, flt: str, 
     if len(flt) > 500:
         raise BadInput("filter: at most 500 characters")
     JobFilter.parse(flt, me=operator)
-    now = clock.now()
+    view = SavedView(operator, name, group, flt, clock.now())
     with write_tx(conn):
-        conn.execute(
-            "INSERT INTO saved_views (operator, name, grp, filter, created_at) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT (operator, name) DO UPDATE SET grp = excluded.grp, filter = excluded.filter, "
-            "created_at = excluded.created_at",
-            (operator, name, group, flt, now),
-        )
-    return SavedView(operator, name, group, flt, now)
-
-
-def list_views(conn: Connection, operator: str) -> list[SavedView]:
-    """`operator`'s saved views, by name."""
-    rows = conn.execute(
-        "SELECT operator, name, grp, filter, created_at FROM saved_views WHERE operator = ? ORDER BY name", (operator,)
-    )
-    return [SavedView(*r) for r in rows]
+        views_store.save(conn, view)
+    return view
 
 
 def get_view(conn: Connection, operator: str, name: str) -> SavedView:
@@ -64,7 +40,7 @@ def get_view(conn: Connection, operator: str, name: str) -> SavedView:
 def delete_view(conn: Connection, operator: str, name: str) -> None:
     """Delete `operator`'s view `name`; BadInput when missing."""
     with write_tx(conn):
-        if conn.execute("DELETE FROM saved_views WHERE operator = ? AND name = ?", (operator, name)).rowcount == 0:
+        if not views_store.delete(conn, operator, name):
             raise BadInput(f"view {name!r}: no such saved view for {operator} (see 'reclaim views')")
 
 

@@ -34,3 +34,9 @@ def of_kind(conn: Connection, key: JobKey, kind: str) -> list[tuple[str, float, 
 def duplicate_count(conn: Connection) -> int:
     """How many second remote interactions for one idem key were detected (`duplicate_send` events), 0 when none."""
     return int(conn.execute("SELECT COUNT(*) FROM events WHERE kind = 'duplicate_send'").fetchone()[0])
+
+
+def hash_of(conn: Connection, event_id: int) -> str | None:
+    """The audit-chain hash of the event `event_id`; None when there is no such event."""
+    row = conn.execute("SELECT hash FROM events WHERE id = ?", (event_id,)).fetchone()
+    return str(row[0]) if row is not None and row[0] is not None else None

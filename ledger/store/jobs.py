@@ -29,3 +29,11 @@ def state_of(conn: Connection, key: JobKey) -> str | None:
         "SELECT state FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)
     ).fetchone()
     return str(row[0]) if row is not None else None
+
+
+def state_and_epoch(conn: Connection, key: JobKey) -> tuple[str, int] | None:
+    """The job's state and epoch; None when the ledger has no such job."""
+    row = conn.execute(
+        "SELECT state, epoch FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)
+    ).fetchone()
+    return (str(row[0]), int(row[1])) if row is not None else None

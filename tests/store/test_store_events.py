@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ledger import triage
+from ledger import queries, triage
 from ledger.clock import ManualClock
 from ledger.config import Config
 from ledger.db import connect, write_tx
@@ -37,6 +37,7 @@ def test_an_empty_ledger_has_no_events(conn: Connection) -> None:
     assert events_store.last_send_started(conn, key) is None
     assert events_store.of_kind(conn, key, "finding") == []
     assert events_store.duplicate_count(conn) == 0
+    assert events_store.hash_of(conn, 1) is None
 
 
 def test_a_held_jobs_send_start_and_its_events_of_one_kind(
@@ -73,3 +74,15 @@ def test_duplicates_are_counted_across_jobs(
                          detail={"handle": f"interactions/dup-{n}"}).ok
     with fresh(ledger_path) as c:
         assert events_store.duplicate_count(c) == 3
+
+
+def test_an_events_hash_is_read_by_its_id(
+    sim: Simulator, conn: Connection, cfg: Config, clock: ManualClock, ledger_path: Path,
+) -> None:
+    submit_now(conn, cfg, OP, {"input": "x"}, clock=clock, job_id="j1", remotes=RemoteCache(cfg))
+    with fresh(ledger_path) as c:
+        events = queries.job_events(c, JobKey("j1", OP))
+        assert len(events) >= 2
+        for event in events:
+            assert event.hash and events_store.hash_of(c, event.id) == event.hash
+        assert events_store.hash_of(c, max(e.id for e in events) + 1) is None

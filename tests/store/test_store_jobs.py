@@ -35,6 +35,7 @@ def test_an_empty_ledger_has_no_job_by_handle(conn: Connection) -> None:
     assert jobs_store.handle_owner(conn, "interactions/x") is None
     assert jobs_store.job_with_handle(conn, "interactions/x") is None
     assert jobs_store.state_of(conn, JobKey("none", OP)) is None
+    assert jobs_store.state_and_epoch(conn, JobKey("none", OP)) is None
 
 
 def test_a_job_is_found_by_its_handle(
@@ -51,3 +52,5 @@ def test_a_job_is_found_by_its_handle(
         assert jobs_store.job_with_handle(c, job.handle.upper() + "X") is None
         assert jobs_store.state_of(c, job.key) == "submitted"
         assert jobs_store.state_of(c, JobKey("j1", "other.op")) is None
+        assert jobs_store.state_and_epoch(c, job.key) == ("submitted", job.epoch)
+        assert jobs_store.state_and_epoch(c, JobKey("j1", "other.op")) is None
