@@ -93,7 +93,7 @@ def _claim(
         _check_row_agrees(conn, current)
         applied = apply(
             conn, key, event, actor=owner, now=now, expected_state="reserving", expected_epoch=current.epoch,
-            bump_epoch=True, fields={"lease_owner": owner, "lease_until": until, **fields(current, until)},
+            fields={"lease_until": until, **fields(current, until)},
             detail={"attempt": current.attempt, "try": current.tries + (event == "send_started"),
                     "lease_until": until, "lease_seconds": config.policy.lease_seconds},
         )

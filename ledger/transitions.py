@@ -1,8 +1,9 @@
-"""The state machine: one table of allowed transitions and the one function that applies them.
+"""The state machine: the one function that applies an event, as the event table (ledger.events) says.
 
-Every state change in the ledger goes through `apply()`: it checks the expected state (and epoch, for a
-worker's write), updates the job, appends the event with the next per-job sequence number, and queues
-any notification, all inside the caller's BEGIN IMMEDIATE transaction.
+Every state change in the ledger goes through `apply()`: it checks the step against the table and the expected
+state (and epoch, for a worker's write), updates the job as the table says the event does, appends the event
+with the next per-job sequence number, and queues any notification, all inside the caller's BEGIN IMMEDIATE
+transaction.
 """
 
 from __future__ import annotations
@@ -12,73 +13,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ledger import seal, store
+from ledger import events, seal, store
 from ledger.chain import event_hash
 from ledger.config import NotifyConfig
-from ledger.model import STATES, Job, JobKey, canonical_json, detail_json
+from ledger.model import Job, JobKey, canonical_json, detail_json
 from ledger.outbox import enqueue_for_transition
 from ledger.store import Connection
 
-# (from state, event) -> to state. Events that record facts without moving the job map a state to itself.
-TRANSITIONS: dict[tuple[str | None, str], str] = {
-    (None, "reserve"): "reserving",
-    ("reserving", "send_started"): "reserving",
-    ("reserving", "stale_claimed"): "reserving",
-    ("reserving", "send_abandoned"): "reserving",
-    ("reserving", "remote_refused"): "reserving",
-    ("reserving", "accepted"): "submitted",
-    ("reserving", "not_delivered"): "reserving",
-    ("reserving", "invalid"): "failed",
-    ("reserving", "send_unknown"): "held",
-    ("reserving", "orphan_found"): "submitted",
-    ("reserving", "orphan_held"): "held",
-    ("submitted", "completed"): "done",
-    ("submitted", "remote_failed"): "failed",
-    ("submitted", "handle_unknown"): "held",
-    ("submitted", "remote_needs_person"): "held",
-    ("reserving", "remote_paused"): "reserving",
-    ("done", "delivered"): "consumed",
-    ("held", "release"): "reserving",
-    ("failed", "release"): "reserving",
-    ("held", "reconcile"): "submitted",
-    ("held", "reject"): "rejected",
-    ("held", "remediate"): "remediated",
-    ("held", "finding"): "held",
-    ("failed", "finding"): "failed",
-    ("held", "assign"): "held",
-    ("failed", "assign"): "failed",
-    ("held", "candidate_dismissed"): "held",
-    **{(s, "remote_query"): s for s in STATES},
-    **{(s, "remote_resumed"): s for s in STATES},
-    **{(s, "evidence"): s for s in STATES},
-    **{(s, "duplicate_send"): s for s in STATES},
-}
-
-# Events a worker writes: they must name the epoch they hold.
-WORKER_EVENTS = frozenset(
-    {
-        "send_started",
-        "stale_claimed",
-        "send_abandoned",
-        "remote_refused",
-        "accepted",
-        "not_delivered",
-        "invalid",
-        "send_unknown",
-        "orphan_found",
-        "orphan_held",
-        "completed",
-        "remote_failed",
-        "handle_unknown",
-        "remote_needs_person",
-        "remote_paused",
-        "delivered",
-    }
-)
-
-_SETTABLE = frozenset(Job.__dataclass_fields__) - {"job_id", "operation", "idem_key", "state", "created_at"}
-# A new job (expected_state None) also sets its identity and creation time.
-_INSERTABLE = (_SETTABLE | {"idem_key", "created_at"}) - {"epoch"}
+TRANSITIONS = events.TRANSITIONS
+"""(from state, event) -> to state, from the event table (ledger.events)."""
+WORKER_EVENTS = events.WORKER_EVENTS
+"""Events a worker writes: they must name the epoch they hold."""
 
 
 @dataclass(frozen=True)
@@ -206,35 +151,47 @@ def apply(
     expected_epoch: int | None = None,
     detail: dict[str, Any] | None = None,
     fields: dict[str, Any] | None = None,
-    bump_epoch: bool = False,
     notify: Mapping[str, NotifyConfig] | None = None,
 ) -> Applied:
     """Apply `event` to a job in `expected_state` (and `expected_epoch`), inside the caller's transaction.
 
-    `expected_state=None` creates the job (the `reserve` event): `fields` then carry its columns, and
-    a job that already exists is refused as 'state'. Returns Applied(ok=True) with the updated job and event id, or Applied(ok=False) with nothing
+    What the event changes comes from the event table (ledger.events): the state it leads to, the epoch and
+    attempt it bumps, the lease it takes (the actor's, until `fields['lease_until']`) or clears, the handle and
+    held reason it sets or clears (a held reason's `held_at` is `now`), the columns it clears; `fields` carry
+    the columns the table says its writer gives, and no others.
+
+    `expected_state=None` creates the job (the `reserve` event), and a job that already exists is refused as
+    'state'. Returns Applied(ok=True) with the updated job and event id, or Applied(ok=False) with nothing
     changed but a fenced write recorded when the epoch moved on. Notifications for `notify` channels are
-    queued in the same transaction, only when the change was allowed. Raises ValueError for a transition the
-    table does not allow, or a worker event written without an epoch.
+    queued in the same transaction, only when the change was allowed. Raises ValueError for a step the table
+    does not allow (an unknown event, one recorded beside the job, one not allowed from `expected_state`), a
+    worker event written without an epoch, a required column missing or a column the event does not set.
     """
-    to_state = next_state(expected_state, event)
-    if to_state is None:
+    spec = events.kind(event)
+    to_state = TRANSITIONS.get((expected_state, event))
+    if spec is None or to_state is None:
         raise ValueError(f"transition not allowed: {expected_state} --{event}-->")
-    if event in WORKER_EVENTS and expected_epoch is None:
+    if spec.by_worker and expected_epoch is None:
         raise ValueError(f"worker event {event!r} must name the epoch it holds")
-    fields = dict(fields or {})
-    bad = set(fields) - (_INSERTABLE if expected_state is None else _SETTABLE)
+    given = dict(fields or {})
+    bad = set(given) - spec.settable
     if bad:
-        raise ValueError(f"cannot set job columns {sorted(bad)}")
+        raise ValueError(f"{event} cannot set job columns {sorted(bad)}")
+    missing = sorted(c for c in spec.required if given.get(c) is None)
+    if missing:
+        raise ValueError(f"{event} needs job columns {missing}")
+    changes = _effects(spec, given, actor=actor, now=now)
     if expected_state is None:
-        return _insert(conn, key, event, to_state, actor=actor, now=now, detail=detail, fields=fields, notify=notify)
+        return _insert(conn, key, event, to_state, actor=actor, now=now, detail=detail, fields=changes, notify=notify)
     sets = ["state = ?", "updated_at = ?"]
     params: list[Any] = [to_state, now]
-    for column, value in fields.items():
+    for column, value in changes.items():
         sets.append(f"{column} = ?")
         params.append(_encode(column, value))
-    if bump_epoch:
+    if spec.bumps_epoch:
         sets.append("epoch = epoch + 1")
+    if spec.bumps_attempt:
+        sets.append("attempt = attempt + 1")
     where = "job_id = ? AND operation = ? AND state = ?"
     params += [key.job_id, key.operation, expected_state]
     if expected_epoch is not None:
@@ -248,13 +205,30 @@ def apply(
         if current is not None and expected_epoch is not None and current["epoch"] != expected_epoch:
             record_fenced(
                 conn, key, at=now, actor=actor, event=event, epoch=expected_epoch, detail={**(detail or {}), **{
-                    k: v for k, v in fields.items() if k in ("handle", "last_error", "held_reason")
+                    k: v for k, v in changes.items() if k in ("handle", "last_error", "held_reason")
                 }}
             )
             return Applied(ok=False, job=None, refusal="fenced")
         return Applied(ok=False, job=None, refusal="state")
     job = Job.from_row(row)
     return _record(conn, key, job, event, expected_state, actor=actor, now=now, detail=detail, notify=notify)
+
+
+def _effects(spec: events.EventKind, given: dict[str, Any], *, actor: str, now: float) -> dict[str, Any]:
+    """The columns `spec` sets besides state, epoch and attempt: the writer's, then the table's effects."""
+    changes = dict.fromkeys(sorted(spec.clears))
+    changes.update(given)
+    if spec.lease == "take":
+        changes["lease_owner"] = actor
+    elif spec.lease == "clear":
+        changes.update(lease_owner=None, lease_until=None)
+    if spec.handle == "clear":
+        changes["handle"] = None
+    if spec.held_reason == "set":
+        changes["held_at"] = now
+    elif spec.held_reason == "clear":
+        changes["held_reason"] = None
+    return changes
 
 
 def _insert(

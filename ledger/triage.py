@@ -291,10 +291,10 @@ def _act(
             day = day_of(now, config.timezone)
             count_quota(conn, key.operation, day)
             detail = {**detail, "quota_day": day}  # what `verify` replays the quota from
-        # A decision bumps the epoch: a poll or send still in flight for the old state is fenced.
+        # A decision bumps the epoch (ledger.events): a poll or send still in flight for the old state is fenced.
         applied = apply(
             conn, key, event, actor=actor, now=now, expected_state=job.state, detail=detail,
-            fields=fields, notify=config.notify, bump_epoch=event in DECISIONS,
+            fields=fields, notify=config.notify,
         )
         if not applied.ok:
             raise Refused(f"{action} refused for {key.job_id} / {key.operation}: the job changed meanwhile; look again")
@@ -448,16 +448,6 @@ def release(
     return _act(
         conn, config, key, "release", "release", actor=actor, clock=clock, count_today=True,
         detail={"reason": reason, "attempt": job.attempt + 1, "finding_event_id": finding.id if finding else None},
-        fields={
-            "attempt": job.attempt + 1,
-            "handle": None,
-            "send_started_at": None,
-            "next_try_at": None,
-            "lease_owner": None,
-            "lease_until": None,
-            "held_reason": None,
-            "last_error": None,
-        },
     )
 
 
@@ -566,7 +556,7 @@ def reconcile(
         conn, config, key, "reconcile", "reconcile", actor=actor, clock=clock,
         detail={"handle": handle, "reason": reason, "verified": not unverified,
                 **({"evidence_id": evidence_id} if evidence_id is not None else {})},
-        fields={"handle": handle, "held_reason": None},
+        fields={"handle": handle},
         check=lambda c: _handle_taken(c, key, handle),
     )
 

@@ -136,37 +136,35 @@ def record_send_outcome(
     outcome = redact_outcome(outcome, Redactor.from_config(config))
     job = claim.job
     remote = config.operations[job.operation].remote if job.operation in config.operations else None
-    common: dict[str, object] = {"lease_owner": None, "lease_until": None}
     detail: dict[str, object] = {"attempt": job.attempt, "try": job.tries}
     if journaled is not None:
         detail["journaled"] = {"at": journaled.at, "cause": journaled.cause, "owner": journaled.owner}
     fields: dict[str, object]
     paused = False
     if outcome.kind == "accepted":
-        event, fields = "accepted", {**common, "handle": outcome.handle, "last_error": None}
+        event, fields = "accepted", {"handle": outcome.handle}
         detail["handle"] = outcome.handle
     elif outcome.kind == "not_delivered":
         wait = outcome.retry_after if outcome.retry_after is not None else _backoff(config, job.tries)
         nxt = now + wait
         event = "not_delivered"
-        fields = {**common, "send_started_at": None, "next_try_at": nxt, "last_error": outcome.error}
+        fields = {"next_try_at": nxt, "last_error": outcome.error}
         detail.update(error=outcome.error, next_try_at=nxt, retry_after=outcome.retry_after)
     elif outcome.kind == "abandoned":
-        event = "send_abandoned"
-        fields = {**common, "send_started_at": None}
+        event, fields = "send_abandoned", {}
         detail.update(why=outcome.error, sent=False)
     elif outcome.kind == "remote_unusable":
         # Due at once, but the remote's pause holds every send back until a probe passes or a resume.
         event = "remote_refused"
-        fields = {**common, "send_started_at": None, "last_error": outcome.error}
+        fields = {"last_error": outcome.error}
         detail.update(error=outcome.error, reason=outcome.reason, remote=remote)
     elif outcome.kind == "invalid":
-        event, fields = "invalid", {**common, "last_error": outcome.error}
+        event, fields = "invalid", {"last_error": outcome.error}
         detail["error"] = outcome.error
     else:
         reason = f"send outcome unknown ({outcome.reason or 'error'})"
         event = "send_unknown"
-        fields = {**common, "last_error": outcome.error, "held_reason": reason, "held_at": now}
+        fields = {"last_error": outcome.error, "held_reason": reason}
         detail.update(error=outcome.error, cause=outcome.reason, held_reason=reason)
         if outcome.unanswered:
             detail["may_arrive_until"] = arrival_deadline(config, now)
@@ -485,9 +483,9 @@ def _reconcile_from_evidence(
         if config.policy.reconcile_on_evidence:
             applied = apply(
                 conn, job.key, "reconcile", actor="reclaim", now=now, expected_state="held",
-                expected_epoch=job.epoch, bump_epoch=True,
+                expected_epoch=job.epoch,
                 detail={"handle": ev.handle, "reason": reason, "verified": True, "evidence_id": ev.id},
-                fields={"handle": ev.handle, "held_reason": None}, notify=config.notify,
+                fields={"handle": ev.handle}, notify=config.notify,
             )
             report.reconciled_by_evidence += applied.ok
             outcome = "reconciled" if applied.ok else f"not reconciled: {applied.refusal}"
@@ -665,7 +663,7 @@ def recover_stale(
                     expected_state="reserving",
                     expected_epoch=claim.epoch,
                     detail={"handle": found.handle, "remote_state": found.state, "snapshot": found.snapshot},
-                    fields={"handle": found.handle, "lease_owner": None, "lease_until": None},
+                    fields={"handle": found.handle},
                     notify=config.notify,
                 )
                 report.orphans_found += applied.ok
@@ -686,7 +684,7 @@ def recover_stale(
                     expected_state="reserving",
                     expected_epoch=claim.epoch,
                     detail={"cause": "worker died mid-send", "held_reason": reason},
-                    fields={"held_reason": reason, "held_at": held_at, "lease_owner": None, "lease_until": None},
+                    fields={"held_reason": reason},
                     notify=config.notify,
                 )
                 report.orphans_held += applied.ok
@@ -831,7 +829,7 @@ def record_poll(conn: Connection, config: Config, job: Job, status: RemoteStatus
         return apply(
             conn, job.key, event, actor=actor, now=now, expected_state="submitted",
             expected_epoch=job.epoch, detail={**base, "held_reason": reason, "snapshot": status.snapshot},
-            fields={"held_reason": reason, "held_at": now}, notify=config.notify,
+            fields={"held_reason": reason}, notify=config.notify,
         )
     return None
 

@@ -72,8 +72,7 @@ class Builder:
                 assert apply(self.conn, key, "orphan_held", actor="worker-2", now=self.clock.now(),
                              expected_state="reserving", expected_epoch=claim.epoch,
                              detail={"cause": "worker died mid-send", "held_reason": reason},
-                             fields={"held_reason": reason, "held_at": self.clock.now(), "lease_owner": None,
-                                     "lease_until": None}).ok
+                             fields={"held_reason": reason}).ok
         else:
             done = record_send_outcome(self.conn, self.cfg, claim, SendOutcome("unknown", error="no reply", reason=cause),
                                        now=self.clock.now())
@@ -86,9 +85,9 @@ class Builder:
         job = triage.get_job(self.conn, key)
         with write_tx(self.conn):
             assert apply(self.conn, key, "reconcile", actor="reclaim", now=self.clock.now(), expected_state="held",
-                         expected_epoch=job.epoch, bump_epoch=True,
+                         expected_epoch=job.epoch,
                          detail={"handle": "interactions/x", "reason": "webhook: the remote's own record", "verified": True},
-                         fields={"handle": "interactions/x", "held_reason": None}).ok
+                         fields={"handle": "interactions/x"}).ok
 
 
 def build(conn: Any, cfg: Config, clock: ManualClock, sim: Simulator) -> None:
