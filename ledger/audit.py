@@ -4,9 +4,10 @@ Every event carries the hash of the event before it and its own: sha256 over the
 event's canonical form and its seal (ledger.seal), written in the same transaction as the event. Triggers
 refuse UPDATE, DELETE and REPLACE on events and any event that does not chain to the last one; `verify`
 checks what triggers cannot (someone who dropped them, or edited the file): it recomputes the chain and,
-with the audit key, every event's MAC; rebuilds every job's state, epoch and attempt from the events and
-compares them and the sealed columns (payload, handle, idem key, result, owner, due, ...) with the `jobs`
-table; replays the quota; checks the state counts, the evidence and fenced-write chains, the webhook
+with the audit key, every event's MAC; rebuilds every job's state, epoch and attempt from the events through
+the event table (ledger.events), naming an event whose step the table does not allow, and compares them and
+the sealed columns (payload, handle, idem key, result, owner, due, ...) with the `jobs` table; replays the
+quota; checks the state counts, the evidence and fenced-write chains, the webhook
 deliveries and the triggers; and runs SQLite's integrity check. The head (the number of events and the
 newest one's hash) is shown by `status` and sent with notifications; `verify --expect-head` compares it,
 so a copy outside the ledger catches a deleted tail or a re-hashed chain."""
@@ -49,7 +50,8 @@ class Verdict:
     job_mismatch: str | None = None
     integrity: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    """Every other break, one line each: MACs, sealed job rows, quota, counts, side tables, triggers, the head."""
+    """Every other break, one line each: MACs, steps the event table does not allow, sealed job rows, quota,
+    counts, side tables, triggers, the head."""
     mac_checked: bool = False
     unauthenticated: int = 0
     """Triage events written without the key (allowed; see UNKEYED_KINDS)."""
@@ -91,9 +93,10 @@ def verify(
     conn: Connection, *, key: bytes | None = None, expect_head: tuple[int, str] | None = None,
     timezone: str = "UTC",
 ) -> Verdict:
-    """Check the chain (and, with `key`, every event's MAC), the jobs against the replay of their events (state,
-    epoch, attempt, and the sealed columns), the quota and state counts, the evidence, fenced-write and webhook
-    tables, the triggers, the head against `expect_head` (count, hash), and the database's integrity; one snapshot.
+    """Check the chain (and, with `key`, every event's MAC), every event's step against the event table, the jobs
+    against the replay of their events (state, epoch, attempt, and the sealed columns), the quota and state
+    counts, the evidence, fenced-write and webhook tables, the triggers, the head against `expect_head` (count,
+    hash), and the database's integrity; one snapshot.
 
     `timezone` is the quota's, for releases recorded before they named their quota day. Never raises for a
     damaged file: what cannot be read is reported in `integrity`, and the checks that can still run do.
@@ -114,7 +117,12 @@ def verify(
             v.integrity.append(f"the events cannot be read: {e}")
         try:
             v.jobs = int(conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
-            bad = replay.mismatches(conn)
+            steps: list[replay.BadStep] = []
+            bad = replay.mismatches(conn, steps)
+            if steps:
+                more = len(steps) - 1
+                more_text = f" (and {more} more such event{'s' if more > 1 else ''})" if more else ""
+                r.note("step", steps[0].text() + more_text)
             _check_rows(conn, r)
             _check_tables(conn, r)
         except (LedgerError, ValueError, TypeError) as e:

@@ -1,14 +1,16 @@
 """The jobs table is a projection of the events: replaying them gives every job's state, epoch, attempt.
 
 Every change to a job goes through `transitions.apply()`, which writes the event in the same
-transaction; so reading the events in order rebuilds what the `jobs` table must hold. A difference
-means a write bypassed the state machine (or the table was edited by hand).
+transaction; so reading the events in order, through the event table (ledger.events), rebuilds what the
+`jobs` table must hold. A difference means a write bypassed the state machine (or the table was edited by
+hand); an event whose step the table does not allow was written or rewritten outside it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ledger import events
 from ledger.model import JobKey
 from ledger.store import Connection
 
@@ -31,30 +33,74 @@ class Mismatch:
     from_table: Projection | None
 
 
-def _fold(cur: Projection | None, kind: str, to_state: str | None, epoch: int | None) -> Projection | None:
-    """One event applied to what the job's earlier events said."""
+@dataclass(frozen=True)
+class BadStep:
+    """An event whose step the event table (ledger.events) does not allow, from the state its job's earlier
+    events left it in."""
+
+    event_id: int
+    key: JobKey
+    seq: int
+    kind: str
+    from_state: str | None
+    """The state the job's earlier events left it in (None: no job yet)."""
+    why: str
+
+    def text(self) -> str:
+        """One line naming the event, its job, the state it started from and its kind, and what is wrong."""
+        start = self.from_state or "no job"
+        return (f"event {self.event_id} ({self.key.job_id} / {self.key.operation} seq {self.seq}): {self.kind} from "
+                f"{start} {self.why} (the event was written or rewritten outside the state machine)")
+
+
+def _step(cur: Projection | None, kind: str, from_state: str | None, to_state: str | None,
+          epoch: int | None) -> tuple[Projection | None, str | None]:
+    """One event folded through the event table onto what the job's earlier events said: what the job is after
+    it, and what is wrong with the step (None: the table allows it).
+
+    The state and epoch are the event's own (what it says it left); the attempt is the table's. An event for a
+    job that no `reserve` created, or of a kind that records no job, leaves it None."""
+    spec = events.kind(kind)
+    start = cur.state if cur is not None else None
+    why: str | None = None
+    if spec is None:
+        why = "is not an event the ledger writes"
+    elif start not in spec.starts:
+        why = "is not allowed by the event table"
+    elif from_state is not None and from_state != start:
+        why = f"is recorded as starting from {from_state}"
+    elif to_state != (want := spec.to_state(start)):
+        why = f"leads to {want or 'no job'}, but the event says {to_state or 'no job'}"
+    elif cur is not None and epoch is not None and epoch != cur.epoch + spec.bumps_epoch:
+        why = f"leaves epoch {cur.epoch + spec.bumps_epoch}, but the event says {epoch}"
     if cur is None:
-        return Projection(state=to_state or "", epoch=epoch or 0, attempt=1) if kind == "reserve" else None
+        creates = spec is not None and None in spec.starts and spec.leads_to is not None
+        return (Projection(state=to_state or "", epoch=epoch or 0, attempt=1) if creates else None), why
     return Projection(
         state=to_state if to_state is not None else cur.state,
         epoch=epoch if epoch is not None else cur.epoch,
-        attempt=cur.attempt + (kind == "release"),
-    )
+        attempt=cur.attempt + (spec is not None and spec.bumps_attempt),
+    ), why
 
 
-def rebuild(conn: Connection) -> dict[JobKey, Projection]:
-    """Replay every event, in order, into each job's state, epoch and attempt.
+def rebuild(conn: Connection, bad: list[BadStep] | None = None) -> dict[JobKey, Projection]:
+    """Replay every event, in order, through the event table into each job's state, epoch and attempt.
 
     The state is the last event's `to_state`; the epoch the last event's epoch; the attempt counts the
-    releases. Events that record a fact without a job row (none today) are ignored.
+    events the table says bump it. Each event whose step the table does not allow is added to `bad`, in job
+    and sequence order. Events that record a fact without a job row (the ledger's policy) change nothing.
     """
     out: dict[JobKey, Projection] = {}
     rows = conn.execute(
-        "SELECT job_id, operation, kind, to_state, epoch FROM events ORDER BY job_id, operation, seq"
+        "SELECT id, job_id, operation, seq, kind, from_state, to_state, epoch FROM events "
+        "ORDER BY job_id, operation, seq"
     )
-    for job_id, operation, kind, to_state, epoch in rows:
+    for event_id, job_id, operation, seq, kind, from_state, to_state, epoch in rows:
         key = JobKey(job_id, operation)
-        folded = _fold(out.get(key), kind, to_state, epoch)
+        cur = out.get(key)
+        folded, why = _step(cur, kind, from_state, to_state, epoch)
+        if why is not None and bad is not None:
+            bad.append(BadStep(event_id, key, seq, kind, cur.state if cur is not None else None, why))
         if folded is not None:
             out[key] = folded
     return out
@@ -64,21 +110,22 @@ def rebuild_job(conn: Connection, key: JobKey) -> Projection | None:
     """What one job's events say it is (None when it has no `reserve` event)."""
     cur: Projection | None = None
     rows = conn.execute(
-        "SELECT kind, to_state, epoch FROM events WHERE job_id = ? AND operation = ? ORDER BY seq",
+        "SELECT kind, from_state, to_state, epoch FROM events WHERE job_id = ? AND operation = ? ORDER BY seq",
         (key.job_id, key.operation),
     )
-    for kind, to_state, epoch in rows:
-        cur = _fold(cur, kind, to_state, epoch) or cur
+    for kind, from_state, to_state, epoch in rows:
+        cur = _step(cur, kind, from_state, to_state, epoch)[0] or cur
     return cur
 
 
-def mismatches(conn: Connection) -> list[Mismatch]:
-    """Every job whose row differs from what its events rebuild, in key order (one consistent snapshot)."""
+def mismatches(conn: Connection, bad: list[BadStep] | None = None) -> list[Mismatch]:
+    """Every job whose row differs from what its events rebuild, in key order (one consistent snapshot); each
+    event whose step the event table does not allow is added to `bad`."""
     own = not conn.in_transaction
     if own:
         conn.execute("BEGIN")  # both reads from one snapshot, while writers go on
     try:
-        events = rebuild(conn)
+        replayed = rebuild(conn, bad)
         table = {
             JobKey(r[0], r[1]): Projection(state=r[2], epoch=r[3], attempt=r[4])
             for r in conn.execute("SELECT job_id, operation, state, epoch, attempt FROM jobs")
@@ -87,8 +134,8 @@ def mismatches(conn: Connection) -> list[Mismatch]:
         if own:
             conn.execute("COMMIT")
     out = [
-        Mismatch(key, events.get(key), table.get(key))
-        for key in sorted(events.keys() | table.keys(), key=lambda k: (k.job_id, k.operation))
-        if events.get(key) != table.get(key)
+        Mismatch(key, replayed.get(key), table.get(key))
+        for key in sorted(replayed.keys() | table.keys(), key=lambda k: (k.job_id, k.operation))
+        if replayed.get(key) != table.get(key)
     ]
     return out

@@ -174,3 +174,38 @@ def test_the_migration_chains_the_events_an_older_ledger_holds(tmp_path: Path) -
         assert verdict.ok and verdict.events == 3 and verdict.head_hash, verdict
     finally:
         migrated.close()
+
+
+@pytest.mark.parametrize(("kind", "to_state", "why"), [
+    ("completed", "held", "completed from held is not allowed by the event table"),
+    ("finding", "done", "finding from held leads to held, but the event says done"),
+])
+def test_verify_names_an_event_whose_step_the_event_table_does_not_allow(
+    worked: Path, run_cli: Callable[..., Any], kind: str, to_state: str, why: str,
+) -> None:
+    """An attacker rewrites j0's finding (held -> held) as another step and re-hashes the chain from there (no
+    audit key to check MACs against): the chain holds, the job's row still matches its last event, and verify
+    names the event by its seq, job, the state it started from and its kind."""
+    from ledger.chain import event_hash
+
+    conn = _raw(worked)
+    try:
+        victim, seq = conn.execute("SELECT id, seq FROM events WHERE job_id = 'j0' AND kind = 'finding'").fetchone()
+        rows = conn.execute("SELECT id, at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, "
+                            "prev_hash, seal FROM events WHERE id >= ? ORDER BY id", (victim,)).fetchall()
+    finally:
+        conn.close()
+    prev = rows[0][11]
+    rewrite: list[str] = [*_drop_guards(worked)]
+    for row in rows:
+        ev_kind, ev_to = (kind, to_state) if row[0] == victim else (row[6], row[8])
+        digest = event_hash(prev, row[1], row[2], row[3], row[4], row[5], ev_kind, row[7], ev_to, row[9], row[10],
+                            row[12])
+        rewrite.append(f"UPDATE events SET kind = '{ev_kind}', to_state = '{ev_to}', prev_hash = "
+                       f"{'NULL' if prev is None else repr(prev)}, hash = '{digest}' WHERE id = {row[0]}")
+        prev = digest
+    _tamper(worked, *rewrite)
+    out = run_cli("verify")
+    assert out.rc == 11, out
+    assert "does not match its hash" not in out.stdout and "removed or inserted" not in out.stdout, out
+    assert f"event {victim} (j0 / {OP} seq {seq}): {why}" in out.stdout, out
