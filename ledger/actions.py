@@ -1,8 +1,9 @@
 """The one table of operator actions: who may take each, on which states, what must be typed, what it does.
 
-Each `Action` names its role, the job states it applies to, its required `Field`s in the order a person is
-asked for them (every write records why: a finding its note, assign / release / reconcile / reject a reason,
-remediate its note), the preview text, and the words of its refusals. The ledger's triage functions refuse
+Each `Action` names its role, the event it writes (whose entry in the event table, ledger.events, says the job
+states it applies to), its required `Field`s in the order a person is asked for them (every write records why:
+a finding its note, assign / release / reconcile / reject a reason, remediate its note), the preview text, and
+the words of its refusals. The ledger's triage functions refuse
 with these words, the CLI builds its triage commands (options, help, `--dry-run`) from this table, and the
 console's form asks for the same fields with the same rules. No SQL here, and nothing but plain data.
 """
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ledger.errors import BadInput
+from ledger.events import KINDS, starts_of
 
 FINDING_CATEGORIES = ("not_received", "in_progress", "completed_reply_lost", "cannot_determine", "changed_by_other")
 ASK_REASON = "write a reason first: every decision records why"
@@ -59,8 +61,6 @@ class Action:
     role: str
     verb: str
     """Completes "... lacks the approver role needed to <verb>"."""
-    states: tuple[str, ...] | None
-    """The job states it applies to (None: any)."""
     fields: tuple[Field, ...]
     """Required, in the order they are asked for."""
     summary: str
@@ -75,6 +75,13 @@ class Action:
     """The summary with the job's own figures, when they are known (a format string)."""
     waits_for_arrival: bool = False
     """Refused (for now) while the held job's last request could still reach the remote (ledger.triage)."""
+    only: tuple[str, ...] | None = None
+    """Narrower than its event allows: only jobs in these states."""
+
+    @property
+    def states(self) -> tuple[str, ...] | None:
+        """The job states it applies to (None: any): those its event may start from (ledger.events), or `only`."""
+        return self.only if self.only is not None else starts_of(self.event)
 
     def role_refusal(self, actor: str) -> str:
         """Why `actor`, lacking the role, may not take this action."""
@@ -131,13 +138,13 @@ _DUE = Field("due", "--due", "type a due time first (e.g. 4h)",
 
 ACTIONS: dict[str, Action] = {a.name: a for a in (
     Action(
-        "query", "triage", "query the remote", None, (),
+        "query", "triage", "query the remote", (),
         "asks the remote about this job (a read; nothing is sent) and records the reply",
         "Ask the remote side about a job (a read) and record its reply as an event (triage).",
         "remote_query",
     ),
     Action(
-        "finding", "triage", "record a finding", ("held", "failed"),
+        "finding", "triage", "record a finding",
         (_CATEGORY, Field("note", "--note", "write a note: what you saw and where", "say what you saw and where",
                           "What you saw, and where (required).")),
         "records what you found; nothing is sent",
@@ -145,14 +152,14 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
         "finding",
     ),
     Action(
-        "assign", "triage", "assign an owner", ("held", "failed"),
+        "assign", "triage", "assign an owner",
         (_reason("say why this owner and due time"), _OWNER, _DUE),
         "sets the owner and due time; nothing is sent",
         "Give a held job an owner and a due time (triage).",
         "assign",
     ),
     Action(
-        "release", "approver", "release", ("held", "failed"),
+        "release", "approver", "release",
         (_reason("say why it may be sent again (what the finding showed)"),),
         "sends 1 new request",
         "Re-submit a held job: a new attempt with the same idem key, sent by the next pass (approver).",
@@ -162,7 +169,7 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
         waits_for_arrival=True,
     ),
     Action(
-        "reconcile", "approver", "reconcile", ("held",),
+        "reconcile", "approver", "reconcile",
         (_reason("say where you saw that the remote ran it"),
          Field("handle", "--handle", "type the remote's handle for this job first",
                "the remote's id for this job (from 'reclaim query' or the remote's console), or evidence:ID "
@@ -176,7 +183,7 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
         flags=(("unverified", "--unverified", "Attach without asking the remote (it cannot be asked)."),),
     ),
     Action(
-        "reject", "approver", "reject", ("held",),
+        "reject", "approver", "reject",
         (_reason("say why the job is closed without re-sending"),),
         "closes the job as rejected; nothing is sent",
         "Close a held job without re-sending (approver).",
@@ -184,7 +191,7 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
         waits_for_arrival=True,
     ),
     Action(
-        "remediate", "approver", "remediate", ("held",),
+        "remediate", "approver", "remediate",
         (Field("note", "--note", "write a note first: what was done instead and where it is recorded",
                "say what was done instead and where it is recorded",
                "What was done instead, and where it is recorded (required)."),),
@@ -194,7 +201,7 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
         waits_for_arrival=True,
     ),
     Action(
-        "dismiss-candidate", "triage", "dismiss a candidate", ("held",),
+        "dismiss-candidate", "triage", "dismiss a candidate",
         (Field("evidence", "--evidence", "type the candidate's evidence id first",
                "the id of the orphan evidence that is not this job's (listed by 'reclaim show JOB')",
                "The candidate's evidence id, as 'reclaim show JOB' lists it (required)."),
@@ -205,18 +212,20 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
         "candidate_dismissed",
     ),
     Action(
-        "bulk-assign", "triage", "assign owners", ("held",),
+        "bulk-assign", "triage", "assign owners",
         (_reason("say why these jobs go to this owner"), _OWNER, _DUE),
         "sets the owner and due time of every matching held job; nothing is sent (never a release)",
         "Assign an owner and due time to every held job matching a filter (a safe bulk action; never a release).",
         "assign",
+        only=("held",),
     ),
 )}
 
 JOB_ACTIONS = ("query", "finding", "dismiss-candidate", "assign", "release", "reconcile", "reject", "remediate")
 """The actions on one job, in the order triage takes them (bulk-assign acts on many)."""
-DECISIONS = frozenset({"release", "reconcile", "reject", "remediate"})
-"""The actions that decide a held job's fate: each fences whatever was in flight for the old state."""
+DECISIONS = frozenset(a.name for a in ACTIONS.values() if KINDS[a.event].bumps_epoch)
+"""The actions that decide a held job's fate: each fences whatever was in flight for the old state (its event bumps
+the epoch)."""
 
 
 def action(name: str) -> Action:

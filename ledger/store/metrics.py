@@ -12,14 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ledger import store
-from ledger.model import STATES, TERMINAL
+from ledger.events import DECISION_KINDS
+from ledger.events import OUTCOME_KINDS as OUTCOME_KINDS  # the kinds a send's outcome is recorded as
+from ledger.events import TERMINAL_STATES as TERMINAL_STATES  # the states no event leads out of
+from ledger.model import STATES
 from ledger.store import Connection
 
-RESOLUTION_KINDS = ("reconcile", "release", "reject", "remediate")
-"""The events that end a hold (from state `held`)."""
-OUTCOME_KINDS = ("accepted", "not_delivered", "send_abandoned", "remote_refused", "remote_paused", "invalid",
-                 "send_unknown")
-"""The events a send's outcome is recorded as: the ones a journal replay writes."""
+RESOLUTION_KINDS = DECISION_KINDS
+"""The events that end a hold (from state `held`), from the event table (ledger.events)."""
 TALLIED_KINDS = ("orphan_found", "orphan_held", "duplicate_send", *RESOLUTION_KINDS, *OUTCOME_KINDS)
 """Every event kind `event_tallies` counts."""
 
@@ -51,8 +51,8 @@ def last_event_id(conn: Connection) -> int:
     return int(row[0]) if row and row[0] is not None else 0
 
 
-OPEN_STATES = tuple(s for s in STATES if s not in TERMINAL)
-TERMINAL_STATES = tuple(sorted(TERMINAL))
+OPEN_STATES = tuple(s for s in STATES if s not in TERMINAL_STATES)
+"""The states a job may still leave."""
 
 
 def open_jobs(conn: Connection) -> list[tuple[str, str, int]]:

@@ -13,14 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger import store
+from ledger.events import DECISION_KINDS as DECISION_KINDS  # the events that end a hold
+from ledger.events import HOLD_KINDS as HOLD_KINDS  # the events that put a job on hold
 from ledger.store import Connection
 from ledger.store.metrics import _json_text
-from ledger.transitions import TRANSITIONS
 
-HOLD_KINDS = tuple(sorted({ev for (frm, ev), to in TRANSITIONS.items() if to == "held" and frm not in (None, "held")}))
-"""The events that put a job on hold (send_unknown, orphan_held, handle_unknown, remote_needs_person)."""
-DECISION_KINDS = tuple(sorted({ev for (frm, ev), to in TRANSITIONS.items() if frm == "held" and to != "held"}))
-"""The events that end a hold: reconcile, reject, release, remediate."""
 FINDING_KIND = "finding"
 QUERY_KIND = "remote_query"
 
