@@ -21,7 +21,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Candidate": ("ledger.candidates", "Candidate"), "held_candidates": ("ledger.candidates", "candidates"),
     "candidate_choices": ("ledger.candidates", "decide_words"),
     # ledger.audit
-    "audit_head": ("ledger.audit", "head"), "verify_ledger": ("ledger.audit", "verify"),
+    "verify_ledger": ("ledger.audit", "verify"),
     # ledger.clock
     "Clock": ("ledger.clock", "Clock"), "day_of": ("ledger.clock", "day_of"), "INVALID": ("ledger.clock", "INVALID"),
     "clock_time": ("ledger.clock", "clock_time"),
@@ -59,7 +59,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # ledger.export
     "check_export_filter": ("ledger.export", "check_filter"), "export_redacted": ("ledger.export", "redacted"),
     "export_rows": ("ledger.export", "rows"), "export_snapshot": ("ledger.export", "snapshot"),
-    "EXPORT_TABLES": ("ledger.export", "TABLES"), "ExportFilter": ("ledger.export", "ExportFilter"),
+    "EXPORT_TABLES": ("ledger.export", "TABLES"),
     "parse_export_states": ("ledger.export", "parse_states"),
     # ledger.files
     "fsync_dir": ("ledger.files", "fsync_dir"), "place_new": ("ledger.files", "place_new"),
@@ -100,7 +100,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # ledger.remote_answers
     "what_remotes_answer": ("ledger.remote_answers", "answers"),
     # ledger.stages
-    "Stage": ("ledger.stages", "Stage"), "STAGES": ("ledger.stages", "STAGES"),
+    "Stage": ("ledger.stages", "Stage"),
     "job_stage": ("ledger.stages", "job_stage"), "awaiting_count": ("ledger.stages", "awaiting_count"),
     "RemoteAnswers": ("ledger.remote_answers", "RemoteAnswers"),
     "remote_capabilities": ("ledger.remote_answers", "capabilities_of"),
@@ -123,19 +123,13 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Event": ("ledger.model", "Event"), "GROUPS": ("ledger.model", "GROUPS"),
     "idem_key": ("ledger.model", "idem_key"), "Job": ("ledger.model", "Job"), "JobKey": ("ledger.model", "JobKey"),
     "STATES": ("ledger.model", "STATES"), "Evidence": ("ledger.model", "Evidence"),
+    "JobFilter": ("ledger.model", "JobFilter"), "STAGES": ("ledger.model", "STAGES"),
     # ledger.probe
     "probe_remote": ("ledger.probe", "probe_remote"), "ProbeReport": ("ledger.probe", "ProbeReport"),
     "PROBE_WAIT_SECONDS": ("ledger.probe", "DEFAULT_WAIT_SECONDS"),
     # ledger.queries
-    "fenced_write_count": ("ledger.queries", "fenced_write_count"),
-    "fenced_writes_for": ("ledger.queries", "fenced_writes_for"), "find_job": ("ledger.queries", "find_job"),
-    "group_counts": ("ledger.queries", "group_counts"), "held_by_operation": ("ledger.queries", "held_by_operation"),
-    "held_jobs": ("ledger.queries", "held_jobs"), "job_events": ("ledger.queries", "job_events"),
-    "JobFilter": ("ledger.queries", "JobFilter"), "last_event_id": ("ledger.queries", "last_event_id"),
-    "list_jobs": ("ledger.queries", "list_jobs"), "operation_counts": ("ledger.queries", "operation_counts"),
-    "operations_of": ("ledger.queries", "operations_of"), "quota_history": ("ledger.queries", "quota_history"),
+    "group_counts": ("ledger.queries", "group_counts"), "quota_history": ("ledger.queries", "quota_history"),
     "quota_today": ("ledger.queries", "quota_today"), "QuotaDay": ("ledger.queries", "QuotaDay"),
-    "state_counts": ("ledger.queries", "state_counts"),
     # ledger.receiver
     "make_webhook_server": ("ledger.receiver", "make_server"),
     # ledger.redaction
@@ -152,6 +146,15 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "shown_ledger": ("ledger.store", "shown_ledger"),
     # ledger.store.events
     "evidence_duplicate_count": ("ledger.store.events", "duplicate_count"),
+    "audit_head": ("ledger.store.events", "head"), "job_events": ("ledger.store.events", "job_events"), "last_event_id": ("ledger.store.events", "last_event_id"),
+    # ledger.store.export
+    "ExportFilter": ("ledger.store.export", "ExportFilter"),
+    # ledger.store.jobs
+    "fenced_write_count": ("ledger.store.jobs", "fenced_write_count"),
+    "fenced_writes_for": ("ledger.store.jobs", "fenced_writes_for"), "find_job": ("ledger.store.jobs", "find_job"),
+    "held_by_operation": ("ledger.store.jobs", "held_by_operation"), "held_jobs": ("ledger.store.jobs", "held_jobs"),
+    "list_jobs": ("ledger.store.jobs", "list_jobs"), "operation_counts": ("ledger.store.jobs", "operation_counts"),
+    "operations_of": ("ledger.store.jobs", "operations_of"), "state_counts": ("ledger.store.jobs", "state_counts"),
     # ledger.store.evidence
     "evidence_for_job": ("ledger.store.evidence", "for_job"),
     "evidence_refusal_counts": ("ledger.store.evidence", "refusal_counts"),
@@ -191,7 +194,6 @@ if TYPE_CHECKING:
     from ledger.actions import JOB_ACTIONS
     from ledger.actions import Field as ActionField
     from ledger.actions import action as get_action
-    from ledger.audit import head as audit_head
     from ledger.audit import parse_head as parse_audit_head
     from ledger.audit import verify as verify_ledger
     from ledger.candidates import Candidate
@@ -244,9 +246,6 @@ if TYPE_CHECKING:
         TABLES as EXPORT_TABLES,
     )
     from ledger.export import (
-        ExportFilter,
-    )
-    from ledger.export import (
         check_filter as check_export_filter,
     )
     from ledger.export import (
@@ -287,7 +286,7 @@ if TYPE_CHECKING:
     from ledger.metrics import make_server as metrics_server
     from ledger.metrics import registry_for as metrics_registry
     from ledger.metrics import samples as metrics_samples
-    from ledger.model import GROUPS, STATES, Event, Evidence, Job, JobKey, idem_key
+    from ledger.model import GROUPS, STAGES, STATES, Event, Evidence, Job, JobFilter, JobKey, idem_key
     from ledger.policy import SETTINGS as POLICY_SETTINGS
     from ledger.policy import apply_to as apply_policy
     from ledger.policy import owner as policy_owner
@@ -296,24 +295,7 @@ if TYPE_CHECKING:
     from ledger.policy import require_owner as require_policy_owner
     from ledger.probe import DEFAULT_WAIT_SECONDS as PROBE_WAIT_SECONDS
     from ledger.probe import ProbeReport, probe_remote
-    from ledger.queries import (
-        JobFilter,
-        QuotaDay,
-        fenced_write_count,
-        fenced_writes_for,
-        find_job,
-        group_counts,
-        held_by_operation,
-        held_jobs,
-        job_events,
-        last_event_id,
-        list_jobs,
-        operation_counts,
-        operations_of,
-        quota_history,
-        quota_today,
-        state_counts,
-    )
+    from ledger.queries import QuotaDay, group_counts, quota_history, quota_today
     from ledger.receiver import make_server as make_webhook_server
     from ledger.redaction import Redactor
     from ledger.remote_answers import RemoteAnswers
@@ -334,14 +316,28 @@ if TYPE_CHECKING:
     from ledger.seal import key_path as audit_key_path
     from ledger.seal import read_key as read_audit_key
     from ledger.seal import use_key as use_audit_key
-    from ledger.stages import STAGES, Stage, awaiting_count, job_stage
+    from ledger.stages import Stage, awaiting_count, job_stage
     from ledger.status import JournalReport, Status, read_status
     from ledger.store import check_pages, is_url, ledger_clock, loose_permissions, shown_ledger, wait_for_change
     from ledger.store.events import duplicate_count as evidence_duplicate_count
+    from ledger.store.events import head as audit_head
+    from ledger.store.events import job_events, last_event_id
     from ledger.store.evidence import ForeignTally, foreign_tally
     from ledger.store.evidence import for_job as evidence_for_job
     from ledger.store.evidence import orphans as orphan_evidence
     from ledger.store.evidence import refusal_counts as evidence_refusal_counts
+    from ledger.store.export import ExportFilter
+    from ledger.store.jobs import (
+        fenced_write_count,
+        fenced_writes_for,
+        find_job,
+        held_by_operation,
+        held_jobs,
+        list_jobs,
+        operation_counts,
+        operations_of,
+        state_counts,
+    )
     from ledger.store.remote_pauses import paused_remotes
     from ledger.store.views import SavedView, list_views
     from ledger.triage import (

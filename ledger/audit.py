@@ -26,14 +26,6 @@ from ledger.errors import LedgerError
 from ledger.seal import mac_ok
 from ledger.store import Connection
 
-
-def head(conn: Connection) -> tuple[int, str | None]:
-    """(number of events, the newest event's hash) — the anchor to keep outside the ledger."""
-    row = conn.execute("SELECT id, hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
-    count = conn.execute("SELECT COUNT(*) FROM events").fetchone()[0]
-    return int(count), (row[1] if row else None)
-
-
 UNKEYED_KINDS = frozenset({"finding", "assign", "remote_query", "candidate_dismissed"})
 """Events a triage account writes: without the audit key (it holds none) they carry no MAC, and are
 authenticated only by the next keyed event chained on top of them."""

@@ -21,9 +21,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ledger import queries, store
+from ledger import store
 from ledger.model import Event
 from ledger.store import Connection
+from ledger.store import events as events_store
 
 PAGE = 500
 RECHECK_SECONDS = 1.0
@@ -66,7 +67,7 @@ class EventCursor:
         out: list[Event] = []
         while True:
             want = self.page if limit is None else min(self.page, limit - len(out))
-            batch = queries.events_after(self.conn, self.cursor, limit=want)
+            batch = events_store.events_after(self.conn, self.cursor, limit=want)
             out += batch
             if batch:
                 self.cursor = batch[-1].id
@@ -86,8 +87,8 @@ class EventCursor:
         self.changed, self.behind = True, False
         self._last_read = self._monotonic()
         if n <= 0:
-            self.cursor = queries.last_event_id(self.conn)
+            self.cursor = events_store.last_event_id(self.conn)
             return []
-        events = list(reversed(queries.latest_events(self.conn, n)))
+        events = list(reversed(events_store.latest_events(self.conn, n)))
         self.cursor = events[-1].id if events else 0
         return events

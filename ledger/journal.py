@@ -264,7 +264,7 @@ def state(ledger: str | Path) -> JournalState:
 def kept_reason(conn: Connection, config: Config, record: OutcomeRecord) -> str | None:
     """Why a replay cannot record `record` now (so it stays in the journal), or None when it can."""
     from ledger.model import JobKey
-    from ledger.queries import find_job
+    from ledger.store.jobs import find_job
 
     if record.operation not in config.operations:
         return f"operation {record.operation!r} is not declared in the config this process runs with"

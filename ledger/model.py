@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import Any
 
 from ledger import jsontext
+from ledger.errors import BadInput
 from ledger.store import Row
 
 STATES = ("reserving", "submitted", "done", "consumed", "failed", "held", "rejected", "remediated")
@@ -185,3 +187,85 @@ class Evidence:
         d = dict(self.__dict__)
         d["job"] = {"job_id": self.job.job_id, "operation": self.job.operation} if self.job else None
         return d
+
+
+# -- the typed job filter (`reclaim jobs --filter`, the console's `/`): its words, parsed; ledger.store.jobs
+# translates it to SQL (`filter_clause`)
+STAGES = {
+    "needs-finding": "no finding recorded in the current attempt",
+    "awaiting-approval": "a finding is recorded: an approver decides",
+    "awaiting-my-approval": "awaiting approval, leaving out (under four-eyes) the jobs you queried or wrote a finding for",
+    "assigned": "someone owns it",
+}
+"""The values `stage:` takes in a typed filter, and what each matches (ledger.stages says a job's own stage)."""
+
+
+def check_stage(value: str) -> str:
+    """Return `value` when it is a stage the filter knows; else raise BadInput naming it and the stages."""
+    if value not in STAGES:
+        raise BadInput(f"filter stage:{value[:40]}: unknown stage; the stages are "
+                       f"{', '.join('stage:' + s for s in STAGES)}")
+    return value
+
+
+FILTER_KEYS = {
+    "owner": "the owner, exactly (owner:me is you)",
+    "op": "the operation (* is a wildcard)",
+    "target": "the target (* is a wildcard)",
+    "reason": "words in why it is held or its last error",
+    "stage": "who it waits for: needs-finding, awaiting-approval, awaiting-my-approval, assigned",
+    "text": "a word that itself holds a colon (text:a:b)",
+}
+"""The keys a typed filter knows, and what each matches; words without a key match id, operation, target and
+why the job is held (or its last error)."""
+_KEY = re.compile(r"([A-Za-z][A-Za-z0-9_-]*):(.*)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """A typed filter: free words on job id / operation / target / held reason / last error, plus owner:, op:,
+    target:, reason:, stage: terms."""
+
+    text: str = ""
+    owner: str | None = None
+    operation: str | None = None
+    target: str | None = None
+    reason: str | None = None
+    stage: str | None = None
+    me: str | None = field(default=None, compare=False)
+    """The operator (stage:awaiting-my-approval leaves out the jobs they queried or wrote a finding for)."""
+    four_eyes: bool = field(default=True, compare=False)
+
+    @classmethod
+    def parse(cls, query: str, me: str | None = None, *, four_eyes: bool = True) -> JobFilter:
+        """Parse "owner:me op:article.* reason:timeout bucket" into a filter (`*` is a wildcard in op: and
+        target:; `me` is the operator). A key it does not know, or a stage it does not know, is refused (BadInput
+        naming it and the keys)."""
+        words: list[str] = []
+        terms: dict[str, str] = {}
+        for tok in query.split():
+            m = _KEY.fullmatch(tok)
+            if m is None:
+                words.append(tok)
+                continue
+            key, value = m.group(1), m.group(2)
+            if key not in FILTER_KEYS:
+                raise BadInput(
+                    f"filter key {_clip(key) + ':'!r}: unknown; the keys are "
+                    f"{', '.join(k + ':' for k in FILTER_KEYS)} (words without a key match id, operation, target "
+                    "and why it is held; text:a:b for a word with a colon)"
+                )
+            if key == "text":
+                words.append(value)
+            else:
+                terms[key] = value
+        owner = terms.get("owner")
+        if owner == "me" and me:
+            owner = me
+        stage = check_stage(terms["stage"]) if "stage" in terms else None
+        return cls(text=" ".join(w for w in words if w), owner=owner, operation=terms.get("op"),
+                   target=terms.get("target"), reason=terms.get("reason"), stage=stage, me=me, four_eyes=four_eyes)
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

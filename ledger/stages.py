@@ -9,43 +9,14 @@ wrote a finding for, which another approver must release.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ledger.config import Config
-from ledger.errors import BadInput
+from ledger.model import STAGES as STAGES  # the values `stage:` takes, kept with the stages they name
 from ledger.model import Job
 from ledger.store import Connection
 from ledger.store import stages as q
 
-STAGES = {
-    "needs-finding": "no finding recorded in the current attempt",
-    "awaiting-approval": "a finding is recorded: an approver decides",
-    "awaiting-my-approval": "awaiting approval, leaving out (under four-eyes) the jobs you queried or wrote a finding for",
-    "assigned": "someone owns it",
-}
-"""The values `stage:` takes in a typed filter, and what each matches."""
 TRIAGED_STATES = ("held", "failed")
-
-
-def check_stage(value: str) -> str:
-    """Return `value` when it is a stage the filter knows; else raise BadInput naming it and the stages."""
-    if value not in STAGES:
-        raise BadInput(f"filter stage:{value[:40]}: unknown stage; the stages are "
-                       f"{', '.join('stage:' + s for s in STAGES)}")
-    return value
-
-
-def stage_clause(stage: str, outer: str, me: str | None, four_eyes: bool) -> tuple[list[str], list[Any]]:
-    """SQL conditions (ANDed) and their parameters selecting the `outer` job rows in `stage`."""
-    finding = q.has_finding(outer)
-    if stage == "needs-finding":
-        return [f"{outer}.state IN ('held', 'failed')", f"NOT {finding}"], []
-    if stage == "assigned":
-        return [f"{outer}.owner IS NOT NULL", f"{outer}.owner <> ''"], []
-    where = [f"{outer}.state IN ('held', 'failed')", finding]
-    if stage == "awaiting-my-approval" and four_eyes and me:
-        return [*where, f"NOT {q.authored_by(outer)}"], [me]
-    return where, []
 
 
 @dataclass(frozen=True)

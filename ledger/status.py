@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger import audit, heartbeat, journal, policy, queries, store
+from ledger import heartbeat, journal, policy, queries, store
 from ledger.clock import iso
 from ledger.config import Config
 from ledger.heartbeat import Liveness, WorkerBoard
@@ -22,6 +22,7 @@ from ledger.queries import QuotaDay
 from ledger.store import Connection
 from ledger.store import events as events_store
 from ledger.store import evidence as evidence_store
+from ledger.store import jobs as jobs_store
 from ledger.store import remote_pauses as pauses_store
 from ledger.store.evidence import ForeignTally
 from ledger.store.remote_pauses import RemotePause
@@ -145,12 +146,12 @@ def read_status(
     warnings = store.loose_permissions(ledger)
     if held_policy.settings is None:
         warnings.insert(0, NO_POLICY_WARNING)
-    events, head = audit.head(conn)
+    events, head = events_store.head(conn)
     board = heartbeat.read_board(conn)
     return Status(
         identity=identity, roles=tuple(sorted(config.roles_of(identity.name))),
-        states=queries.state_counts(conn), operations=queries.operation_counts(conn),
-        quota_today=tuple(queries.quota_today(conn, config, now)), fenced_writes=queries.fenced_write_count(conn),
+        states=jobs_store.state_counts(conn), operations=jobs_store.operation_counts(conn),
+        quota_today=tuple(queries.quota_today(conn, config, now)), fenced_writes=jobs_store.fenced_write_count(conn),
         duplicate_sends=events_store.duplicate_count(conn), webhook_counters=evidence_store.refusal_counts(conn),
         foreign=evidence_store.foreign_tally(conn), foreign_retention_days=config.policy.foreign_retention_days,
         audit_events=events, audit_head=head, pages_checked=pages_checked, now=now,

@@ -6,8 +6,7 @@ from ledger.clock import Clock
 from ledger.config import Config
 from ledger.db import write_tx
 from ledger.errors import BadInput
-from ledger.model import GROUPS
-from ledger.queries import JobFilter
+from ledger.model import GROUPS, JobFilter
 from ledger.store import Connection
 from ledger.store import views as views_store
 from ledger.store.views import SavedView, list_views

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar, cast
 
@@ -129,6 +130,20 @@ def stream(conn: Connection, sql: str, params: Sequence[Any] = (), batch: int = 
         yield from conn.stream(sql, params, batch)
         return
     yield from conn.execute(sql, tuple(params))
+
+
+@contextmanager
+def read_snapshot(conn: Connection) -> Iterator[None]:
+    """Run the block in one read transaction: every read inside sees the same snapshot, nothing is written and no
+    write lock is taken (SQLite: a deferred BEGIN, which works on a read-only file; PostgreSQL: REPEATABLE READ).
+    It is rolled back at the end (a read has nothing to keep, and a read-only file takes no COMMIT either). Raises
+    the ledger's own error when the ledger cannot be read."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
 
 
 def order_text(conn: Connection) -> str:

@@ -1,4 +1,5 @@
-"""The SQL behind the held-job stages (ledger.stages): who has looked at a job in its current attempt.
+"""The SQL behind the held-job stages (ledger.stages) and the `stage:` term of a typed filter: who has looked at a
+job in its current attempt.
 
 The same SQL on both backends; each condition is served by `events_job_kind (job_id, operation, kind, id)`.
 Only reads.
@@ -28,6 +29,21 @@ def authored_by(outer: str) -> str:
     """SQL (one parameter, the actor): the actor queried the remote or wrote a finding in the current attempt."""
     return (f"EXISTS (SELECT 1 FROM events a WHERE {_since_release(outer, 'a')} "
             "AND a.kind IN ('finding', 'remote_query') AND a.actor = ?)")
+
+
+def stage_clause(stage: str, outer: str, me: str | None, four_eyes: bool) -> tuple[list[str], list[Any]]:
+    """SQL conditions (ANDed) and their parameters selecting the `outer` job rows in `stage` (one of
+    `ledger.model.STAGES`): awaiting-my-approval leaves out, under `four_eyes`, the jobs `me` queried or wrote a
+    finding for."""
+    finding = has_finding(outer)
+    if stage == "needs-finding":
+        return [f"{outer}.state IN ('held', 'failed')", f"NOT {finding}"], []
+    if stage == "assigned":
+        return [f"{outer}.owner IS NOT NULL", f"{outer}.owner <> ''"], []
+    where = [f"{outer}.state IN ('held', 'failed')", finding]
+    if stage == "awaiting-my-approval" and four_eyes and me:
+        return [*where, f"NOT {authored_by(outer)}"], [me]
+    return where, []
 
 
 def attempt_looks(conn: Connection, key: JobKey) -> list[tuple[str, str, float]]:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ledger import queries, triage
+from ledger import store, triage
 from ledger.clock import ManualClock
 from ledger.config import Config
 from ledger.db import connect, write_tx
@@ -38,6 +38,11 @@ def test_an_empty_ledger_has_no_events(conn: Connection) -> None:
     assert events_store.of_kind(conn, key, "finding") == []
     assert events_store.duplicate_count(conn) == 0
     assert events_store.hash_of(conn, 1) is None
+    assert events_store.job_events(conn, key) == []
+    assert events_store.events_after(conn, 0) == []
+    assert events_store.latest_events(conn) == []
+    assert events_store.last_event_id(conn) == 0
+    assert events_store.head(conn) == (0, None)
 
 
 def test_a_held_jobs_send_start_and_its_events_of_one_kind(
@@ -81,8 +86,29 @@ def test_an_events_hash_is_read_by_its_id(
 ) -> None:
     submit_now(conn, cfg, OP, {"input": "x"}, clock=clock, job_id="j1", remotes=RemoteCache(cfg))
     with fresh(ledger_path) as c:
-        events = queries.job_events(c, JobKey("j1", OP))
+        events = events_store.job_events(c, JobKey("j1", OP))
         assert len(events) >= 2
         for event in events:
             assert event.hash and events_store.hash_of(c, event.id) == event.hash
         assert events_store.hash_of(c, max(e.id for e in events) + 1) is None
+
+
+def test_events_by_cursor_newest_and_the_head(
+    sim: Simulator, conn: Connection, cfg: Config, clock: ManualClock, ledger_path: Path,
+) -> None:
+    for job_id in ("a", "b", "c"):
+        submit_now(conn, cfg, OP, {"input": job_id}, clock=clock, job_id=job_id, remotes=RemoteCache(cfg))
+    with fresh(ledger_path) as c:
+        every = events_store.events_after(c, 0, limit=1000)
+        ids = [e.id for e in every]
+        assert ids == sorted(ids) and len(ids) >= 6
+        assert events_store.last_event_id(c) == ids[-1]
+        assert [e.id for e in events_store.events_after(c, ids[1], limit=2)] == ids[2:4]
+        assert events_store.events_after(c, ids[-1]) == []
+        assert [e.id for e in events_store.latest_events(c, 2)] == [ids[-1], ids[-2]]
+        b = events_store.job_events(c, JobKey("b", OP))
+        assert [e.seq for e in b] == sorted(e.seq for e in b) and {e.job_id for e in b} == {"b"}
+        assert b == [e for e in every if e.job_id == "b"]
+        with store.read_snapshot(c):
+            assert events_store.head(c) == (len(ids), every[-1].hash)
+        assert not c.in_transaction

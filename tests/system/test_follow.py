@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 
 from console.live import Follower, LedgerSource, Pulse
-from ledger import queries
 from ledger.clock import SystemClock
 from ledger.config import Config
 from ledger.db import connect
 from ledger.follow import EventCursor
 from ledger.reservation import reserve
+from ledger.store import events as events_store
 
 OP = "article.generate"
 WRITER = Path(__file__).parents[1] / "support" / "follow_writer.py"
@@ -39,7 +39,7 @@ for a loaded machine)."""
 def _all_event_ids(ledger: Path) -> list[int]:
     conn = connect(ledger, readonly=True)
     try:
-        return [e.id for e in queries.events_after(conn, 0, limit=1_000_000)]
+        return [e.id for e in events_store.events_after(conn, 0, limit=1_000_000)]
     finally:
         conn.close()
 
@@ -161,7 +161,7 @@ def test_a_commit_between_the_read_and_the_baseline_is_still_read(
     _reserve(ledger_path, cfg, "before")
     conn = connect(ledger_path, readonly=True)
     cursor = EventCursor(conn, recheck_seconds=3600)  # no periodic re-read: the wake-up alone must do it
-    read = queries.events_after
+    read = events_store.events_after
     landed: list[str] = []
 
     def read_then_commit(c: Any, after: int, limit: int = 200) -> Any:
@@ -171,7 +171,7 @@ def test_a_commit_between_the_read_and_the_baseline_is_still_read(
             _reserve(ledger_path, cfg, "in the window")
         return rows
 
-    monkeypatch.setattr(queries, "events_after", read_then_commit)
+    monkeypatch.setattr(events_store, "events_after", read_then_commit)
     try:
         first = cursor.poll()
         assert [e.job_id for e in first] == ["before"] and landed
