@@ -1,6 +1,6 @@
 """The one table of operator actions: who may take each, on which states, what must be typed, what it does.
 
-Each `Action` names its role, the event it writes (whose entry in the event table, ledger.events, says the job
+Each `Action` names its role, the event it writes (whose entry in the event table, ledger.event_table, says the job
 states it applies to), its required `Field`s in the order a person is asked for them (every write records why:
 a finding its note, assign / release / reconcile / reject a reason, remediate its note), the preview text, and
 the words of its refusals. The ledger's triage functions refuse
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ledger.errors import BadInput
-from ledger.events import KINDS, starts_of
+from ledger.event_table import KINDS, starts_of
 
 FINDING_CATEGORIES = ("not_received", "in_progress", "completed_reply_lost", "cannot_determine", "changed_by_other")
 ASK_REASON = "write a reason first: every decision records why"
@@ -80,7 +80,7 @@ class Action:
 
     @property
     def states(self) -> tuple[str, ...] | None:
-        """The job states it applies to (None: any): those its event may start from (ledger.events), or `only`."""
+        """The job states it applies to (None: any): those its event may start from (ledger.event_table), or `only`."""
         return self.only if self.only is not None else starts_of(self.event)
 
     def role_refusal(self, actor: str) -> str:

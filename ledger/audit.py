@@ -5,7 +5,7 @@ event's canonical form and its seal (ledger.seal), written in the same transacti
 refuse UPDATE, DELETE and REPLACE on events and any event that does not chain to the last one; `verify`
 checks what triggers cannot (someone who dropped them, or edited the file): it recomputes the chain and,
 with the audit key, every event's MAC; rebuilds every job's state, epoch and attempt from the events through
-the event table (ledger.events), naming an event whose step the table does not allow, and compares them and
+the event table (ledger.event_table), naming an event whose step the table does not allow, and compares them and
 the sealed columns (payload, handle, idem key, result, owner, due, ...) with the `jobs` table; replays the
 quota; checks the state counts, the evidence and fenced-write chains, the webhook
 deliveries and the triggers; and runs SQLite's integrity check. The head (the number of events and the

@@ -1,7 +1,7 @@
 """The jobs table is a projection of the events: replaying them gives every job's state, epoch, attempt.
 
 Every change to a job goes through `transitions.apply()`, which writes the event in the same
-transaction; so reading the events in order, through the event table (ledger.events), rebuilds what the
+transaction; so reading the events in order, through the event table (ledger.event_table), rebuilds what the
 `jobs` table must hold. A difference means a write bypassed the state machine (or the table was edited by
 hand); an event whose step the table does not allow was written or rewritten outside it.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ledger import events
+from ledger import event_table
 from ledger.model import JobKey
 from ledger.store import Connection
 
@@ -35,7 +35,7 @@ class Mismatch:
 
 @dataclass(frozen=True)
 class BadStep:
-    """An event whose step the event table (ledger.events) does not allow, from the state its job's earlier
+    """An event whose step the event table (ledger.event_table) does not allow, from the state its job's earlier
     events left it in."""
 
     event_id: int
@@ -60,7 +60,7 @@ def _step(cur: Projection | None, kind: str, from_state: str | None, to_state: s
 
     The state and epoch are the event's own (what it says it left); the attempt is the table's. An event for a
     job that no `reserve` created, or of a kind that records no job, leaves it None."""
-    spec = events.kind(kind)
+    spec = event_table.kind(kind)
     start = cur.state if cur is not None else None
     why: str | None = None
     if spec is None:

@@ -1,4 +1,4 @@
-"""The state machine: the one function that applies an event, as the event table (ledger.events) says.
+"""The state machine: the one function that applies an event, as the event table (ledger.event_table) says.
 
 Every state change in the ledger goes through `apply()`: it checks the step against the table and the expected
 state (and epoch, for a worker's write), updates the job as the table says the event does, appends the event
@@ -13,16 +13,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ledger import events, seal, store
+from ledger import event_table, seal, store
 from ledger.chain import event_hash
 from ledger.config import NotifyConfig
 from ledger.model import Job, JobKey, canonical_json, detail_json
 from ledger.outbox import enqueue_for_transition
 from ledger.store import Connection
 
-TRANSITIONS = events.TRANSITIONS
-"""(from state, event) -> to state, from the event table (ledger.events)."""
-WORKER_EVENTS = events.WORKER_EVENTS
+TRANSITIONS = event_table.TRANSITIONS
+"""(from state, event) -> to state, from the event table (ledger.event_table)."""
+WORKER_EVENTS = event_table.WORKER_EVENTS
 """Events a worker writes: they must name the epoch they hold."""
 
 
@@ -155,7 +155,7 @@ def apply(
 ) -> Applied:
     """Apply `event` to a job in `expected_state` (and `expected_epoch`), inside the caller's transaction.
 
-    What the event changes comes from the event table (ledger.events): the state it leads to, the epoch and
+    What the event changes comes from the event table (ledger.event_table): the state it leads to, the epoch and
     attempt it bumps, the lease it takes (the actor's, until `fields['lease_until']`) or clears, the handle and
     held reason it sets or clears (a held reason's `held_at` is `now`), the columns it clears; `fields` carry
     the columns the table says its writer gives, and no others.
@@ -167,7 +167,7 @@ def apply(
     does not allow (an unknown event, one recorded beside the job, one not allowed from `expected_state`), a
     worker event written without an epoch, a required column missing or a column the event does not set.
     """
-    spec = events.kind(event)
+    spec = event_table.kind(event)
     to_state = TRANSITIONS.get((expected_state, event))
     if spec is None or to_state is None:
         raise ValueError(f"transition not allowed: {expected_state} --{event}-->")
@@ -214,7 +214,7 @@ def apply(
     return _record(conn, key, job, event, expected_state, actor=actor, now=now, detail=detail, notify=notify)
 
 
-def _effects(spec: events.EventKind, given: dict[str, Any], *, actor: str, now: float) -> dict[str, Any]:
+def _effects(spec: event_table.EventKind, given: dict[str, Any], *, actor: str, now: float) -> dict[str, Any]:
     """The columns `spec` sets besides state, epoch and attempt: the writer's, then the table's effects."""
     changes = dict.fromkeys(sorted(spec.clears))
     changes.update(given)

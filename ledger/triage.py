@@ -291,7 +291,7 @@ def _act(
             day = day_of(now, config.timezone)
             count_quota(conn, key.operation, day)
             detail = {**detail, "quota_day": day}  # what `verify` replays the quota from
-        # A decision bumps the epoch (ledger.events): a poll or send still in flight for the old state is fenced.
+        # A decision bumps the epoch (ledger.event_table): a poll or send still in flight for the old state is fenced.
         applied = apply(
             conn, key, event, actor=actor, now=now, expected_state=job.state, detail=detail,
             fields=fields, notify=config.notify,

@@ -12,14 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ledger import store
-from ledger.events import DECISION_KINDS
-from ledger.events import OUTCOME_KINDS as OUTCOME_KINDS  # the kinds a send's outcome is recorded as
-from ledger.events import TERMINAL_STATES as TERMINAL_STATES  # the states no event leads out of
+from ledger.event_table import DECISION_KINDS
+from ledger.event_table import OUTCOME_KINDS as OUTCOME_KINDS  # the kinds a send's outcome is recorded as
+from ledger.event_table import TERMINAL_STATES as TERMINAL_STATES  # the states no event leads out of
 from ledger.model import STATES
 from ledger.store import Connection
 
 RESOLUTION_KINDS = DECISION_KINDS
-"""The events that end a hold (from state `held`), from the event table (ledger.events)."""
+"""The events that end a hold (from state `held`), from the event table (ledger.event_table)."""
 TALLIED_KINDS = ("orphan_found", "orphan_held", "duplicate_send", *RESOLUTION_KINDS, *OUTCOME_KINDS)
 """Every event kind `event_tallies` counts."""
 

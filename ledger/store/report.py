@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger import store
-from ledger.events import DECISION_KINDS as DECISION_KINDS  # the events that end a hold
-from ledger.events import HOLD_KINDS as HOLD_KINDS  # the events that put a job on hold
+from ledger.event_table import DECISION_KINDS as DECISION_KINDS  # the events that end a hold
+from ledger.event_table import HOLD_KINDS as HOLD_KINDS  # the events that put a job on hold
 from ledger.store import Connection
 from ledger.store.metrics import _json_text
 

@@ -1,4 +1,4 @@
-"""The event table (ledger.events): one entry per event kind, and `apply()` writes a job only as it says.
+"""The event table (ledger.event_table): one entry per event kind, and `apply()` writes a job only as it says.
 
 Every effect (epoch, attempt, lease, handle, held reason, cleared columns) is derived from the table; a writer
 gives only the columns the table names, and a step the table does not allow is refused before anything is
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ledger import events, replay
+from ledger import event_table, replay
 from ledger.clock import ManualClock
 from ledger.config import Config
 from ledger.db import connect, write_tx
@@ -29,20 +29,20 @@ T0 = 1_800_000_000.0
 
 
 def test_every_state_is_reached_and_the_terminal_ones_are_the_models() -> None:
-    reached = {to for to in events.TRANSITIONS.values()}
+    reached = {to for to in event_table.TRANSITIONS.values()}
     assert reached == set(STATES)
-    assert set(events.TERMINAL_STATES) == TERMINAL
-    assert all(set(k.starts) <= {None, *STATES} for k in events.KINDS.values())
-    assert all(k.leads_to in (None, *STATES) for k in events.KINDS.values())
+    assert set(event_table.TERMINAL_STATES) == TERMINAL
+    assert all(set(k.starts) <= {None, *STATES} for k in event_table.KINDS.values())
+    assert all(k.leads_to in (None, *STATES) for k in event_table.KINDS.values())
     # Only the reserve creates a job; an event beside no job (the ledger's policy) creates none.
-    assert [k.name for k in events.KINDS.values() if None in k.starts and k.leads_to is not None] == ["reserve"]
+    assert [k.name for k in event_table.KINDS.values() if None in k.starts and k.leads_to is not None] == ["reserve"]
 
 
 def test_a_decision_fences_what_was_in_flight_and_a_release_is_a_new_attempt() -> None:
-    for name in events.DECISION_KINDS:
-        assert events.KINDS[name].bumps_epoch, name
-    assert [k.name for k in events.KINDS.values() if k.bumps_attempt] == ["release"]
-    assert {k.name for k in events.KINDS.values() if k.lease == "take"} == {"send_started", "stale_claimed"}
+    for name in event_table.DECISION_KINDS:
+        assert event_table.KINDS[name].bumps_epoch, name
+    assert [k.name for k in event_table.KINDS.values() if k.bumps_attempt] == ["release"]
+    assert {k.name for k in event_table.KINDS.values() if k.lease == "take"} == {"send_started", "stale_claimed"}
 
 
 @pytest.fixture
