@@ -7,11 +7,13 @@ import json
 import re
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger import jsontext
 from ledger.errors import BadInput
-from ledger.store import Row
+
+if TYPE_CHECKING:
+    from ledger.store import Row
 
 STATES = ("reserving", "submitted", "done", "consumed", "failed", "held", "rejected", "remediated")
 TERMINAL = frozenset({"consumed", "rejected", "remediated"})

@@ -1,5 +1,6 @@
 """The one-way arrow console -> ledger, checked three ways: imports at run time, SQL in console/, and
-import-linter's contracts from pyproject.toml (as `make lint` runs them)."""
+import-linter's contracts from pyproject.toml (as `make lint` runs them); and inside the ledger, the store as its
+ground floor: ledger/store/ imports nothing above it."""
 
 from __future__ import annotations
 
@@ -149,3 +150,41 @@ def test_a_console_import_of_a_ledger_module_breaks_the_facade_contract(tmp_path
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
     assert "console.reach_in -> ledger.queries" in r.stdout, r.stdout[-3000:]
     assert re.search(r"Contracts: \d+ kept, 1 broken", r.stdout), r.stdout[-3000:]
+
+
+GROUND_FLOOR = {"ledger.model", "ledger.errors", "ledger.clock", "ledger.jsontext", "ledger.chain", "ledger.seal",
+                "ledger.event_table", "ledger.files"}
+"""What the store may import besides itself: records, errors, time, the canonical JSON and the chain's hash, the
+event table, file placement. Each of these imports only the others (and the store's types when type checking)."""
+
+
+def _ledger_imports(path: Path) -> set[str]:
+    """The ledger modules `path` imports when it runs (imports under `if TYPE_CHECKING:` do not count)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == "ledger")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "ledger":
+            if node.module == "ledger":
+                out.update(f"ledger.{a.name}" for a in node.names)
+            else:
+                out.add(node.module)
+    return out
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "ledger" / "store").glob("*.py"))
+                         + [ROOT / (m.replace(".", "/") + ".py") for m in sorted(GROUND_FLOOR)],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_store_and_the_ground_floor_import_nothing_above_them(path: Path) -> None:
+    in_store = path.parent.name == "store"
+    allowed = GROUND_FLOOR | ({"ledger.store"} if in_store else set())
+    above = sorted(m for m in _ledger_imports(path)
+                   if m not in allowed and not (in_store and m.startswith("ledger.store.")))
+    assert not above, f"{path.relative_to(ROOT)} imports {above}, above the store: move what it needs down"
