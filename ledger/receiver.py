@@ -13,7 +13,7 @@ The documented delivery is a thin envelope::
 (`interaction.failed` adds `data.error_code` and `data.error_message`). Nothing in it names our job, so
 the receiver records the interaction id as evidence, attributed at once only when it is a job's own
 handle; the next worker pass attributes the rest from the interaction's own record
-(`ledger.worker.attribute_deliveries`). A `data.user_metadata` the documentation does not promise is
+(`ledger.worker.evidence.attribute_deliveries`). A `data.user_metadata` the documentation does not promise is
 kept as a hint and never trusted. The receiver makes no remote call.
 
 What the sender is told:

@@ -58,7 +58,7 @@ class SendOutcome:
     retry_after: float | None = None  # for not_delivered: the delay the remote asked for (seconds)
     unanswered: bool = False
     """For unknown: no answer came before the send was given up (a timeout), so what had already left could
-    still reach the remote for a moment (`ledger.worker.arrival_deadline`); an answer (a 5xx, a reset by the
+    still reach the remote for a moment (`ledger.worker.outcomes.arrival_deadline`); an answer (a 5xx, a reset by the
     remote) means nothing more is on its way."""
 
     def __post_init__(self) -> None:

@@ -20,12 +20,13 @@ import test_documented_webhooks as documented
 from gemini_deliveries import delivery
 from test_documented_webhooks import ENV, SECRET, Receiver, _held_lost_reply
 
-from ledger import candidates, worker
+from ledger import candidates
 from ledger.clock import ManualClock
 from ledger.db import connect
 from ledger.model import Evidence
 from ledger.simulator import DEFAULT_API_KEY, Simulator
 from ledger.store import evidence as evidence_store
+from ledger.worker import evidence as worker_evidence
 
 BACKENDS = ("sqlite", "postgresql")
 rx = documented.rx  # the receiver fixtures of the documented-webhooks tests
@@ -123,7 +124,7 @@ def test_labels_not_echoed_is_never_called_foreign(sim: Simulator, rx: Receiver)
 def test_a_flood_of_foreign_deliveries_costs_one_get_each_and_a_fresh_one_of_ours_is_attributed_in_the_next_pass(
     sim: Simulator, rx: Receiver, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(worker, "ATTRIBUTION_BATCH", 10)  # a pass takes the 5 oldest and the 5 newest
+    monkeypatch.setattr(worker_evidence, "ATTRIBUTION_BATCH", 10)  # a pass takes the 5 oldest and the 5 newest
     job, ours = _held_lost_reply(sim, rx, "ours")
     flood = [_create_elsewhere(sim, {"app": f"batch-{i}"}) for i in range(30)]
     for theirs in flood:

@@ -301,7 +301,7 @@ def test_a_pass_that_fails_gives_back_its_picks_unless_the_ledger_is_locked(
     sim: Simulator, conn: Any, cfg: Config, clock: ManualClock, ledger_path: Path, monkeypatch: pytest.MonkeyPatch,
     error: Exception,
 ) -> None:
-    import ledger.worker as worker
+    import ledger.worker.send as worker  # where the pass looks send_one up
 
     keys = _reserve_many(conn, cfg, clock, 4, prefix="err")
     real = worker.send_one

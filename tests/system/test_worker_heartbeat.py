@@ -212,7 +212,7 @@ def test_a_v8_ledger_migrates_forward_and_keeps_its_chain(
 def test_tick_in_process_marks_itself_stopped_even_when_the_pass_raises(
     ledger_path: Path, cfg: Config, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import ledger.worker as worker
+    import ledger.worker.loop as worker  # where the pass looks replay_journal up
 
     def boom(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("the pass died")
