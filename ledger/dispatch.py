@@ -18,9 +18,9 @@ from ledger.errors import BadInput, Refused
 from ledger.outbox import move
 from ledger.remotes.http import exchange
 from ledger.store import Connection
+from ledger.store import events as events_store
 from ledger.store import jobs as jobs_store
 from ledger.store import outbox as outbox_store
-from ledger.transitions import append_event
 
 Delivery = Literal["sent", "not_delivered", "uncertain"]
 EVENT_ID_HEADER = "X-Reclaim-Event-Id"
@@ -131,7 +131,7 @@ def resolve_uncertain(
         now = clock.now()
         move(conn, event_id, new_state, now=now)
         job = jobs_store.state_and_epoch(conn, row.key)
-        append_event(
+        events_store.append(
             conn, row.key, at=now, actor=actor, kind=f"notification_{decision}",
             from_state=job[0] if job else None, to_state=job[0] if job else None,
             epoch=job[1] if job else None, detail={"event_id": event_id, "note": note},

@@ -13,13 +13,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ledger import picks
 from ledger.config import Config
 from ledger.db import write_tx
 from ledger.errors import RowDisagrees
 from ledger.model import Job, JobKey
 from ledger.replay import Projection, rebuild_job
 from ledger.store import Connection
+from ledger.store import jobs as jobs_store
+from ledger.store import picks as picks_store
 from ledger.transitions import apply
 
 
@@ -85,10 +86,8 @@ def _claim(
 ) -> Claim | None:
     until = lease_deadline(now, config.policy.lease_seconds)
     with write_tx(conn):
-        row = conn.execute(
-            "SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)
-        ).fetchone()
-        if row is None or not eligible(current := Job.from_row(row)):
+        current = jobs_store.find_job(conn, key)
+        if current is None or not eligible(current):
             return None
         _check_row_agrees(conn, current)
         applied = apply(
@@ -98,7 +97,7 @@ def _claim(
                     "lease_until": until, "lease_seconds": config.policy.lease_seconds},
         )
         if ends_pick and applied.ok:
-            picks.drop_pick(conn, key)  # after the job's row: see ledger.picks on lock order
+            picks_store.drop(conn, key)  # after the job's row: see ledger.picks on lock order
     job = applied.job
     assert job is not None  # read and written in one BEGIN IMMEDIATE transaction
     return Claim(job=job, epoch=job.epoch, owner=owner, claimed_at=time.monotonic())
@@ -117,7 +116,7 @@ def claim_for_send(
     return _claim(
         conn, config, key, "send_started", owner=owner, now=now,
         eligible=lambda job: send_is_due(job, now) and expected_epoch in (None, job.epoch)
-        and not picks.picked_by_other(conn, key, owner, now),
+        and not picks_store.picked_by_other(conn, key, owner, now),
         fields=lambda job, until: {"send_started_at": now, "tries": job.tries + 1},
         ends_pick=True,
     )

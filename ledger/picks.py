@@ -27,7 +27,6 @@ transaction holds. So no two of them ever wait on each other in a cycle.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 
 from ledger import store
 from ledger.clock import Clock
@@ -35,24 +34,17 @@ from ledger.config import Config, Policy
 from ledger.crashpoints import crashpoint
 from ledger.db import write_tx
 from ledger.errors import LedgerError
-from ledger.model import Job, JobKey
+from ledger.model import Job
 from ledger.store import Connection
+from ledger.store import picks as picks_store
 
-Cursor = tuple[float, str, str]
+Cursor = picks_store.Cursor
 """Where a pass got to in the due jobs: (created_at, job_id, operation) of the last one picked."""
 
 START: Cursor = (float("-inf"), "", "")
 
 RENEW_WAIT = 0.25
 """How long a renewal waits for the write lock before it is skipped (a send is never held up by one)."""
-
-_DUE = (
-    "FROM jobs j WHERE j.state = 'reserving' AND j.send_started_at IS NULL "
-    "AND (j.next_try_at IS NULL OR j.next_try_at <= ?) AND (j.created_at, j.job_id, j.operation) > (?, ?, ?) "
-    "AND NOT EXISTS (SELECT 1 FROM picks p WHERE p.job_id = j.job_id AND p.operation = j.operation "
-    "AND p.worker <> ? AND p.picked_until > ?) "
-)
-
 
 def pick_window(policy: Policy) -> float:
     """How long a pick lasts unless renewed: policy.pick_seconds, at most the lease."""
@@ -72,20 +64,15 @@ def pick_due(
     transaction when nothing is due. Each job must still be claimed (`claim_for_send`) before its send.
     """
     until = now + pick_window(config.policy)
-    args = (now, *after, owner, now)
-    if conn.execute(f"SELECT 1 {_DUE}LIMIT 1", args).fetchone() is None:
+    if not picks_store.any_due(conn, owner=owner, now=now, after=after):
         return []  # nothing to pick: no write transaction for an idle pass
-    lock = " FOR UPDATE OF j SKIP LOCKED" if store.is_pg(conn) else ""
 
     def body() -> list[Job]:
         with write_tx(conn, rows_only=True):
             while True:
-                rows = conn.execute(
-                    f"SELECT j.* {_DUE}ORDER BY j.created_at, j.job_id, j.operation LIMIT ?{lock}", (*args, limit)
-                ).fetchall()
-                jobs = [Job.from_row(r) for r in rows]
+                jobs = picks_store.due_batch(conn, owner=owner, now=now, after=after, limit=limit)
                 crashpoint("after_pick_read")
-                got = _upsert(conn, jobs, owner, until, now)
+                got = picks_store.pick(conn, [j.key for j in jobs], owner, until=until, now=now)
                 if got or not jobs:
                     return [j for j in jobs if j.key in got]
                 # Every job read was lost to other workers' picks, committed after this statement's
@@ -94,33 +81,6 @@ def pick_due(
                 # each round leaves fewer jobs to lose, and "nothing picked" means nothing was due.
 
     return store.retrying(conn, body)
-
-
-def _upsert(conn: Connection, jobs: Sequence[Job], owner: str, until: float, now: float) -> set[JobKey]:
-    """Write this worker's picks of `jobs`; a live pick of another worker is left as it is (the upsert's
-    condition decides, on the latest committed row). Returns the keys now picked by `owner`."""
-    if not jobs:
-        return set()
-    values = ", ".join("(?, ?, ?, ?)" for _ in jobs)
-    params: list[object] = []
-    for job in jobs:
-        params += [job.job_id, job.operation, owner, until]
-    rows = conn.execute(
-        f"INSERT INTO picks (job_id, operation, worker, picked_until) VALUES {values} "
-        "ON CONFLICT (job_id, operation) DO UPDATE SET worker = excluded.worker, picked_until = excluded.picked_until "
-        "WHERE picks.worker = excluded.worker OR picks.picked_until <= ? RETURNING job_id, operation",
-        (*params, now),
-    ).fetchall()
-    return {JobKey(r[0], r[1]) for r in rows}
-
-
-def _own_rows(conn: Connection) -> str:
-    """The WHERE clause naming a worker's pick rows (one `?`): on PostgreSQL rows another transaction
-    holds are skipped, so giving back or renewing never waits on (or deadlocks with) a picker."""
-    if store.is_pg(conn):
-        return ("(job_id, operation) IN (SELECT job_id, operation FROM picks WHERE worker = ? "
-                "FOR UPDATE SKIP LOCKED)")
-    return "worker = ?"
 
 
 def renew_picks(conn: Connection, config: Config, owner: str, *, now: float, wait: float | None = None) -> int:
@@ -133,8 +93,7 @@ def renew_picks(conn: Connection, config: Config, owner: str, *, now: float, wai
 
     def body() -> int:
         with write_tx(conn, rows_only=True, wait=wait):
-            cur = conn.execute(f"UPDATE picks SET picked_until = ? WHERE {_own_rows(conn)}", (until, owner))
-            return int(cur.rowcount or 0)
+            return picks_store.renew(conn, owner, until=until)
 
     return store.retrying(conn, body)
 
@@ -145,29 +104,9 @@ def release_picks(conn: Connection, owner: str, *, now: float, wait: float | Non
 
     def body() -> int:
         with write_tx(conn, rows_only=True, wait=wait):
-            cur = conn.execute(f"DELETE FROM picks WHERE {_own_rows(conn)}", (owner,))
-            mine = int(cur.rowcount or 0)
-            lapsed = "picked_until <= ?"
-            if store.is_pg(conn):
-                lapsed = f"(job_id, operation) IN (SELECT job_id, operation FROM picks WHERE {lapsed} FOR UPDATE SKIP LOCKED)"
-            conn.execute(f"DELETE FROM picks WHERE {lapsed}", (now,))
-            return mine
+            return picks_store.release(conn, owner, now=now)
 
     return store.retrying(conn, body)
-
-
-def picked_by_other(conn: Connection, key: JobKey, owner: str, now: float) -> bool:
-    """True when a worker other than `owner` holds a live pick of the job (read in the caller's transaction)."""
-    row = conn.execute(
-        "SELECT 1 FROM picks WHERE job_id = ? AND operation = ? AND worker <> ? AND picked_until > ?",
-        (key.job_id, key.operation, owner, now),
-    ).fetchone()
-    return row is not None
-
-
-def drop_pick(conn: Connection, key: JobKey) -> None:
-    """Delete the job's pick, whoever held it (inside the caller's transaction: the claim that ends it)."""
-    conn.execute("DELETE FROM picks WHERE job_id = ? AND operation = ?", (key.job_id, key.operation))
 
 
 class HeldPicks:

@@ -122,12 +122,12 @@ def require_owner(conn: Connection, path: str, what: str) -> str:
 def record(conn: Connection, cfg: Config, *, actor: str, now: float, how: str) -> int | None:
     """Record `cfg`'s policy settings as the ledger's (inside the caller's write transaction); None when they
     are the ledger's already (nothing written)."""
-    from ledger.transitions import append_event
+    from ledger.store import events as events_store
 
     settings = of_config(cfg)
     current = read(conn)
     if current.settings == settings:
         return None
     changed = sorted(k for k in SETTINGS if current.settings is None or current.settings[k] != settings[k])
-    return append_event(conn, POLICY_KEY, at=now, actor=actor, kind="policy_set", from_state=None, to_state=None,
-                        epoch=None, detail={"policy": settings, "changed": changed, "how": how})
+    return events_store.append(conn, POLICY_KEY, at=now, actor=actor, kind="policy_set", from_state=None,
+                               to_state=None, epoch=None, detail={"policy": settings, "changed": changed, "how": how})

@@ -8,11 +8,14 @@ hand); an event whose step the table does not allow was written or rewritten out
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
-from ledger import event_table
+from ledger import event_table, store
 from ledger.model import JobKey
 from ledger.store import Connection
+from ledger.store import events as events_store
+from ledger.store import jobs as jobs_store
 
 
 @dataclass(frozen=True)
@@ -91,12 +94,7 @@ def rebuild(conn: Connection, bad: list[BadStep] | None = None) -> dict[JobKey, 
     and sequence order. Events that record a fact without a job row (the ledger's policy) change nothing.
     """
     out: dict[JobKey, Projection] = {}
-    rows = conn.execute(
-        "SELECT id, job_id, operation, seq, kind, from_state, to_state, epoch FROM events "
-        "ORDER BY job_id, operation, seq"
-    )
-    for event_id, job_id, operation, seq, kind, from_state, to_state, epoch in rows:
-        key = JobKey(job_id, operation)
+    for event_id, key, seq, kind, from_state, to_state, epoch in events_store.steps(conn):
         cur = out.get(key)
         folded, why = _step(cur, kind, from_state, to_state, epoch)
         if why is not None and bad is not None:
@@ -109,11 +107,7 @@ def rebuild(conn: Connection, bad: list[BadStep] | None = None) -> dict[JobKey, 
 def rebuild_job(conn: Connection, key: JobKey) -> Projection | None:
     """What one job's events say it is (None when it has no `reserve` event)."""
     cur: Projection | None = None
-    rows = conn.execute(
-        "SELECT kind, from_state, to_state, epoch FROM events WHERE job_id = ? AND operation = ? ORDER BY seq",
-        (key.job_id, key.operation),
-    )
-    for kind, from_state, to_state, epoch in rows:
+    for kind, from_state, to_state, epoch in events_store.job_steps(conn, key):
         cur = _step(cur, kind, from_state, to_state, epoch)[0] or cur
     return cur
 
@@ -121,18 +115,11 @@ def rebuild_job(conn: Connection, key: JobKey) -> Projection | None:
 def mismatches(conn: Connection, bad: list[BadStep] | None = None) -> list[Mismatch]:
     """Every job whose row differs from what its events rebuild, in key order (one consistent snapshot); each
     event whose step the event table does not allow is added to `bad`."""
-    own = not conn.in_transaction
-    if own:
-        conn.execute("BEGIN")  # both reads from one snapshot, while writers go on
-    try:
+    with contextlib.nullcontext() if conn.in_transaction else store.read_snapshot(conn):
+        # both reads from one snapshot, while writers go on
         replayed = rebuild(conn, bad)
-        table = {
-            JobKey(r[0], r[1]): Projection(state=r[2], epoch=r[3], attempt=r[4])
-            for r in conn.execute("SELECT job_id, operation, state, epoch, attempt FROM jobs")
-        }
-    finally:
-        if own:
-            conn.execute("COMMIT")
+        table = {key: Projection(state=state, epoch=epoch, attempt=attempt)
+                 for key, (state, epoch, attempt) in jobs_store.projections(conn).items()}
     out = [
         Mismatch(key, replayed.get(key), table.get(key))
         for key in sorted(replayed.keys() | table.keys(), key=lambda k: (k.job_id, k.operation))

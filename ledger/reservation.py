@@ -16,7 +16,10 @@ from ledger.db import write_tx
 from ledger.errors import BadInput, PayloadError, UnknownOperation
 from ledger.model import Job, JobKey, default_job_id, idem_key
 from ledger.store import Connection
-from ledger.transitions import append_event, apply
+from ledger.store import events as events_store
+from ledger.store import jobs as jobs_store
+from ledger.store import quota as quota_store
+from ledger.transitions import apply
 
 Outcome = Literal["reserved", "duplicate", "quota_exceeded", "blocked_by_hold"]
 
@@ -25,12 +28,6 @@ MAX_DEPTH = 64
 """Deepest nesting a payload may have (objects and arrays), for every kind of remote."""
 MAX_INT = 2**63 - 1
 """Largest integer (in magnitude) a payload may carry: what a 64-bit JSON reader on the remote side takes."""
-
-HELD_ON_TARGET = (
-    "SELECT job_id, operation FROM jobs WHERE target = ? AND state = 'held' ORDER BY held_at, job_id, operation LIMIT 1"
-)
-"""The first held job on a target, the one a new reservation there is blocked by (index jobs_held_target)."""
-
 
 @dataclass(frozen=True)
 class ReserveResult:
@@ -224,20 +221,18 @@ def _reserve(
     with write_tx(conn, lock=operation):  # PostgreSQL: this operation's advisory lock, not every writer's
         now = clock.now()
         day = day_of(now, config.timezone)
-        existing = conn.execute("SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (jid, operation)).fetchone()
+        existing = jobs_store.find_job(conn, key)
         if existing is not None:
-            return ReserveResult("duplicate", key, job=Job.from_row(existing))
-        row = conn.execute("SELECT used FROM quota_usage WHERE operation = ? AND day = ?", (operation, day)).fetchone()
-        used = row[0] if row else 0
+            return ReserveResult("duplicate", key, job=existing)
+        used = quota_store.used(conn, operation, day)
         if used >= op.daily_quota:
             return ReserveResult("quota_exceeded", key, used=used, limit=op.daily_quota)
         if target is not None and op.blocks_on_hold:
-            held = conn.execute(HELD_ON_TARGET, (target,)).fetchone()
-            if held is not None:
-                blocking = JobKey(held[0], held[1])
+            blocking = jobs_store.held_on_target(conn, target)
+            if blocking is not None:
                 # Nothing is reserved and no quota used; the refusal is recorded on the held job, so the
                 # person triaging it sees the work it is holding up.
-                append_event(
+                events_store.append(
                     conn,
                     blocking,
                     at=now,
@@ -252,7 +247,7 @@ def _reserve(
         ikey = idem_key(jid, operation)
         # The quota first, the job and its event last: on PostgreSQL the event takes the audit chain's lock,
         # held to COMMIT, so the fewer statements after it the sooner other writers' events can go.
-        count_quota(conn, operation, day)
+        quota_store.count(conn, operation, day)
         applied = apply(
             conn,
             key,
@@ -266,18 +261,3 @@ def _reserve(
     job = applied.job
     assert job is not None  # the existing row was looked for in this same transaction
     return ReserveResult("reserved", key, job=job, used=used + 1, limit=op.daily_quota)
-
-
-def count_quota(conn: Connection, operation: str, day: str) -> None:
-    """Count one operation against `day`'s quota (inside the caller's transaction)."""
-    conn.execute(
-        "INSERT INTO quota_usage (operation, day, used) VALUES (?, ?, 1) "
-        "ON CONFLICT (operation, day) DO UPDATE SET used = quota_usage.used + 1",
-        (operation, day),
-    )
-
-
-def quota_used(conn: Connection, operation: str, day: str) -> int:
-    """How many operations were counted against `day`'s quota."""
-    row = conn.execute("SELECT used FROM quota_usage WHERE operation = ? AND day = ?", (operation, day)).fetchone()
-    return int(row[0]) if row else 0

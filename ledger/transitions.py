@@ -8,17 +8,17 @@ transaction.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ledger import event_table, seal, store
-from ledger.chain import event_hash
+from ledger import event_table
 from ledger.config import NotifyConfig
 from ledger.model import Job, JobKey, canonical_json, detail_json
 from ledger.outbox import enqueue_for_transition
 from ledger.store import Connection
+from ledger.store import events as events_store
+from ledger.store import jobs as jobs_store
 
 TRANSITIONS = event_table.TRANSITIONS
 """(from state, event) -> to state, from the event table (ledger.event_table)."""
@@ -41,61 +41,6 @@ def next_state(state: str | None, event: str) -> str | None:
     return TRANSITIONS.get((state, event))
 
 
-NEXT_SEQ_AND_HEAD = (
-    "SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ? AND operation = ?), "
-    "(SELECT hash FROM events ORDER BY id DESC LIMIT 1), "
-    "(SELECT hash FROM evidence ORDER BY id DESC LIMIT 1), "
-    "(SELECT hash FROM fenced_writes ORDER BY id DESC LIMIT 1)"
-)
-"""The job's next event sequence number, the audit chain's head hash (NULL on an empty ledger), and the heads
-of the evidence and fenced-write chains the event's seal names."""
-
-INSERT_EVENT = (
-    "INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, "
-    "prev_hash, hash, seal, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-"""One event's row; its id comes back as the cursor's `lastrowid` on SQLite, by `RETURNING id` on PostgreSQL."""
-
-
-def append_event(
-    conn: Connection,
-    key: JobKey,
-    *,
-    at: float,
-    actor: str,
-    kind: str,
-    from_state: str | None,
-    to_state: str | None,
-    epoch: int | None,
-    detail: dict[str, Any] | None = None,
-    job: Job | None = None,
-) -> int:
-    """Append one event with the job's next sequence number, chained to the last event; return its id.
-
-    The event is sealed with `job`'s row as the event leaves it (None: the event changes no row) and the
-    side chains' heads, and authenticated with this process's audit key when it holds one (ledger.seal).
-    """
-    pg = store.is_pg(conn)
-    if pg:
-        store.lock_chain(conn)  # SQLite: BEGIN IMMEDIATE already gave it
-    # One statement (one round trip on PostgreSQL, inside the chain's lock): the next seq and the chains' heads.
-    seq, prev, evidence_head, fenced_head = conn.execute(NEXT_SEQ_AND_HEAD, (key.job_id, key.operation)).fetchone()
-    text = detail_json(detail or {})
-    row = None if job is None else seal.row_digest(job.__dict__)
-    sealed = seal.seal_text(row, evidence_head, fenced_head)
-    digest = event_hash(
-        prev, at, key.job_id, key.operation, seq, actor, kind, from_state, to_state, epoch, text, sealed)
-    audit_key = seal.current_key()
-    mac = seal.mac(audit_key, digest) if audit_key is not None else None
-    params = (at, key.job_id, key.operation, seq, actor, kind, from_state, to_state, epoch, text, prev, digest,
-              sealed, mac)
-    if pg:
-        return int(conn.execute(INSERT_EVENT + " RETURNING id", params).fetchone()[0])
-    event_id = conn.execute(INSERT_EVENT, params).lastrowid  # SQLite: the new row's id, no result row to fetch
-    assert event_id is not None  # an INSERT into a rowid table always sets it
-    return event_id
-
-
 _JSON_COLUMNS = frozenset({"payload", "result"})
 
 
@@ -115,26 +60,17 @@ def record_fenced(
     A fenced *accepted* outcome still names a real remote interaction: its handle is kept as evidence
     (source `fenced_outcome`), so `query`, `show` and the release rule see it.
     """
-    store.lock_chain(conn)  # PostgreSQL: one chain of fenced writes, extended by one transaction at a time
-    prev = conn.execute("SELECT hash FROM fenced_writes ORDER BY id DESC LIMIT 1").fetchone()
-    values = [at, key.job_id, key.operation, actor, event, epoch, detail_json(detail)]
-    digest = seal.side_hash(prev[0] if prev else None, values)
-    fenced_id = conn.execute(
-        "INSERT INTO fenced_writes (at, job_id, operation, actor, event, epoch, detail, prev_hash, hash) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-        (*values, prev[0] if prev else None, digest),
-    ).fetchone()[0]
+    fenced_id = jobs_store.record_fenced_write(conn, key, at=at, actor=actor, event=event, epoch=epoch,
+                                               detail=detail)
     handle = detail.get("handle")
     if event in ("accepted", "orphan_found") and isinstance(handle, str) and handle:
         from ledger.store import evidence as evidence_store
 
-        row = conn.execute(
-            "SELECT idem_key FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)
-        ).fetchone()
-        if row is not None:
+        idem = jobs_store.idem_key_of(conn, key)
+        if idem is not None:
             attempt = detail.get("attempt")
             evidence_store.record(
-                conn, at=at, source="fenced_outcome", idem_key=row[0],
+                conn, at=at, source="fenced_outcome", idem_key=idem,
                 attempt=attempt if isinstance(attempt, int) else None, handle=handle, remote_state="running",
                 job=key, ref=f"fenced-{fenced_id}", detail={"actor": actor, "epoch": epoch, "event": event},
             )
@@ -183,26 +119,14 @@ def apply(
     changes = _effects(spec, given, actor=actor, now=now)
     if expected_state is None:
         return _insert(conn, key, event, to_state, actor=actor, now=now, detail=detail, fields=changes, notify=notify)
-    sets = ["state = ?", "updated_at = ?"]
-    params: list[Any] = [to_state, now]
-    for column, value in changes.items():
-        sets.append(f"{column} = ?")
-        params.append(_encode(column, value))
-    if spec.bumps_epoch:
-        sets.append("epoch = epoch + 1")
-    if spec.bumps_attempt:
-        sets.append("attempt = attempt + 1")
-    where = "job_id = ? AND operation = ? AND state = ?"
-    params += [key.job_id, key.operation, expected_state]
-    if expected_epoch is not None:
-        where += " AND epoch = ?"
-        params.append(expected_epoch)
-    row = conn.execute(f"UPDATE jobs SET {', '.join(sets)} WHERE {where} RETURNING *", params).fetchone()
-    if row is None:
-        current = conn.execute(
-            "SELECT state, epoch FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)
-        ).fetchone()
-        if current is not None and expected_epoch is not None and current["epoch"] != expected_epoch:
+    job = jobs_store.update(
+        conn, key, state=to_state, now=now, changes={c: _encode(c, v) for c, v in changes.items()},
+        bump_epoch=spec.bumps_epoch, bump_attempt=spec.bumps_attempt, expected_state=expected_state,
+        expected_epoch=expected_epoch,
+    )
+    if job is None:
+        current = jobs_store.state_and_epoch(conn, key)
+        if current is not None and expected_epoch is not None and current[1] != expected_epoch:
             record_fenced(
                 conn, key, at=now, actor=actor, event=event, epoch=expected_epoch, detail={**(detail or {}), **{
                     k: v for k, v in changes.items() if k in ("handle", "last_error", "held_reason")
@@ -210,7 +134,6 @@ def apply(
             )
             return Applied(ok=False, job=None, refusal="fenced")
         return Applied(ok=False, job=None, refusal="state")
-    job = Job.from_row(row)
     return _record(conn, key, job, event, expected_state, actor=actor, now=now, detail=detail, notify=notify)
 
 
@@ -237,17 +160,14 @@ def _insert(
 ) -> Applied:
     columns = {"created_at": now, **fields, "job_id": key.job_id, "operation": key.operation, "state": to_state,
                "updated_at": now}
-    values = list(columns.values())
-    for i, column in enumerate(columns):  # only the JSON columns need encoding
-        if column in _JSON_COLUMNS:
-            values[i] = _encode(column, values[i])
-    inserted = conn.execute(_insert_sql(tuple(columns)), values).rowcount
-    if inserted != 1:
+    for column in _JSON_COLUMNS.intersection(columns):  # only the JSON columns need encoding
+        columns[column] = _encode(column, columns[column])
+    if not jobs_store.insert(conn, columns):
         return Applied(ok=False, job=None, refusal="state")
     # The new row is what was written over the columns' defaults (no trigger changes a job as it goes in);
     # built here rather than read back. JSON columns come back decoded from what was stored, as from_row does.
     row = _NEW_JOB.copy()
-    row.update(zip(columns, values, strict=True))
+    row.update(columns)
     job = Job.from_columns(row)
     return _record(conn, key, job, event, None, actor=actor, now=now, detail=detail, notify=notify)
 
@@ -256,20 +176,11 @@ _NEW_JOB: dict[str, Any] = {**dict.fromkeys(Job.__dataclass_fields__), "attempt"
 """A new job's columns before the INSERT's own values: the jobs table's defaults (NULL, attempt 1, epoch 0, tries 0)."""
 
 
-@functools.lru_cache(maxsize=64)
-def _insert_sql(columns: tuple[str, ...]) -> str:
-    """The INSERT of a new job setting `columns`, doing nothing when the job exists."""
-    return (
-        f"INSERT INTO jobs ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)}) "
-        "ON CONFLICT (job_id, operation) DO NOTHING"
-    )
-
-
 def _record(
     conn: Connection, key: JobKey, job: Job, event: str, from_state: str | None, *, actor: str,
     now: float, detail: dict[str, Any] | None, notify: Mapping[str, NotifyConfig] | None,
 ) -> Applied:
-    event_id = append_event(
+    event_id = events_store.append(
         conn,
         key,
         at=now,

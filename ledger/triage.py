@@ -11,7 +11,6 @@ can show a disabled action and why, and the CLI's `--dry-run` can say what would
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -32,10 +31,11 @@ from ledger.model import Event, Job, JobKey
 from ledger.queries import JobFilter, list_jobs
 from ledger.redaction import Redactor
 from ledger.remotes.base import Remote, RemoteStatus, redact_status
-from ledger.reservation import count_quota, quota_used
 from ledger.store import Connection
+from ledger.store import events as events_store
 from ledger.store import evidence as evidence_store
 from ledger.store import jobs as jobs_store
+from ledger.store import quota as quota_store
 from ledger.transitions import Applied, apply
 
 ACTIONS = JOB_ACTIONS
@@ -44,43 +44,31 @@ ACTIONS = JOB_ACTIONS
 
 def get_job(conn: Connection, key: JobKey) -> Job:
     """The job with this key; raise JobNotFound naming it."""
-    row = conn.execute("SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)).fetchone()
-    if row is None:
+    job = jobs_store.find_job(conn, key)
+    if job is None:
         raise JobNotFound(f"job {key.job_id!r} / {key.operation!r}: not in the ledger (see 'reclaim status')")
-    return Job.from_row(row)
-
-
-def _latest(conn: Connection, key: JobKey, kind: str, since_id: int = 0) -> Event | None:
-    row = conn.execute(
-        "SELECT * FROM events WHERE job_id = ? AND operation = ? AND kind = ? AND id > ? ORDER BY id DESC LIMIT 1",
-        (key.job_id, key.operation, kind, since_id),
-    ).fetchone()
-    return Event.from_row(row) if row else None
+    return job
 
 
 def current_attempt_start(conn: Connection, key: JobKey) -> int:
     """The event id where the current attempt began (its last release, or 0): older findings are history."""
-    last = _latest(conn, key, "release")
+    last = events_store.latest_of_kind(conn, key, "release")
     return last.id if last else 0
 
 
 def latest_finding(conn: Connection, key: JobKey) -> Event | None:
     """The newest finding recorded for the job's current attempt."""
-    return _latest(conn, key, "finding", current_attempt_start(conn, key))
+    return events_store.latest_of_kind(conn, key, "finding", current_attempt_start(conn, key))
 
 
 def latest_query(conn: Connection, key: JobKey) -> Event | None:
     """The newest remote query recorded for the job's current attempt."""
-    return _latest(conn, key, "remote_query", current_attempt_start(conn, key))
+    return events_store.latest_of_kind(conn, key, "remote_query", current_attempt_start(conn, key))
 
 
 def attempt_authors(conn: Connection, key: JobKey) -> dict[str, str]:
     """Everyone who wrote a finding or queried the remote in the job's current attempt, with what they did."""
-    rows = conn.execute(
-        "SELECT actor, kind FROM events WHERE job_id = ? AND operation = ? AND id > ? "
-        "AND kind IN ('finding', 'remote_query', 'candidate_dismissed') ORDER BY id",
-        (key.job_id, key.operation, current_attempt_start(conn, key)),
-    ).fetchall()
+    rows = events_store.triage_work(conn, key, current_attempt_start(conn, key))
     words = {"finding": "wrote a finding", "remote_query": "queried the remote",
              "candidate_dismissed": "dismissed a candidate"}
     did: dict[str, set[str]] = {}
@@ -129,12 +117,8 @@ def may_arrive_until(conn: Connection, job: Job) -> float | None:
     a job still held by that hold. Held by an answer from the remote (a poll, a webhook), or not held: None."""
     if job.state != "held":
         return None
-    row = conn.execute(
-        "SELECT detail FROM events WHERE job_id = ? AND operation = ? AND to_state = 'held' "
-        "AND (from_state IS NULL OR from_state <> 'held') ORDER BY id DESC LIMIT 1",
-        (job.job_id, job.operation),
-    ).fetchone()
-    until = json.loads(row[0]).get("may_arrive_until") if row is not None else None
+    detail = events_store.hold_detail(conn, job.key)
+    until = detail.get("may_arrive_until") if detail is not None else None
     return float(until) if isinstance(until, (int, float)) and not isinstance(until, bool) else None
 
 
@@ -184,7 +168,7 @@ def _release_refusal(conn: Connection, config: Config, job: Job, actor: str, now
     op = config.operations.get(job.operation)
     if op is None:
         return f"operation {job.operation!r} is no longer declared in the config"
-    used = quota_used(conn, job.operation, day_of(now, config.timezone))
+    used = quota_store.used(conn, job.operation, day_of(now, config.timezone))
     if used >= op.daily_quota:
         return f"{job.operation} quota today is used up ({used}/{op.daily_quota}); release tomorrow or raise daily_quota"
     return None
@@ -212,7 +196,7 @@ def preview(conn: Connection, config: Config, key: JobKey, action: str, actor: s
     op = config.operations.get(job.operation)
     facts: dict[str, object] = {}
     if action == "release" and op is not None:
-        used = quota_used(conn, job.operation, day_of(now, config.timezone))
+        used = quota_store.used(conn, job.operation, day_of(now, config.timezone))
         facts = {"remote": op.remote, "attempt": job.attempt + 1, "operation": job.operation, "used": used,
                  "after": used + 1, "limit": op.daily_quota}
     return Preview(action=action, allowed=why is None, reason=why, summary=spec.preview_text(**facts))
@@ -289,7 +273,7 @@ def _act(
             raise Refused(message)
         if count_today:
             day = day_of(now, config.timezone)
-            count_quota(conn, key.operation, day)
+            quota_store.count(conn, key.operation, day)
             detail = {**detail, "quota_day": day}  # what `verify` replays the quota from
         # A decision bumps the epoch (ledger.event_table): a poll or send still in flight for the old state is fenced.
         applied = apply(

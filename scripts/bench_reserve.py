@@ -35,7 +35,8 @@ from ledger.chain import event_hash
 from ledger.clock import SystemClock, day_of
 from ledger.config import Config, parse_config
 from ledger.db import connect, create_ledger
-from ledger.reservation import HELD_ON_TARGET, reserve
+from ledger.reservation import reserve
+from ledger.store.jobs import HELD_ON_TARGET
 from ledger.store.sqlite import BUSY_TIMEOUT_MS
 
 OPERATION = "bench.op"

@@ -1,19 +1,120 @@
-"""The SQL that reads jobs: one by its key or its remote handle, pages of a group (a typed filter translated to SQL),
-the held ones, counts per state and operation, and the stale writes the epoch check refused (ledger.queries,
-ledger.receiver, ledger.candidates, ledger.triage, ledger.remote_health, ledger.export, the console).
+"""The SQL of the jobs table: a new job's row and a step's update (ledger.transitions' `apply()`, the only writer),
+the stale writes the epoch check refused; and the reads: one job by its key or its remote handle, the first held job
+on a target, pages of a group (a typed filter translated to SQL), the held ones, counts per state and operation, every
+job's state, epoch and attempt (ledger.queries, ledger.reservation, ledger.leases, ledger.replay, ledger.receiver,
+ledger.candidates, ledger.triage, ledger.remote_health, ledger.export, the console).
 
-The same SQL on both backends; each read is served by an index (the primary key, `jobs_state_held`, the state
-indexes, the handle index), none loads the whole table. Only reads; each raises the ledger's own errors only
-(LedgerUnavailable, LedgerLocked, LedgerCorrupt).
+The same SQL on both backends; each read but `projections` is served by an index (the primary key,
+`jobs_state_held`, `jobs_held_target`, the state indexes, the handle index), none else loads the whole table. Each
+raises the ledger's own errors only (LedgerUnavailable, LedgerLocked, LedgerCorrupt).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from ledger.model import GROUPS, STATES, Job, JobFilter, JobKey
+from ledger import seal, store
+from ledger.model import GROUPS, STATES, Job, JobFilter, JobKey, detail_json
 from ledger.store import Connection, stages
+
+HELD_ON_TARGET = (
+    "SELECT job_id, operation FROM jobs WHERE target = ? AND state = 'held' ORDER BY held_at, job_id, operation LIMIT 1"
+)
+"""The first held job on a target, the one a new reservation there is blocked by (index jobs_held_target)."""
+
+
+# -- writes: apply()'s, inside its transaction ------------------------------------------------------------------------
+def insert(conn: Connection, columns: Mapping[str, Any]) -> bool:
+    """Insert a new job with `columns` (column name -> stored value, JSON columns already encoded) over the table's
+    defaults, inside the caller's write transaction. Returns False, writing nothing, when the job exists."""
+    return conn.execute(_insert_sql(tuple(columns)), list(columns.values())).rowcount == 1
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_sql(columns: tuple[str, ...]) -> str:
+    """The INSERT of a new job setting `columns`, doing nothing when the job exists."""
+    return (
+        f"INSERT INTO jobs ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)}) "
+        "ON CONFLICT (job_id, operation) DO NOTHING"
+    )
+
+
+def update(
+    conn: Connection,
+    key: JobKey,
+    *,
+    state: str,
+    now: float,
+    changes: Mapping[str, Any],
+    bump_epoch: bool,
+    bump_attempt: bool,
+    expected_state: str,
+    expected_epoch: int | None,
+) -> Job | None:
+    """Move the job from `expected_state` (and `expected_epoch`, when given) to `state` at `now`, setting `changes`
+    (column name -> stored value, JSON columns already encoded) and bumping the epoch and attempt as told, inside the
+    caller's write transaction; one statement. Returns the job as the update left it, or None (nothing written) when
+    no such job is in that state and epoch."""
+    sets = ["state = ?", "updated_at = ?"]
+    params: list[Any] = [state, now]
+    for column, value in changes.items():
+        sets.append(f"{column} = ?")
+        params.append(value)
+    if bump_epoch:
+        sets.append("epoch = epoch + 1")
+    if bump_attempt:
+        sets.append("attempt = attempt + 1")
+    where = "job_id = ? AND operation = ? AND state = ?"
+    params += [key.job_id, key.operation, expected_state]
+    if expected_epoch is not None:
+        where += " AND epoch = ?"
+        params.append(expected_epoch)
+    row = conn.execute(f"UPDATE jobs SET {', '.join(sets)} WHERE {where} RETURNING *", params).fetchone()
+    return Job.from_row(row) if row is not None else None
+
+
+def record_fenced_write(
+    conn: Connection, key: JobKey, *, at: float, actor: str, event: str, epoch: int | None, detail: dict[str, Any]
+) -> int:
+    """Append a write the epoch check refused (what `actor` tried to say with `event` at stale `epoch`) to the chain
+    of fenced writes, inside the caller's write transaction; return its id. On PostgreSQL the chain's lock is taken
+    first (one chain, extended by one transaction at a time)."""
+    store.lock_chain(conn)
+    prev = conn.execute("SELECT hash FROM fenced_writes ORDER BY id DESC LIMIT 1").fetchone()
+    values = [at, key.job_id, key.operation, actor, event, epoch, detail_json(detail)]
+    digest = seal.side_hash(prev[0] if prev else None, values)
+    return int(conn.execute(
+        "INSERT INTO fenced_writes (at, job_id, operation, actor, event, epoch, detail, prev_hash, hash) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (*values, prev[0] if prev else None, digest),
+    ).fetchone()[0])
+
+
+# -- reads ------------------------------------------------------------------------------------------------------------
+def idem_key_of(conn: Connection, key: JobKey) -> str | None:
+    """The job's idempotency key; None when the ledger has no such job."""
+    row = conn.execute(
+        "SELECT idem_key FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)
+    ).fetchone()
+    return str(row[0]) if row is not None else None
+
+
+def held_on_target(conn: Connection, target: str) -> JobKey | None:
+    """The first held job on `target` (oldest hold, then key): the one a new reservation there is blocked by; None
+    when no job on it is held."""
+    row = conn.execute(HELD_ON_TARGET, (target,)).fetchone()
+    return JobKey(row[0], row[1]) if row is not None else None
+
+
+def projections(conn: Connection) -> dict[JobKey, tuple[str, int, int]]:
+    """Every job's (state, epoch, attempt), by key (the whole table: for replay's check)."""
+    return {
+        JobKey(r[0], r[1]): (str(r[2]), int(r[3]), int(r[4]))
+        for r in conn.execute("SELECT job_id, operation, state, epoch, attempt FROM jobs")
+    }
 
 
 def handle_owner(conn: Connection, handle: str) -> JobKey | None:

@@ -30,8 +30,8 @@ from ledger.errors import ConfigError, Refused
 from ledger.model import GROUPS, Event, Job, JobKey, idem_key
 from ledger.remotes import remote_for
 from ledger.remotes.http import HttpRemote, render_lookup
-from ledger.reservation import quota_used
 from ledger.simulator import Simulator
+from ledger.store import quota as quota_store
 from ledger.worker import RemoteCache, submit_now, tick
 
 CLOCKED = Path(__file__).parents[1] / "support" / "clocked_reclaim.py"  # the CLI with a test clock (test-only)
@@ -243,7 +243,7 @@ def test_not_received_is_held_then_found_not_received_and_released_once(env: Env
     assert (job.state, job.attempt, job.idem_key) == ("reserving", 2, ikey)
     assert env.sim.count("cleanup") == 1  # a release only re-queues; the pass sends
     conn = connect(env.ledger, readonly=True)
-    assert quota_used(conn, OP, day_of(env.clock.now(), "UTC")) == 2  # the release counts against today
+    assert quota_store.used(conn, OP, day_of(env.clock.now(), "UTC")) == 2  # the release counts against today
     conn.close()
 
     env.tick()

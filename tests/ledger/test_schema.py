@@ -58,7 +58,7 @@ def test_statement_splitter_keeps_trigger_bodies_whole() -> None:
 
 
 def test_the_held_check_of_reserve_searches_held_jobs_by_target_without_sorting(tmp_path: Path) -> None:
-    from ledger.reservation import HELD_ON_TARGET
+    from ledger.store.jobs import HELD_ON_TARGET
 
     path = tmp_path / "l.db"
     create_ledger(path)

@@ -1,18 +1,19 @@
-"""ledger.store.jobs on both backends: a job found by its key or its remote handle, its state, pages of a group (with
-the typed filter), the held ones, counts per state and operation, the fenced writes; on an empty ledger and after sends
-(read back on a fresh connection), in order and within limits."""
+"""ledger.store.jobs on both backends: a new job inserted once, a step's update (only from its expected state and
+epoch), the fenced writes' chain; a job found by its key, its handle or its idem key, its state, the first held on a
+target, pages of a group (with the typed filter), the held ones, counts per state and operation, every job's state,
+epoch and attempt; on an empty ledger and after writes (read back on a fresh connection), in order and within limits."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+
+from ledger_reads import fresh
 
 from ledger import triage
 from ledger.clock import ManualClock
 from ledger.config import Config
-from ledger.db import connect, write_tx
-from ledger.model import STATES, JobFilter, JobKey
+from ledger.db import write_tx
+from ledger.model import STATES, Job, JobFilter, JobKey
 from ledger.simulator import Simulator
 from ledger.store import Connection
 from ledger.store import jobs as jobs_store
@@ -21,16 +22,6 @@ from ledger.worker import RemoteCache, submit_now
 
 BACKENDS = ("sqlite", "postgresql")  # each test runs on each (tests/conftest.py)
 OP = "article.generate"
-
-
-@contextmanager
-def fresh(ledger: Path) -> Iterator[Connection]:
-    """A new connection to the ledger: what another process would read."""
-    c = connect(ledger)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def test_an_empty_ledger_has_no_job_by_handle(conn: Connection) -> None:
@@ -123,3 +114,85 @@ def test_a_fenced_write_is_kept_for_its_job(
         assert (fw["actor"], fw["event"], fw["epoch"], fw["detail"]["handle"]) == (
             "stale-worker", "duplicate_send", job.epoch + 1, "interactions/x")
         assert jobs_store.fenced_writes_for(c, JobKey("j2", OP)) == []
+
+
+def _columns(job_id: str, now: float, **more: object) -> dict[str, object]:
+    return {"created_at": now, "idem_key": f"idem-{job_id}", "target": None, "payload": '{"input":"x"}',
+            "quota_day": "2026-12-01", "job_id": job_id, "operation": OP, "state": "reserving", "updated_at": now,
+            **more}
+
+
+def test_a_new_job_is_inserted_once_over_the_defaults(conn: Connection, clock: ManualClock, ledger_path: Path) -> None:
+    now = clock.now()
+    with write_tx(conn):
+        assert jobs_store.insert(conn, _columns("j1", now))
+        assert not jobs_store.insert(conn, _columns("j1", now + 1, idem_key="other"))  # exists: nothing written
+    with fresh(ledger_path) as c:
+        job = jobs_store.find_job(c, JobKey("j1", OP))
+        assert job is not None
+        assert (job.state, job.epoch, job.attempt, job.tries, job.idem_key, job.created_at, job.payload) == (
+            "reserving", 0, 1, 0, "idem-j1", now, {"input": "x"})
+        assert jobs_store.idem_key_of(c, JobKey("j1", OP)) == "idem-j1"
+        assert jobs_store.projections(c) == {JobKey("j1", OP): ("reserving", 0, 1)}
+
+
+def test_an_update_moves_a_job_in_its_expected_state_and_epoch_only(
+    conn: Connection, clock: ManualClock, ledger_path: Path,
+) -> None:
+    key = JobKey("j1", OP)
+    now = clock.now()
+
+    def hold(key: JobKey, epoch: int | None) -> Job | None:
+        return jobs_store.update(conn, key, state="held", now=now + 1, changes={"held_reason": "looked",
+                                 "held_at": now + 1}, bump_epoch=True, bump_attempt=False,
+                                 expected_state="reserving", expected_epoch=epoch)
+
+    with write_tx(conn):
+        jobs_store.insert(conn, _columns("j1", now))
+        assert hold(JobKey("none", OP), None) is None
+        assert hold(key, 5) is None  # the epoch moved on: nothing written
+        moved = hold(key, 0)
+        assert moved is not None and (moved.state, moved.epoch, moved.attempt, moved.held_reason) == (
+            "held", 1, 1, "looked")
+        assert hold(key, None) is None  # the state moved on
+        again = jobs_store.update(conn, key, state="reserving", now=now + 2, changes={"held_reason": None},
+                                  bump_epoch=True, bump_attempt=True, expected_state="held", expected_epoch=None)
+        assert again is not None and (again.epoch, again.attempt, again.held_reason) == (2, 2, None)
+    with fresh(ledger_path) as c:
+        assert jobs_store.find_job(c, key) == again
+        assert jobs_store.projections(c) == {key: ("reserving", 2, 2)}
+        assert jobs_store.state_counts(c)["reserving"] == 1
+
+
+def test_fenced_writes_are_chained_and_read_back_in_order(
+    conn: Connection, clock: ManualClock, ledger_path: Path,
+) -> None:
+    key = JobKey("j1", OP)
+    with write_tx(conn):
+        first = jobs_store.record_fenced_write(conn, key, at=clock.now(), actor="w1", event="accepted", epoch=3,
+                                               detail={"handle": "interactions/1"})
+        second = jobs_store.record_fenced_write(conn, key, at=clock.now() + 1, actor="w2", event="failed", epoch=4,
+                                                detail={})
+    assert second > first
+    with fresh(ledger_path) as c:
+        assert jobs_store.fenced_write_count(c) == 2
+        got = jobs_store.fenced_writes_for(c, key)
+        assert [(w["id"], w["actor"], w["event"], w["epoch"], w["detail"]) for w in got] == [
+            (first, "w1", "accepted", 3, {"handle": "interactions/1"}), (second, "w2", "failed", 4, {})]
+        assert got[0]["prev_hash"] is None and got[1]["prev_hash"] == got[0]["hash"]
+
+
+def test_the_first_held_job_on_a_target_blocks_it(
+    sim: Simulator, conn: Connection, cfg: Config, clock: ManualClock, ledger_path: Path,
+) -> None:
+    assert jobs_store.held_on_target(conn, "t1") is None
+    assert jobs_store.idem_key_of(conn, JobKey("none", OP)) is None
+    assert jobs_store.projections(conn) == {}
+    sim.add_fault("drop_before_accept")
+    first = _send(conn, cfg, clock, "b-first", target="t1")
+    other = _send(conn, cfg, clock, "other", target="t2")
+    with fresh(ledger_path) as c:
+        assert jobs_store.state_of(c, first) == "held" and jobs_store.state_of(c, other) == "submitted"
+        assert jobs_store.held_on_target(c, "t1") == first
+        assert jobs_store.held_on_target(c, "t2") is None
+        assert jobs_store.held_on_target(c, "t3") is None

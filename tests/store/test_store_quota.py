@@ -1,15 +1,15 @@
-"""ledger.store.quota on both backends: an operation's daily use, on an empty ledger and after reservations (read back
-on a fresh connection), within the days asked for and per operation."""
+"""ledger.store.quota on both backends: an operation's daily use and counting one more, on an empty ledger and after
+reservations (read back on a fresh connection), within the days asked for and per operation."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+
+from ledger_reads import fresh
 
 from ledger.clock import ManualClock
 from ledger.config import Config
-from ledger.db import connect
+from ledger.db import write_tx
 from ledger.reservation import reserve
 from ledger.store import Connection
 from ledger.store import quota as quota_store
@@ -19,18 +19,9 @@ OP = "article.generate"
 DAY = 86_400.0
 
 
-@contextmanager
-def fresh(ledger: Path) -> Iterator[Connection]:
-    """A new connection to the ledger: what another process would read."""
-    c = connect(ledger)
-    try:
-        yield c
-    finally:
-        c.close()
-
-
 def test_an_empty_ledger_used_nothing(conn: Connection) -> None:
     assert quota_store.usage(conn, OP, "2026-11-01", "2026-12-31") == {}
+    assert quota_store.used(conn, OP, "2026-12-01") == 0
 
 
 def test_reservations_are_counted_per_day_within_the_span(
@@ -45,3 +36,15 @@ def test_reservations_are_counted_per_day_within_the_span(
         assert quota_store.usage(c, OP, "2026-12-02", "2026-12-31") == {"2026-12-02": 1}
         assert quota_store.usage(c, OP, "2026-11-01", "2026-11-30") == {}
         assert quota_store.usage(c, "other.op", "2026-12-01", "2026-12-02") == {}
+        assert quota_store.used(c, OP, "2026-12-01") == 3 and quota_store.used(c, OP, "2026-12-02") == 1
+        assert quota_store.used(c, OP, "2026-12-03") == 0 and quota_store.used(c, "other.op", "2026-12-01") == 0
+
+
+def test_counting_adds_one_per_operation_and_day(conn: Connection, ledger_path: Path) -> None:
+    with write_tx(conn):
+        quota_store.count(conn, OP, "2026-12-05")
+        quota_store.count(conn, OP, "2026-12-05")
+        quota_store.count(conn, "other.op", "2026-12-05")
+    with fresh(ledger_path) as c:
+        assert quota_store.used(c, OP, "2026-12-05") == 2 and quota_store.used(c, "other.op", "2026-12-05") == 1
+        assert quota_store.usage(c, OP, "2026-12-01", "2026-12-31") == {"2026-12-05": 2}

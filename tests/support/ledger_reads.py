@@ -1,12 +1,28 @@
-"""Reads of a ledger that only tests need (the product never calls them): a digest of every row, to prove
-a refused command changed nothing, and the picks table as rows."""
+"""Reads of a ledger that only tests need (the product never calls them): a fresh connection (what another process
+would read), a digest of every row, to prove a refused command changed nothing, and the picks table as rows."""
 
 from __future__ import annotations
 
 import hashlib
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
+from ledger.db import connect
 from ledger.model import JobKey
+from ledger.store import Connection
+
+
+@contextmanager
+def fresh(ledger: Path) -> Iterator[Connection]:
+    """A new connection to the ledger (a path or a URL), closed after the block: what another process would read."""
+    c = connect(ledger)
+    try:
+        yield c
+    finally:
+        c.close()
+
 
 FINGERPRINT_TABLES = (
     "jobs", "events", "quota_usage", "fenced_writes", "outbox", "state_counts", "evidence", "evidence_handled",

@@ -31,8 +31,10 @@ from ledger.leases import claim_for_send
 from ledger.model import JobKey
 from ledger.picks import pick_due
 from ledger.replay import rebuild_job
-from ledger.reservation import quota_used, reserve
-from ledger.transitions import append_event, apply
+from ledger.reservation import reserve
+from ledger.store import events as events_store
+from ledger.store import quota as quota_store
+from ledger.transitions import apply
 
 OP = "article.generate"
 T0 = 1_795_000_000.0
@@ -95,7 +97,7 @@ def test_many_processes_reserving_the_same_jobs_reserve_each_once_and_never_pass
     try:
         assert queries.state_counts(conn)["reserving"] == QUOTA
         used = conn.execute("SELECT day, used FROM quota_usage WHERE operation = ?", (OP,)).fetchall()
-        assert [r[1] for r in used] == [QUOTA] and quota_used(conn, OP, used[0][0]) == QUOTA
+        assert [r[1] for r in used] == [QUOTA] and quota_store.used(conn, OP, used[0][0]) == QUOTA
         verdict = audit.verify(conn)
         assert verdict.chain_break is None and verdict.job_mismatch is None and verdict.events == QUOTA
         for jid in reserved:
@@ -246,14 +248,14 @@ def test_the_follow_cursor_never_skips_an_event_committed_late(pg: str, cfg: Any
     slow, fast = connect(pg), connect(pg)
     slow.execute("BEGIN")  # by hand: the slow writer appends, then stalls before committing
     slow.execute("SET LOCAL lock_timeout = 10000")
-    append_event(slow, JobKey("f0", OP), at=T0, actor="slow", kind="finding", from_state="reserving",
-                 to_state="reserving", epoch=0, detail={})
+    events_store.append(slow, JobKey("f0", OP), at=T0, actor="slow", kind="finding", from_state="reserving",
+                        to_state="reserving", epoch=0, detail={})
     done = threading.Event()
 
     def fast_writer() -> None:
         with write_tx(fast, wait=10):
-            append_event(fast, JobKey("f1", OP), at=T0, actor="fast", kind="finding", from_state="reserving",
-                         to_state="reserving", epoch=0, detail={})
+            events_store.append(fast, JobKey("f1", OP), at=T0, actor="fast", kind="finding", from_state="reserving",
+                                to_state="reserving", epoch=0, detail={})
         done.set()
 
     t = threading.Thread(target=fast_writer)
