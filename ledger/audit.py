@@ -25,6 +25,7 @@ from ledger.clock import day_of
 from ledger.errors import LedgerError
 from ledger.seal import mac_ok
 from ledger.store import Connection
+from ledger.store import verify as verify_store
 
 UNKEYED_KINDS = frozenset({"finding", "assign", "remote_query", "candidate_dismissed"})
 """Events a triage account writes: without the audit key (it holds none) they carry no MAC, and are
@@ -95,10 +96,7 @@ def verify(
     """
     v = Verdict(mac_checked=key is not None)
     r = _Replay()
-    own = not conn.in_transaction
-    if own:
-        conn.execute("BEGIN")
-    try:
+    with contextlib.nullcontext() if conn.in_transaction else verify_store.snapshot(conn):
         try:
             v.integrity = store.integrity_problems(conn)
         except LedgerError as e:
@@ -108,7 +106,7 @@ def verify(
         except (LedgerError, ValueError, TypeError) as e:
             v.integrity.append(f"the events cannot be read: {e}")
         try:
-            v.jobs = int(conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
+            v.jobs = verify_store.job_count(conn)
             steps: list[replay.BadStep] = []
             bad = replay.mismatches(conn, steps)
             if steps:
@@ -132,20 +130,7 @@ def verify(
             r.note("triggers", f"triggers missing or disabled: {', '.join(missing)} (someone with write access to "
                                "the database dropped them; what they guard may have been edited)")
         v.problems = list(r.problems.values())
-    finally:
-        if own:
-            _end_read(conn)
     return v
-
-
-def _end_read(conn: Connection) -> None:
-    """End verify's read transaction; on a damaged file COMMIT itself may fail, then roll back."""
-    try:
-        conn.execute("COMMIT")
-    except LedgerError:
-        if conn.in_transaction:
-            with contextlib.suppress(LedgerError):
-                conn.execute("ROLLBACK")
 
 
 def _check_chain(
@@ -156,11 +141,7 @@ def _check_chain(
     and what the events say about rows and quota, in `v` and `r`."""
     prev: str | None = None
     sealed_from: int | None = None  # the first event with a seal: every later one must have one
-    for row in store.stream(
-        conn,
-        "SELECT id, at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, prev_hash, hash, "
-        "seal, mac FROM events ORDER BY id",
-    ):
+    for row in verify_store.chain(conn):
         v.events += 1
         event_id, job_id, operation, kind, actor, sealed, mac = row[0], row[2], row[3], row[6], row[5], row[13], row[14]
         name = f"event {event_id} ({job_id} / {operation} seq {row[4]}, {kind} by {actor})"
@@ -228,9 +209,7 @@ def _count_quota(r: _Replay, row: Any, timezone: str) -> None:
 
 def _check_rows(conn: Connection, r: _Replay) -> None:
     """Each job's columns that matter against what its last sealed event says they were."""
-    cols = ", ".join(seal.ROW_COLUMNS)
-    for found in store.stream(conn, f"SELECT job_id, operation, {cols} FROM jobs ORDER BY job_id, operation"):
-        row = tuple(found)
+    for row in verify_store.sealed_columns(conn):
         want = r.rows.get((row[0], row[1]))
         if want is None:
             continue
@@ -248,7 +227,7 @@ def _check_rows(conn: Connection, r: _Replay) -> None:
 def _check_tables(conn: Connection, r: _Replay) -> None:
     """The quota and state counts against the replay; the evidence and fenced-write chains against their
     anchors in the last seal; webhook deliveries against the evidence they brought."""
-    table = {(op, day): int(n) for op, day, n in conn.execute("SELECT operation, day, used FROM quota_usage") if n}
+    table = {k: n for k, n in verify_store.quota_table(conn).items() if n}
     # Days a sealed event counted on (older ledgers' quota may predate their events' quota days), and any day
     # the table holds that no event counted on at all.
     diff = sorted(k for k in (r.quota_checked | (table.keys() - r.quota.keys()))
@@ -257,31 +236,26 @@ def _check_tables(conn: Connection, r: _Replay) -> None:
         op, day = diff[0]
         r.note("quota", f"quota_usage for {op} on {day} says {table.get((op, day), 0)} but the events counted "
                         f"{r.quota.get((op, day), 0)} (the quota table was edited)")
-    counts = {s: int(n) for s, n in conn.execute("SELECT state, n FROM state_counts") if n}
-    actual = {s: int(n) for s, n in conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state")}
+    counts = {s: n for s, n in verify_store.state_counters(conn).items() if n}
+    actual = verify_store.states_counted(conn)
     if counts != actual:
         bad = sorted(s for s in counts.keys() | actual.keys() if counts.get(s, 0) != actual.get(s, 0))[0]
         r.note("counts", f"state_counts says {counts.get(bad, 0)} {bad} jobs but the jobs table holds "
                          f"{actual.get(bad, 0)} (the counts were edited)")
-    _check_side_chain(conn, r, "evidence", "id, at, source, idem_key, attempt, handle, remote_state, job_id, operation, "
-                                           "ref, detail", r.evidence_head)
-    _check_side_chain(conn, r, "fenced_writes", "id, at, job_id, operation, actor, event, epoch, detail", r.fenced_head)
-    missing = conn.execute(
-        "SELECT e.id, e.ref FROM evidence e LEFT JOIN webhook_deliveries w ON w.webhook_id = e.ref "
-        "WHERE e.source = 'webhook' AND e.ref IS NOT NULL AND w.webhook_id IS NULL ORDER BY e.id LIMIT 1"
-    ).fetchone()
+    _check_side_chain(conn, r, "evidence", r.evidence_head)
+    _check_side_chain(conn, r, "fenced_writes", r.fenced_head)
+    missing = verify_store.webhook_without_delivery(conn)
     if missing is not None:
         r.note("webhook_deliveries", f"webhook_deliveries: no row for webhook {missing[1]!r}, which brought evidence "
                                      f"{missing[0]} (a delivery row was deleted: a replay would be accepted again)")
 
 
-def _check_side_chain(conn: Connection, r: _Replay, table: str, columns: str, anchor: str | None) -> None:
+def _check_side_chain(conn: Connection, r: _Replay, table: str, anchor: str | None) -> None:
     """A side table's rows chain (rows from before the chain existed carry no hash and come first), and the
     head the last seal named is still there."""
     prev: str | None = None
     seen_anchor = anchor is None
-    for found in store.stream(conn, f"SELECT {columns}, prev_hash, hash FROM {table} ORDER BY id"):
-        row = tuple(found)
+    for row in verify_store.side_chain(conn, table):
         digest = row[-1]
         if digest is None:
             if prev is not None:

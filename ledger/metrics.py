@@ -29,7 +29,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from ledger import journal
+from ledger import journal, store
 from ledger.clock import Clock, day_of
 from ledger.config import Config
 from ledger.errors import BadInput, LedgerError
@@ -115,8 +115,7 @@ class LedgerCollector(Collector):
         if self.conn is None:
             self.conn = self.open_conn()
         conn = self.conn
-        conn.execute("BEGIN")  # one snapshot for every figure
-        try:
+        with store.read_snapshot(conn):  # one snapshot for every figure
             now = ledger_clock(conn, self.clock).now()
             self._count_events(conn)
             out = [*_jobs(conn, now, self.tallies.values()), *_recovery(conn, self.config, self.tallies.values()), *_notifications(conn), *_webhooks(conn),
@@ -124,8 +123,6 @@ class LedgerCollector(Collector):
                    _counter("reclaim_audit_events", "Events in the ledger: the audit chain's length (compare a copy "
                             "of its head kept outside the ledger with 'reclaim verify').", [],
                             [((), self.events)])]
-        finally:
-            conn.execute("COMMIT")
         out.extend(self._journal())
         return out
 

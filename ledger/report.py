@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
 
+from ledger import store
 from ledger.clock import day_of, iso
 from ledger.config import Config
 from ledger.errors import BadInput
@@ -213,16 +214,12 @@ def build(conn: Connection, config: Config, since: float, until: float) -> Repor
     `check_window` refuses). Holds are those begun in the window; each counts as decided only when its decision
     came before `until`."""
     check_window(since, until)
-    conn.execute("BEGIN")
-    try:
+    with store.read_snapshot(conn):
         holds = q.holds(conn, since, until)
         releases = q.releases(conn, since, until)
         queries = q.queries(conn, since, until)
         days = _days(since, until, config.timezone)
         quota = q.quota_days(conn, days[0], days[-1])
-    finally:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")  # only read
     return assemble(config, since, until, days, holds, releases, queries, quota)
 
 

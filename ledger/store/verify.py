@@ -1,0 +1,117 @@
+"""The SQL of the reads `reclaim verify` makes (ledger.audit): the events chain as stored, the jobs' sealed columns,
+the counter tables beside what they count, the evidence and fenced-write chains, the webhooks that brought evidence
+without a delivery row. The checks themselves stay in ledger.audit; these only read rows, as they are stored.
+
+The same SQL on both backends; every read but the counts and the webhook probe walks a whole table in one order
+(`store.stream`: a server-side cursor on PostgreSQL), so run them inside one `snapshot`. Each raises the ledger's own
+errors only (LedgerUnavailable, LedgerLocked, LedgerCorrupt) for a file or server that cannot be read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from ledger import seal, store
+from ledger.errors import LedgerError
+from ledger.store import Connection
+
+
+@contextlib.contextmanager
+def snapshot(conn: Connection) -> Iterator[None]:
+    """Run the block in one read transaction (every read sees the same snapshot; nothing is written), ended with
+    COMMIT; on a damaged file where COMMIT itself fails, rolled back, and no error of the end is raised. An error
+    starting it is raised (the ledger's own)."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        try:
+            conn.execute("COMMIT")
+        except LedgerError:
+            if conn.in_transaction:
+                with contextlib.suppress(LedgerError):
+                    conn.execute("ROLLBACK")
+
+
+class ChainLink(NamedTuple):
+    """One event as the audit chain stores it: every column its hash covers, its links, its seal and MAC."""
+
+    id: int
+    at: float
+    job_id: str
+    operation: str
+    seq: int
+    actor: str
+    kind: str
+    from_state: str | None
+    to_state: str | None
+    epoch: int | None
+    detail: str
+    prev_hash: str | None
+    hash: str | None
+    seal: str | None
+    mac: str | None
+
+
+def chain(conn: Connection) -> Iterator[ChainLink]:
+    """Every event, by id, as stored (its detail as the stored text), read as it goes."""
+    for row in store.stream(
+        conn,
+        "SELECT id, at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, prev_hash, hash, "
+        "seal, mac FROM events ORDER BY id",
+    ):
+        yield ChainLink(*row)
+
+
+def job_count(conn: Connection) -> int:
+    """How many jobs the jobs table holds (0 when none)."""
+    return int(conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
+
+
+def sealed_columns(conn: Connection) -> Iterator[tuple[Any, ...]]:
+    """Every job as (job_id, operation, *the columns of `seal.ROW_COLUMNS` as stored: payload and result as their
+    text), by key, read as it goes."""
+    cols = ", ".join(seal.ROW_COLUMNS)
+    for found in store.stream(conn, f"SELECT job_id, operation, {cols} FROM jobs ORDER BY job_id, operation"):
+        yield tuple(found)
+
+
+def quota_table(conn: Connection) -> dict[tuple[str, str], int]:
+    """The quota counters as stored, by (operation, day), zeros included; {} when none."""
+    return {(str(op), str(day)): int(n) for op, day, n in conn.execute("SELECT operation, day, used FROM quota_usage")}
+
+
+def state_counters(conn: Connection) -> dict[str, int]:
+    """The trigger-kept counters as stored, by state (zeros and unknown states included); {} when none."""
+    return {str(s): int(n) for s, n in conn.execute("SELECT state, n FROM state_counts")}
+
+
+def states_counted(conn: Connection) -> dict[str, int]:
+    """The jobs per state, counted in the jobs table itself (only states with a job)."""
+    return {str(s): int(n) for s, n in conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state")}
+
+
+SIDE_CHAINS = {
+    "evidence": "id, at, source, idem_key, attempt, handle, remote_state, job_id, operation, ref, detail",
+    "fenced_writes": "id, at, job_id, operation, actor, event, epoch, detail",
+}
+"""The tables chained beside the events, and the columns each row's hash covers (its id first)."""
+
+
+def side_chain(conn: Connection, table: str) -> Iterator[tuple[Any, ...]]:
+    """Every row of the side chain `table` (one of SIDE_CHAINS), by id, as (*its columns, prev_hash, hash); read as it
+    goes. Raises KeyError for a table that is not one."""
+    for found in store.stream(conn, f"SELECT {SIDE_CHAINS[table]}, prev_hash, hash FROM {table} ORDER BY id"):
+        yield tuple(found)
+
+
+def webhook_without_delivery(conn: Connection) -> tuple[int, str] | None:
+    """(evidence id, webhook id) of the first evidence a webhook brought whose delivery row is gone; None when every
+    one has its row."""
+    row = conn.execute(
+        "SELECT e.id, e.ref FROM evidence e LEFT JOIN webhook_deliveries w ON w.webhook_id = e.ref "
+        "WHERE e.source = 'webhook' AND e.ref IS NOT NULL AND w.webhook_id IS NULL ORDER BY e.id LIMIT 1"
+    ).fetchone()
+    return (int(row[0]), str(row[1])) if row is not None else None
