@@ -4,15 +4,14 @@ webhook_deliveries, webhook_refusals, foreign_interactions."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ledger_reads import fresh
 
 from ledger import seal
-from ledger.db import connect, write_tx
+from ledger.db import write_tx
 from ledger.errors import LedgerConflict
 from ledger.model import Evidence, Job, JobKey, idem_key
 from ledger.store import Connection
@@ -23,16 +22,6 @@ OP = "article.generate"
 T = 1_796_126_400.0  # 2026-12-01T12:00:00Z
 KEY = JobKey("j1", OP)
 IDEM = idem_key("j1", OP)
-
-
-@contextmanager
-def fresh(ledger: Path) -> Iterator[Connection]:
-    """A new connection to the ledger: what another process would read."""
-    c = connect(ledger)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def _job(attempt: int = 1) -> Job:

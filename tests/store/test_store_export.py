@@ -3,14 +3,13 @@ byte) order and id order; on an empty ledger and after sends (read back on a fre
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+
+from ledger_reads import fresh
 
 from ledger import store
 from ledger.clock import ManualClock
 from ledger.config import Config
-from ledger.db import connect
 from ledger.model import JobFilter
 from ledger.simulator import Simulator
 from ledger.store import Connection
@@ -21,16 +20,6 @@ from ledger.worker import RemoteCache, submit_now
 
 BACKENDS = ("sqlite", "postgresql")  # each test runs on each (tests/conftest.py)
 OP = "article.generate"
-
-
-@contextmanager
-def fresh(ledger: Path) -> Iterator[Connection]:
-    """A new connection to the ledger: what another process would read."""
-    c = connect(ledger)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def test_an_empty_ledger_exports_nothing(conn: Connection) -> None:

@@ -4,30 +4,19 @@ limits."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from ledger_reads import fresh
 
-from ledger.db import connect, write_tx
+from ledger.db import write_tx
 from ledger.store import Connection
 from ledger.store import heartbeats as hb_store
 from ledger.store.heartbeats import Heartbeat
 
 BACKENDS = ("sqlite", "postgresql")  # each test runs on each (tests/conftest.py)
 T = 1_796_126_400.0  # 2026-12-01T12:00:00Z
-
-
-@contextmanager
-def fresh(ledger: Path) -> Iterator[Connection]:
-    """A new connection to the ledger: what another process would read."""
-    c = connect(ledger)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def _beat(worker_id: str, updated_at: float, *, running: bool = True, last_pass_at: float | None = None) -> Heartbeat:

@@ -5,13 +5,12 @@ second queueing of one event id, a move from a state not allowed and a column th
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from ledger_reads import fresh
 
-from ledger.db import connect, write_tx
+from ledger.db import write_tx
 from ledger.errors import LedgerConflict
 from ledger.model import JobKey
 from ledger.store import Connection
@@ -21,16 +20,6 @@ from ledger.store.outbox import OutboxRow
 BACKENDS = ("sqlite", "postgresql")  # each test runs on each (tests/conftest.py)
 T = 1_796_126_400.0  # 2026-12-01T12:00:00Z
 OP = "article.generate"
-
-
-@contextmanager
-def fresh(ledger: Path) -> Iterator[Connection]:
-    """A new connection to the ledger: what another process would read."""
-    c = connect(ledger)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def _queue(conn: Connection, event_id: str, now: float, channel: str = "ops") -> None:

@@ -3,13 +3,12 @@ ledger and after writes read back on a fresh connection, in the order the remote
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from ledger_reads import fresh
 
-from ledger.db import connect, write_tx
+from ledger.db import write_tx
 from ledger.model import JobKey
 from ledger.store import Connection
 from ledger.store import remote_pauses as pauses_store
@@ -18,16 +17,6 @@ from ledger.store.remote_pauses import RemotePause
 BACKENDS = ("sqlite", "postgresql")  # each test runs on each (tests/conftest.py)
 T = 1_796_126_400.0  # 2026-12-01T12:00:00Z
 OP = "article.generate"
-
-
-@contextmanager
-def fresh(ledger: Path) -> Iterator[Connection]:
-    """A new connection to the ledger: what another process would read."""
-    c = connect(ledger)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def test_an_empty_ledger_pauses_no_remote(conn: Connection) -> None:

@@ -3,29 +3,18 @@ and after writes read back on a fresh connection, by name and one operator's apa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from ledger_reads import fresh
 
-from ledger.db import connect, write_tx
+from ledger.db import write_tx
 from ledger.store import Connection
 from ledger.store import views as views_store
 from ledger.store.views import SavedView
 
 BACKENDS = ("sqlite", "postgresql")  # each test runs on each (tests/conftest.py)
 T = 1_796_126_400.0  # 2026-12-01T12:00:00Z
-
-
-@contextmanager
-def fresh(ledger: Path) -> Iterator[Connection]:
-    """A new connection to the ledger: what another process would read."""
-    c = connect(ledger)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def _save(conn: Connection, *views: SavedView) -> None:
