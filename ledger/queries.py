@@ -2,8 +2,7 @@
 
 The reads themselves (pages of jobs, a job by its key, events by cursor, counts, the typed filter's SQL) are named
 store operations (`ledger.store.jobs`, `ledger.store.events`, `ledger.store.quota`), each served by an index; none
-loads a whole table. This module keeps what is made of them; the store's reads stand here under their former names
-too (`as` imports) for callers not yet moved to the store's own.
+loads a whole table. This module keeps what is made of them.
 """
 
 from __future__ import annotations
@@ -13,30 +12,15 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from ledger.config import Config
-from ledger.model import FILTER_KEYS as FILTER_KEYS
 from ledger.model import GROUPS
-from ledger.model import JobFilter as JobFilter
 from ledger.store import Connection
+from ledger.store import jobs as jobs_store
 from ledger.store import quota as quota_store
-from ledger.store.events import events_after as events_after
-from ledger.store.events import job_events as job_events
-from ledger.store.events import last_event_id as last_event_id
-from ledger.store.events import latest_events as latest_events
-from ledger.store.jobs import fenced_write_count as fenced_write_count
-from ledger.store.jobs import fenced_writes_for as fenced_writes_for
-from ledger.store.jobs import filter_clause as filter_clause
-from ledger.store.jobs import find_job as find_job
-from ledger.store.jobs import held_by_operation as held_by_operation
-from ledger.store.jobs import held_jobs as held_jobs
-from ledger.store.jobs import list_jobs as list_jobs
-from ledger.store.jobs import operation_counts as operation_counts
-from ledger.store.jobs import operations_of as operations_of
-from ledger.store.jobs import state_counts as state_counts
 
 
 def group_counts(conn: Connection) -> dict[str, int]:
     """Jobs per console group (held, reserving, submitted, done, consumed, failed, resolved)."""
-    counts = state_counts(conn)
+    counts = jobs_store.state_counts(conn)
     return {g: sum(counts[s] for s in states) for g, states in GROUPS.items()}
 
 

@@ -27,8 +27,7 @@ from ledger.config import Config
 from ledger.db import write_tx
 from ledger.errors import BadInput, JobNotFound, NotYet, Refused, UndecidedCandidates
 from ledger.identity import acting_source
-from ledger.model import Event, Job, JobKey
-from ledger.queries import JobFilter, list_jobs
+from ledger.model import Event, Job, JobFilter, JobKey
 from ledger.redaction import Redactor
 from ledger.remotes.base import Remote, RemoteStatus, redact_status
 from ledger.store import Connection
@@ -567,7 +566,7 @@ def bulk_assign(
         raise Refused(f"bulk-assign refused: {spec.role_refusal(actor)}")
     keys: list[JobKey] = []
     while True:
-        page = list_jobs(conn, "held", limit=500, offset=len(keys), flt=flt)
+        page = jobs_store.list_jobs(conn, "held", limit=500, offset=len(keys), flt=flt)
         keys += [j.key for j in page]
         if len(page) < 500:
             break

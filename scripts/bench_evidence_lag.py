@@ -28,7 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"
 
 from gemini_deliveries import delivery, post
 
-from ledger import queries
 from ledger.clock import SystemClock
 from ledger.config import parse_config
 from ledger.db import connect, create_ledger
@@ -36,6 +35,8 @@ from ledger.model import JobKey
 from ledger.receiver import make_server
 from ledger.reservation import reserve
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
+from ledger.store import jobs as jobs_store
 from ledger.worker import RemoteCache, run_worker, tick
 
 Row = dict[str, Any]
@@ -70,7 +71,7 @@ def run(n: int = 30, interval: float = 2.0, workdir: Path | None = None) -> list
             sim.add_fault("complete_lose_reply", match_idem=res.job.idem_key)
         tick(conn, cfg, clock=clock, remotes=RemoteCache(cfg), owner="setup")
         for i in range(n):
-            job = queries.find_job(conn, JobKey(f"lag-{i}", OP))
+            job = jobs_store.find_job(conn, JobKey(f"lag-{i}", OP))
             assert job is not None and job.state == "held", job
             interactions[job.job_id] = str(sim.find_by_idem(job.idem_key)[0]["id"])
         server = make_server(ledger, cfg, clock=clock)
@@ -89,7 +90,7 @@ def run(n: int = 30, interval: float = 2.0, workdir: Path | None = None) -> list
                 assert status == 202, status
                 deadline = time.monotonic() + 10 * interval + 30
                 while True:
-                    events = [e for e in queries.job_events(conn, JobKey(job_id, OP)) if e.kind == "reconcile"]
+                    events = [e for e in events_store.job_events(conn, JobKey(job_id, OP)) if e.kind == "reconcile"]
                     if events:
                         lags.append(events[0].at - answered)
                         break

@@ -66,12 +66,12 @@ from cli_in_process import process_boundary, run_in_process
 from hypothesis import settings
 from ledger_reads import job_fingerprint
 
-from ledger import queries
 from ledger.clock import ManualClock, parse_time
 from ledger.config import Config, parse_config
 from ledger.db import connect, create_ledger
 from ledger.model import Job, JobKey
 from ledger.simulator import Simulator
+from ledger.store import jobs as jobs_store
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -472,7 +472,7 @@ def _file_digest(path: Path) -> str:
 def _read_job(path: Path, job_id: str, operation: str = OP) -> Job | None:
     c = connect(path, readonly=True)
     try:
-        return queries.find_job(c, JobKey(job_id, operation))
+        return jobs_store.find_job(c, JobKey(job_id, operation))
     finally:
         c.close()
 

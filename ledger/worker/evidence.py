@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from ledger import evidence, foreign, queries
+from ledger import evidence, foreign
 from ledger.clock import Clock
 from ledger.config import Config
 from ledger.db import write_tx
 from ledger.model import Evidence, Job, JobKey
 from ledger.remotes.base import Remote
 from ledger.store import Connection
+from ledger.store import events as events_store
 from ledger.store import evidence as evidence_store
 from ledger.store import jobs as jobs_store
 from ledger.transitions import apply
@@ -238,7 +239,7 @@ def _duplicate(
     interaction already recorded as this job's duplicate (its cancellation, its end) records nothing new."""
     assert ev.handle is not None
     if any(e.kind == "duplicate_send" and e.detail.get("handle") == ev.handle
-           for e in queries.job_events(conn, job.key)):
+           for e in events_store.job_events(conn, job.key)):
         _handled(conn, ev.id, f"duplicate {ev.handle} already recorded", clock)
         return
     status = remote.lookup(ev.handle)

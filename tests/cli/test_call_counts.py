@@ -20,6 +20,7 @@ from ledger.config import Config, parse_config
 from ledger.db import connect
 from ledger.model import JobKey, idem_key
 from ledger.simulator import Simulator
+from ledger.store import jobs as jobs_store
 from ledger.worker import RemoteCache, SubmitResult, submit_now, tick
 
 OP = "article.generate"
@@ -294,7 +295,7 @@ def test_cli_same_job_after_midnight_is_a_duplicate(
     fresh = connect(ledger_path, readonly=True)
     try:
         days = queries.quota_history(fresh, cfg, parse_time("2026-12-02T00:00:10Z"), days=2)[OP]
-        assert queries.find_job(fresh, JobKey("cli-night", OP)).quota_day == "2026-12-01"
+        assert jobs_store.find_job(fresh, JobKey("cli-night", OP)).quota_day == "2026-12-01"
     finally:
         fresh.close()
     assert [(d.day, d.used) for d in days] == [("2026-12-01", 1), ("2026-12-02", 0)]

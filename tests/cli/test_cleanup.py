@@ -31,6 +31,8 @@ from ledger.model import GROUPS, Event, Job, JobKey, idem_key
 from ledger.remotes import remote_for
 from ledger.remotes.http import HttpRemote, render_lookup
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
+from ledger.store import jobs as jobs_store
 from ledger.store import quota as quota_store
 from ledger.worker import RemoteCache, submit_now, tick
 
@@ -127,14 +129,14 @@ class Env:
     def events(self, key: JobKey) -> list[Event]:
         conn = connect(self.ledger, readonly=True)
         try:
-            return queries.job_events(conn, key)
+            return events_store.job_events(conn, key)
         finally:
             conn.close()
 
     def jobs_and_quota(self) -> tuple[list[tuple[object, ...]], dict[str, list[object]]]:
         conn = connect(self.ledger, readonly=True)
         try:
-            jobs = [(j.job_id, j.state, j.epoch, j.attempt) for g in GROUPS for j in queries.list_jobs(conn, g)]
+            jobs = [(j.job_id, j.state, j.epoch, j.attempt) for g in GROUPS for j in jobs_store.list_jobs(conn, g)]
             return sorted(jobs), {op: [(d.day, d.used) for d in days] for op, days in
                                   queries.quota_history(conn, self.cfg, self.clock.now(), days=3).items()}
         finally:
@@ -422,7 +424,7 @@ def test_daily_quota_counts_cleanups_per_day(env: Env) -> None:
     assert res.outcome == "quota_exceeded" and (res.used, res.limit) == (2, 2)
     assert env.sim.count("cleanup") == 2
     conn = connect(env.ledger, readonly=True)
-    assert queries.find_job(conn, JobKey("check 2026-12-01 bucket-c", OP)) is None
+    assert jobs_store.find_job(conn, JobKey("check 2026-12-01 bucket-c", OP)) is None
     conn.close()
 
     env.clock.advance(DAY)

@@ -24,13 +24,13 @@ import pytest
 from gemini_deliveries import delivery
 from webhook_receiver import WebhookReceiver
 
-from ledger import queries
 from ledger.clock import ManualClock, parse_time
 from ledger.config import load_config
 from ledger.db import connect
 from ledger.model import JobKey, idem_key
 from ledger.receiver import receive
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
 
 OP = "article.generate"
 BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
@@ -71,7 +71,7 @@ def _read(ledger: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[An
 def _events_of(ledger: Path, job_id: str) -> list[Any]:
     c = connect(ledger, readonly=True)
     try:
-        return queries.job_events(c, JobKey(job_id, OP))
+        return events_store.job_events(c, JobKey(job_id, OP))
     finally:
         c.close()
 

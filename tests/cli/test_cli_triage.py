@@ -24,6 +24,7 @@ from ledger.config import Config, load_config, parse_config
 from ledger.db import connect
 from ledger.model import JobKey, idem_key
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
 from ledger.worker import RemoteCache, submit_now
 
 OP = "article.generate"
@@ -127,11 +128,9 @@ def test_release_reconcile_and_assign_record_their_reason(
     assert run_cli("release", "a", "--reason", "bob saw nothing", operator="carol", now=clock.now()).rc == 0
     assert run_cli("reconcile", "b", "--handle", "v1_b", "--unverified", "--reason", "seen in AI Studio",
                    operator="carol", now=clock.now()).rc == 0
-    from ledger import queries
-
     fresh = connect(ledger_path, readonly=True)
     try:
-        said = {(e.job_id, e.kind): e.detail.get("reason") for e in queries.events_after(fresh, 0, limit=100)}
+        said = {(e.job_id, e.kind): e.detail.get("reason") for e in events_store.events_after(fresh, 0, limit=100)}
     finally:
         fresh.close()
     assert said[("a", "assign")] == "alice is on call"

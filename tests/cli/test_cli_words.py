@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from ledger import queries
 from ledger.clock import ManualClock
 from ledger.config import Config
 from ledger.db import connect
 from ledger.model import JobKey, idem_key
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
 from ledger.worker import RemoteCache, submit_now
 
 OP = "article.generate"
@@ -40,7 +40,7 @@ def _held(sim: Simulator, conn: Any, cfg: Config, clock: ManualClock, job_id: st
 def _last_event(ledger: Path, job_id: str) -> Any:
     fresh = connect(ledger, readonly=True)
     try:
-        return queries.job_events(fresh, JobKey(job_id, OP))[-1]
+        return events_store.job_events(fresh, JobKey(job_id, OP))[-1]
     finally:
         fresh.close()
 

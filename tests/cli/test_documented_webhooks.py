@@ -29,7 +29,7 @@ import pytest
 from documented import example
 from gemini_deliveries import delivery, envelope, post, signed
 
-from ledger import make_webhook_server, queries, triage
+from ledger import make_webhook_server, triage
 from ledger.clock import ManualClock, SystemClock
 from ledger.config import Config, load_config
 from ledger.db import connect, write_tx
@@ -39,6 +39,7 @@ from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.store import events as events_store
 from ledger.store import evidence as evidence_store
+from ledger.store import jobs as jobs_store
 from ledger.worker import RemoteCache, TickReport, tick
 
 OP = "article.generate"
@@ -84,9 +85,9 @@ class Receiver:
         conn = connect(self.ledger, readonly=True)
         try:
             key = JobKey(job_id, OP)
-            job = queries.find_job(conn, key)
+            job = jobs_store.find_job(conn, key)
             assert job is not None
-            return job, queries.job_events(conn, key)
+            return job, events_store.job_events(conn, key)
         finally:
             conn.close()
 
@@ -147,7 +148,7 @@ def _held_lost_reply(sim: Simulator, rx: Receiver, job_id: str) -> tuple[Job, st
         assert res.job is not None
         sim.add_fault("complete_lose_reply", match_idem=res.job.idem_key)
         tick(conn, rx.cfg, clock=SystemClock(), remotes=RemoteCache(rx.cfg), owner="w1")
-        job = queries.find_job(conn, res.key)
+        job = jobs_store.find_job(conn, res.key)
     finally:
         conn.close()
     assert job is not None and job.state == "held" and job.handle is None
@@ -304,7 +305,7 @@ def test_an_interaction_that_reached_the_remote_after_a_reject_is_flagged_a_dupl
             assert res.job is not None
             slow.add_fault("accept_then_hang", match_idem=res.job.idem_key)
             tick(conn, rx.cfg, clock=SystemClock(), remotes=RemoteCache(rx.cfg), owner="w1")
-            held = queries.find_job(conn, res.key)
+            held = jobs_store.find_job(conn, res.key)
             assert held is not None and held.state == "held"
             until = triage.may_arrive_until(conn, held)  # held without an answer: the reject waits for this moment
             assert until is not None

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from ledger import queries, triage
+from ledger import triage
 from ledger.clock import ManualClock, SystemClock
 from ledger.config import Config, parse_config
 from ledger.db import connect, create_ledger
@@ -35,6 +35,8 @@ from ledger.errors import BadInput, Refused
 from ledger.identity import Identity, os_account, resolve
 from ledger.model import JobKey
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
+from ledger.store import jobs as jobs_store
 from ledger.worker import RemoteCache, submit_now
 
 OP = "article.generate"
@@ -51,7 +53,7 @@ def _held(sim: Simulator, conn: sqlite3.Connection, cfg: Config, clock: Any, job
 def _actors(path: Path, key: JobKey) -> list[tuple[str, str]]:
     conn = connect(path, readonly=True)
     try:
-        return [(e.kind, e.actor) for e in queries.job_events(conn, key)]
+        return [(e.kind, e.actor) for e in events_store.job_events(conn, key)]
     finally:
         conn.close()
 
@@ -212,7 +214,7 @@ def test_the_shipped_cli_ignores_clock_variables(
     conn = connect(ledger_path, readonly=True)
     try:
         days = {row[0] for row in conn.execute("SELECT day FROM quota_usage")}
-        reserved = [queries.find_job(conn, JobKey(f"clock-{i}", OP)) for i in range(2)]
+        reserved = [jobs_store.find_job(conn, JobKey(f"clock-{i}", OP)) for i in range(2)]
     finally:
         conn.close()
     assert days <= {today, datetime.fromtimestamp(SystemClock().now() - 5, UTC).strftime("%Y-%m-%d")}, days
@@ -429,7 +431,7 @@ def test_a_config_of_her_own_makes_alice_neither_bob_nor_an_approver(
     assert r.returncode == 0, r.stderr
     conn = connect(seats.ledger, readonly=True)
     try:
-        decisions = {e.kind: e for e in queries.job_events(conn, key) if e.kind in ("finding", "release")}
+        decisions = {e.kind: e for e in events_store.job_events(conn, key) if e.kind in ("finding", "release")}
     finally:
         conn.close()
     assert decisions["release"].actor == seats.bob and decisions["release"].detail["identity_source"] == "os"

@@ -20,7 +20,7 @@ import pytest
 from ledger_reads import job_fingerprint
 from webhook_receiver import EVENT_ID_HEADER, WebhookReceiver
 
-from ledger import queries, triage
+from ledger import triage
 from ledger.clock import ManualClock, parse_time
 from ledger.config import Config, load_config
 from ledger.db import connect, create_ledger, write_tx
@@ -30,6 +30,7 @@ from ledger.model import JobKey
 from ledger.remotes import remote_for
 from ledger.reservation import reserve
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
 from ledger.transitions import apply
 from ledger.worker import submit_now, tick
 
@@ -158,7 +159,7 @@ class Env:
     def held_event_id(self, key: JobKey) -> str:
         conn = connect(self.ledger, readonly=True)
         try:
-            ev = next(e for e in queries.job_events(conn, key) if e.to_state == "held" and e.from_state != "held")
+            ev = next(e for e in events_store.job_events(conn, key) if e.to_state == "held" and e.from_state != "held")
         finally:
             conn.close()
         return f"evt-{ev.id}-oncall"
@@ -397,7 +398,7 @@ def test_resolve_uncertain_roles_and_events(env: Env) -> None:
     assert (env.row(e1)["state"], env.row(e2)["state"]) == ("confirmed", "resent_other_route")
     conn = connect(env.ledger, readonly=True)
     for key, eid, kind, actor in [(k1, e1, "notification_confirmed", "bob"), (k2, e2, "notification_resend", "carol")]:
-        ev = queries.job_events(conn, key)[-1]
+        ev = events_store.job_events(conn, key)[-1]
         assert (ev.kind, ev.actor, ev.from_state, ev.to_state) == (kind, actor, "held", "held")
         assert ev.detail["event_id"] == eid and ev.detail["note"]
     conn.close()

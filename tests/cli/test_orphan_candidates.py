@@ -26,7 +26,7 @@ from unittest import mock
 
 import pytest
 
-from ledger import candidates, make_webhook_server, queries
+from ledger import candidates, make_webhook_server
 from ledger.clock import SystemClock
 from ledger.config import Config, load_config
 from ledger.db import connect, write_tx
@@ -34,7 +34,9 @@ from ledger.errors import EXIT_UNDECIDED_CANDIDATES
 from ledger.model import Evidence, Job, JobKey
 from ledger.reservation import reserve
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
 from ledger.store import evidence as evidence_store
+from ledger.store import jobs as jobs_store
 from ledger.worker import RemoteCache, tick
 
 OP = "article.generate"
@@ -86,7 +88,7 @@ def _tick(ledger: Path, cfg: Config) -> None:
 def _job(ledger: Path, job_id: str) -> Job:
     conn = connect(ledger, readonly=True)
     try:
-        job = queries.find_job(conn, JobKey(job_id, OP))
+        job = jobs_store.find_job(conn, JobKey(job_id, OP))
         assert job is not None
         return job
     finally:
@@ -186,7 +188,7 @@ def test_release_is_refused_naming_the_candidate_until_it_is_dismissed(
     assert f"dismissed evidence {orphan_id}" in done.stdout and "no candidate left to decide" in done.stdout
     conn = connect(ledger_path, readonly=True)
     try:
-        [ev] = [e for e in queries.job_events(conn, job.key) if e.kind == "candidate_dismissed"]
+        [ev] = [e for e in events_store.job_events(conn, job.key) if e.kind == "candidate_dismissed"]
     finally:
         conn.close()
     assert (ev.actor, ev.detail["evidence_id"], ev.detail["handle"]) == ("alice", orphan_id, interaction)

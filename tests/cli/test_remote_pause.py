@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from ledger import queries
 from ledger.clock import ManualClock
 from ledger.config import Config, parse_config
 from ledger.db import connect
 from ledger.model import JobKey
 from ledger.reservation import reserve
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
+from ledger.store import jobs as jobs_store
 from ledger.store.remote_pauses import paused_remotes
 from ledger.worker import RemoteCache, tick
 
@@ -67,7 +68,7 @@ def test_a_remote_that_refuses_every_job_is_paused_and_nothing_more_is_sent(
         pauses = paused_remotes(fresh)
         assert list(pauses) == ["gemini"] and pauses["gemini"].reason
         for job_id in ("a", "b", "c"):
-            job = queries.find_job(fresh, JobKey(job_id, OP))
+            job = jobs_store.find_job(fresh, JobKey(job_id, OP))
             assert job is not None and job.state == "reserving"  # nothing was accepted
     finally:
         fresh.close()
@@ -93,10 +94,10 @@ def test_a_probe_is_one_send_per_pass_and_a_passing_probe_lifts_the_pause(
     _pass(conn, pause_cfg, clock)  # the probe passes: the pause is lifted
     assert paused_remotes(conn) == {}
     _pass(conn, pause_cfg, clock)
-    states = {j: queries.find_job(conn, JobKey(j, OP)).state for j in "abc"}  # type: ignore[union-attr]
+    states = {j: jobs_store.find_job(conn, JobKey(j, OP)).state for j in "abc"}  # type: ignore[union-attr]
     assert set(states.values()) <= {"submitted", "done", "consumed"}, states
     assert sim.count("create") == 5  # 2 refused, then each of the three jobs once
-    kinds = [e.kind for e in queries.job_events(conn, JobKey("a", OP))]
+    kinds = [e.kind for e in events_store.job_events(conn, JobKey("a", OP))]
     assert "remote_paused" in kinds and "remote_resumed" in kinds
 
 

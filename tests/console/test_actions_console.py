@@ -19,8 +19,9 @@ from console.screens.jobs import JobListScreen
 from console.screens.overview import OverviewScreen
 from console.screens.triage import TriageScreen
 from console.widgets.job_table import JobTable
-from ledger import actions, queries
+from ledger import actions
 from ledger.db import connect
+from ledger.store import jobs as jobs_store
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +37,7 @@ def fingerprint(path: Path) -> str:
 def held_reasons(path: Path) -> dict[str, str]:
     conn = connect(path, readonly=True)
     try:
-        return {j.job_id: f"{j.held_reason} {j.last_error}" for j in queries.list_jobs(conn, "held")}
+        return {j.job_id: f"{j.held_reason} {j.last_error}" for j in jobs_store.list_jobs(conn, "held")}
     finally:
         conn.close()
 

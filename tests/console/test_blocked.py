@@ -11,10 +11,11 @@ from console.app import make_app
 from console.screens.job import JobScreen
 from console.screens.overview import OverviewScreen
 from console.widgets.event_feed import EventFeed
-from ledger import queries
 from ledger.db import connect
 from ledger.model import JobKey
 from ledger.reservation import reserve
+from ledger.store import events as events_store
+from ledger.store import jobs as jobs_store
 
 pytestmark = pytest.mark.anyio
 
@@ -63,8 +64,8 @@ async def test_refused_new_job_links_to_the_held_job(demo: Demo) -> None:
 
     conn = connect(demo.ledger, readonly=True)
     try:  # refused: no job, and the refusal is an event on the held job
-        assert queries.find_job(conn, JobKey("article today #09 (again)", ARTICLE)) is None
-        assert [e.detail["job_id"] for e in queries.job_events(conn, held) if e.kind == "blocked_new_job"] == [
+        assert jobs_store.find_job(conn, JobKey("article today #09 (again)", ARTICLE)) is None
+        assert [e.detail["job_id"] for e in events_store.job_events(conn, held) if e.kind == "blocked_new_job"] == [
             "article today #09 (again)"
         ]
     finally:

@@ -18,8 +18,9 @@ from console.app import ReclaimApp, make_app
 from console.job_link import check_link_part, decode_token, encode_token, job_link
 from console.screens.job import JobScreen
 from console.screens.overview import OverviewScreen
-from ledger import BadInput, Job, JobKey, queries
+from ledger import BadInput, Job, JobKey
 from ledger.db import connect
+from ledger.store import jobs as jobs_store
 
 pytestmark = pytest.mark.anyio
 SEAT = "https://reclaim.example.com/oncall/"
@@ -37,7 +38,7 @@ def _toasts(app: ReclaimApp) -> list[str]:
 def _fresh_job(demo: Demo, key: JobKey) -> Job:
     conn = connect(demo.ledger, readonly=True)
     try:
-        job = queries.find_job(conn, key)
+        job = jobs_store.find_job(conn, key)
     finally:
         conn.close()
     assert job is not None

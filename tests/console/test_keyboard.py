@@ -28,13 +28,15 @@ from console.screens.triage import TriageScreen
 from console.widgets.guarded_action import GuardedAction
 from console.widgets.held_table import HeldTable
 from console.widgets.job_table import JobTable
-from ledger import queries, triage
+from ledger import triage
 from ledger.clock import ManualClock
 from ledger.config import Config, load_config
 from ledger.db import connect, create_ledger
 from ledger.model import JobKey, idem_key
 from ledger.reservation import reserve
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
+from ledger.store import jobs as jobs_store
 from ledger.views import save_view
 from ledger.worker import RemoteCache, submit_now
 
@@ -196,8 +198,8 @@ async def test_held_to_release_in_at_most_ten_keys(
     assert console_sim.count("cleanup", idem=idem) == 1  # the console itself sends nothing
     fresh = connect(ledger, readonly=True)
     try:
-        job = queries.find_job(fresh, key)
-        events = queries.job_events(fresh, key)
+        job = jobs_store.find_job(fresh, key)
+        events = events_store.job_events(fresh, key)
     finally:
         fresh.close()
     assert job is not None and (job.state, job.attempt) == ("reserving", 2)
@@ -494,7 +496,7 @@ async def test_a_query_that_cannot_help_is_not_offered(demo: Demo) -> None:
 def job_events_of(ledger: Path, key: JobKey) -> list[Any]:
     conn = connect(ledger, readonly=True)
     try:
-        return queries.job_events(conn, key)
+        return events_store.job_events(conn, key)
     finally:
         conn.close()
 

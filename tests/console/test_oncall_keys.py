@@ -23,13 +23,14 @@ from console.screens.overview import OverviewScreen
 from console.screens.triage import TriageScreen
 from console.widgets.guarded_action import GuardedAction
 from console.widgets.held_table import HeldTable
-from ledger import queries
 from ledger.clock import ManualClock
 from ledger.config import Config, load_config
 from ledger.db import connect, create_ledger, write_tx
 from ledger.model import JobKey, idem_key
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
 from ledger.store import evidence as evidence_store
+from ledger.store import jobs as jobs_store
 from ledger.worker import RemoteCache, submit_now
 
 pytestmark = pytest.mark.anyio
@@ -59,8 +60,8 @@ def held_gemini(folder: Path, sim: Simulator, fault: str) -> tuple[Path, Config,
 def read_back(ledger: Path, key: JobKey) -> tuple[Any, dict[str, Any]]:
     fresh = connect(ledger, readonly=True)
     try:
-        job = queries.find_job(fresh, key)
-        events = {e.kind: e for e in queries.job_events(fresh, key)}
+        job = jobs_store.find_job(fresh, key)
+        events = {e.kind: e for e in events_store.job_events(fresh, key)}
     finally:
         fresh.close()
     return job, events
@@ -149,7 +150,7 @@ async def test_reconcile_in_eight_keys_with_the_handle_evidence_names(tmp_path: 
     handle = str(interaction["id"])
     conn = connect(ledger)
     try:  # a delivery naming the interaction arrived; no worker pass has acted on it yet
-        job = queries.find_job(conn, key)
+        job = jobs_store.find_job(conn, key)
         assert job is not None and job.handle is None
         with write_tx(conn):
             evidence_store.record(conn, at=T - 60, source="webhook", idem_key=idem, attempt=job.attempt, handle=handle,

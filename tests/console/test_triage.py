@@ -26,12 +26,14 @@ from console.screens.job import JobScreen
 from console.screens.overview import OverviewScreen
 from console.screens.triage import TriageScreen
 from console.widgets.guarded_action import GuardedAction
-from ledger import queries, triage
+from ledger import triage
 from ledger.clock import ManualClock
 from ledger.config import Config, load_config
 from ledger.db import connect, create_ledger
 from ledger.model import JobKey, idem_key
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
+from ledger.store import jobs as jobs_store
 from ledger.worker import RemoteCache, TickReport, poll_submitted, submit_now, tick
 
 pytestmark = pytest.mark.anyio
@@ -154,8 +156,8 @@ async def test_whole_triage_ends_in_one_more_send(tmp_path: Path, console_sim: S
     assert console_sim.count("create", idem=idem) == 2  # exactly one more create
 
     fresh = connect(ledger, readonly=True)
-    job = queries.find_job(fresh, key)
-    events = queries.job_events(fresh, key)
+    job = jobs_store.find_job(fresh, key)
+    events = events_store.job_events(fresh, key)
     fresh.close()
     assert job is not None and job.attempt == 2 and job.state == "consumed" and job.idem_key == idem
     by_kind = {e.kind: e for e in events}
@@ -261,7 +263,7 @@ def held_with_handle(folder: Path, sim: Simulator, timeout_s: int) -> tuple[Path
         assert res.state == "submitted"
         sim.add_fault("status", status=404, method="get")  # the poll: "no such interaction" -> held
         poll_submitted(conn, config, remotes, clock=clock, owner="worker-1", report=TickReport())
-        job = queries.find_job(conn, key)
+        job = jobs_store.find_job(conn, key)
         assert job is not None and job.state == "held" and job.handle
     finally:
         conn.close()
@@ -272,7 +274,7 @@ def held_with_handle(folder: Path, sim: Simulator, timeout_s: int) -> tuple[Path
 def remote_queries(ledger: Path, key: JobKey) -> int:
     conn = connect(ledger, readonly=True)
     try:
-        return sum(e.kind == "remote_query" for e in queries.job_events(conn, key))
+        return sum(e.kind == "remote_query" for e in events_store.job_events(conn, key))
     finally:
         conn.close()
 
@@ -312,7 +314,7 @@ def test_quit_does_not_wait_for_a_remote_query(tmp_path: Path) -> None:
         # append-only query event, nothing else; the job stays held and nothing was sent again.
         wait_for(lambda: remote_queries(ledger, key) == 1, timeout=20.0, what="the abandoned query's record")
         conn = connect(ledger, readonly=True)
-        job = queries.find_job(conn, key)
+        job = jobs_store.find_job(conn, key)
         conn.close()
         assert job is not None and job.state == "held"
         assert sim.count("create", idem=idem) == 1

@@ -24,12 +24,12 @@ from console.screens.overview import OverviewScreen
 from console.screens.pick import PickViewScreen
 from console.screens.save_view import SaveViewScreen
 from console.widgets.job_table import JobTable
-from ledger import queries
 from ledger.db import connect
 from ledger.leases import claim_for_send
-from ledger.model import JobKey
+from ledger.model import JobFilter, JobKey
 from ledger.remotes.base import SendOutcome
 from ledger.reservation import reserve
+from ledger.store import jobs as jobs_store
 from ledger.views import list_views, save_view
 from ledger.worker import record_send_outcome
 
@@ -48,7 +48,7 @@ def dump(path: Path) -> str:
 def held_matching(path: Path, filter_text: str, me: str) -> list[JobKey]:
     conn = connect(path, readonly=True)
     try:
-        return [j.key for j in queries.list_jobs(conn, "held", flt=queries.JobFilter.parse(filter_text, me=me))]
+        return [j.key for j in jobs_store.list_jobs(conn, "held", flt=JobFilter.parse(filter_text, me=me))]
     finally:
         conn.close()
 
@@ -194,7 +194,7 @@ def hold_after_a_timeout(demo: Demo, job_id: str) -> JobKey:
         assert claim is not None
         record_send_outcome(conn, demo.config, claim, SendOutcome(
             "unknown", error="no reply within the total deadline of 5 s", reason="timeout"), now=demo.clock.now())
-        job = queries.find_job(conn, key)
+        job = jobs_store.find_job(conn, key)
         assert job is not None and job.state == "held" and "timeout" in (job.held_reason or "")
         return key
     finally:
@@ -207,7 +207,7 @@ async def test_reason_filter_finds_jobs_by_why_they_are_held(demo: Demo) -> None
     hold_after_a_timeout(demo, "article slow #2")
     conn = connect(demo.ledger, readonly=True)
     try:
-        why = {j.job_id: f"{j.held_reason} {j.last_error}" for j in queries.list_jobs(conn, "held")}
+        why = {j.job_id: f"{j.held_reason} {j.last_error}" for j in jobs_store.list_jobs(conn, "held")}
     finally:
         conn.close()
     timeouts = sorted(j for j, w in why.items() if "timeout" in w.lower())

@@ -20,6 +20,7 @@ from ledger.config import Config
 from ledger.errors import BadInput, Refused
 from ledger.model import JobKey
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
 from ledger.worker import RemoteCache, submit_now
 
 OP = "article.generate"
@@ -140,9 +141,7 @@ def test_each_ledger_function_refuses_a_blank_reason_before_anything_else(
 
 
 def _events(conn: Any, key: JobKey) -> list[Any]:
-    from ledger import queries
-
-    return queries.job_events(conn, key)
+    return events_store.job_events(conn, key)
 
 
 def test_dry_run_says_what_the_action_would_and_writes_nothing(

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from gemini_deliveries import delivery
 
-from ledger import evidence, queries, triage
+from ledger import evidence, triage
 from ledger.clock import ManualClock
 from ledger.config import Config, parse_config
 from ledger.db import connect
@@ -30,6 +30,7 @@ from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.store import events as events_store
 from ledger.store import evidence as evidence_store
+from ledger.store import jobs as jobs_store
 from ledger.worker import RemoteCache, record_send_outcome, tick
 
 OP = "article.generate"
@@ -66,7 +67,7 @@ def _held_lost_reply(sim: Simulator, conn: sqlite3.Connection, cfg: Config, cloc
     assert res.job is not None
     sim.add_fault("complete_lose_reply", match_idem=res.job.idem_key)
     tick(conn, cfg, clock=clock, remotes=RemoteCache(cfg), owner="w1")
-    job = queries.find_job(conn, res.key)
+    job = jobs_store.find_job(conn, res.key)
     assert job is not None and job.state == "held" and job.handle is None
     [stored] = sim.find_by_idem(job.idem_key)
     return job, stored["id"]
@@ -83,13 +84,13 @@ def test_complete_then_lose_the_reply_ends_consumed_through_a_webhook_with_one_p
     tick(conn, wh_cfg, clock=clock, remotes=RemoteCache(wh_cfg), owner="w2")
     fresh = connect(ledger_path, readonly=True)
     try:
-        done = queries.find_job(fresh, job.key)
-        kinds = [e.kind for e in queries.job_events(fresh, job.key)]
+        done = jobs_store.find_job(fresh, job.key)
+        kinds = [e.kind for e in events_store.job_events(fresh, job.key)]
     finally:
         fresh.close()
     assert done is not None and done.state == "consumed" and done.handle == handle
     assert "release" not in kinds and kinds.count("reconcile") == 1
-    reconcile = next(e for e in queries.job_events(conn, job.key) if e.kind == "reconcile")
+    reconcile = next(e for e in events_store.job_events(conn, job.key) if e.kind == "reconcile")
     assert reconcile.actor == "reclaim" and answer and "webhook msg_" in reconcile.detail["reason"]
     assert sim.count("create", job.idem_key) == 1
 
@@ -99,7 +100,7 @@ def test_without_the_webhook_the_job_stays_held(
 ) -> None:
     job, _ = _held_lost_reply(sim, conn, wh_cfg, clock, "lost-2")
     tick(conn, wh_cfg, clock=clock, remotes=RemoteCache(wh_cfg), owner="w2")
-    assert queries.find_job(conn, job.key).state == "held"  # type: ignore[union-attr]
+    assert jobs_store.find_job(conn, job.key).state == "held"  # type: ignore[union-attr]
 
 
 def test_with_reconcile_on_evidence_off_a_finding_by_reclaim_names_the_handle(
@@ -113,7 +114,7 @@ def test_with_reconcile_on_evidence_off_a_finding_by_reclaim_names_the_handle(
     job, handle = _held_lost_reply(sim, conn, cfg, clock, "lost-3")
     _receive(ledger_path, cfg, *_delivery(handle), clock)
     tick(conn, cfg, clock=clock, remotes=RemoteCache(cfg), owner="w2")
-    after = queries.find_job(conn, job.key)
+    after = jobs_store.find_job(conn, job.key)
     assert after is not None and after.state == "held"
     finding = triage.latest_finding(conn, job.key)
     assert finding is not None and finding.actor == "reclaim" and finding.detail["suggested_handle"] == handle
@@ -242,7 +243,7 @@ def test_a_fenced_accepted_outcome_is_evidence_that_query_and_show_report(
     shown = run_cli("show", "fenced-1", "--json")
     assert shown.rc == 0
     assert [e["handle"] for e in json.loads(shown.stdout)["evidence"]] == [out.handle]
-    job = queries.find_job(conn, res.key)
+    job = jobs_store.find_job(conn, res.key)
     assert job is not None and job.handle is None
     st = triage.query_remote(cfg, job, remote_for(cfg, OP), evidence.known_handle(conn, job).handle)  # type: ignore[union-attr]
     assert st.handle == out.handle and st.state in ("running", "completed")
@@ -259,7 +260,7 @@ def test_a_second_interaction_for_one_idem_key_is_recorded_cancelled_and_never_d
         cfg = parse_config(doc, base_dir=tmp_path)
         res = reserve(conn, cfg, OP, {"input": "dup"}, clock=clock, job_id="dup-1")
         tick(conn, cfg, clock=clock, remotes=RemoteCache(cfg), owner="w1")
-        job = queries.find_job(conn, res.key)
+        job = jobs_store.find_job(conn, res.key)
         assert job is not None and job.state == "submitted" and job.handle
         # A stale sender slipped through the window: a second create for the same idem key and attempt.
         stray = remote_for(cfg, OP).send({"input": "dup"}, job.idem_key, 1)
@@ -273,8 +274,8 @@ def test_a_second_interaction_for_one_idem_key_is_recorded_cancelled_and_never_d
         report = tick(conn, cfg, clock=clock, remotes=RemoteCache(cfg), owner="w2")
         assert report.duplicates == 1
         assert slow.count("cancel") == 1 and slow.interaction(stray.handle or "")["status"] == "cancelled"
-        [dup] = [e for e in queries.job_events(conn, res.key) if e.kind == "duplicate_send"]
+        [dup] = [e for e in events_store.job_events(conn, res.key) if e.kind == "duplicate_send"]
         assert dup.detail["handle"] == stray.handle and dup.detail["cancel"] is not None
-        after = queries.find_job(conn, res.key)
+        after = jobs_store.find_job(conn, res.key)
         assert after is not None and after.handle == job.handle  # the job's own interaction stays its result
         assert events_store.duplicate_count(conn) == 1

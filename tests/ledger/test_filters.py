@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from ledger import queries
 from ledger.clock import ManualClock
 from ledger.config import Config
 from ledger.errors import BadInput
-from ledger.queries import FILTER_KEYS, JobFilter
+from ledger.model import FILTER_KEYS, JobFilter
 from ledger.simulator import Simulator
+from ledger.store import jobs as jobs_store
 from ledger.worker import RemoteCache, submit_now
 
 OP = "article.generate"
@@ -29,7 +29,7 @@ def _two_holds(sim: Simulator, conn: Any, cfg: Config, clock: ManualClock) -> No
 
 
 def _ids(conn: Any, text: str) -> list[str]:
-    return [j.job_id for j in queries.list_jobs(conn, "held", flt=JobFilter.parse(text, me="bob"))]
+    return [j.job_id for j in jobs_store.list_jobs(conn, "held", flt=JobFilter.parse(text, me="bob"))]
 
 
 @pytest.mark.parametrize("text", ["foo:bar", "owner:me Op:x", "https://example.org", "state:held"])

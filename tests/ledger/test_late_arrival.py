@@ -26,13 +26,14 @@ import pytest
 from process_state import process_state
 from slow_link import SlowLink
 
-from ledger import queries, triage
+from ledger import triage
 from ledger.clock import SystemClock
 from ledger.config import load_config
 from ledger.db import connect
 from ledger.model import JobKey
 from ledger.reservation import reserve
 from ledger.simulator import Simulator
+from ledger.store import jobs as jobs_store
 
 OP = "article.generate"
 CLEANUP = "storage.cleanup"
@@ -71,7 +72,7 @@ def _creates(sim: Simulator, idem: str) -> list[int]:
 def _job(ledger: Path, job_id: str, operation: str = OP) -> Any:
     conn = connect(ledger, readonly=True)
     try:
-        return queries.find_job(conn, JobKey(job_id, operation))
+        return jobs_store.find_job(conn, JobKey(job_id, operation))
     finally:
         conn.close()
 

@@ -22,13 +22,15 @@ from typing import Any
 import pytest
 from process_state import process_state
 
-from ledger import journal, queries, replay
+from ledger import journal, replay
 from ledger.clock import SystemClock
 from ledger.config import load_config
 from ledger.db import connect, create_ledger
 from ledger.model import JobKey
 from ledger.reservation import reserve
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
+from ledger.store import jobs as jobs_store
 
 OP = "article.generate"
 
@@ -66,7 +68,7 @@ def _finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
 def _job(ledger: Path, job_id: str) -> Any:
     conn = connect(ledger, readonly=True)
     try:
-        return queries.find_job(conn, JobKey(job_id, OP)), queries.job_events(conn, JobKey(job_id, OP)), \
+        return jobs_store.find_job(conn, JobKey(job_id, OP)), events_store.job_events(conn, JobKey(job_id, OP)), \
             replay.mismatches(conn)
     finally:
         conn.close()

@@ -103,8 +103,8 @@ def test_the_job_reserve_returns_is_the_row_read_back(
     """reserve() builds the new Job from what it wrote, not by reading the row back: every field, payload
     included, equals the row a fresh connection reads, on both backends."""
     from ledger.db import connect
-    from ledger.queries import find_job
     from ledger.reservation import reserve
+    from ledger.store.jobs import find_job
 
     conn = connect(ledger_path)
     res = reserve(conn, cfg, OP, payload, clock=clock, job_id=job_id, target=target)

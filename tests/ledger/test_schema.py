@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from ledger import queries
 from ledger.db import connect, create_ledger
+from ledger.store import jobs as jobs_store
 from ledger.store.sqlite import AFTER_SCRIPT, APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, _statements
 
 
@@ -33,7 +33,7 @@ def test_every_older_version_migrates_forward_and_keeps_its_rows(tmp_path: Path)
         _ledger_at_version(path, version)
         conn = connect(path)
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-        assert queries.state_counts(conn)["held"] == 1  # counts rebuilt from the rows already there
+        assert jobs_store.state_counts(conn)["held"] == 1  # counts rebuilt from the rows already there
         conn.close()
 
 
@@ -47,7 +47,7 @@ def test_counts_follow_every_state_change(tmp_path: Path) -> None:
     )
     conn.execute("UPDATE jobs SET state = 'held' WHERE job_id = 'a'")
     conn.execute("UPDATE jobs SET owner = 'x' WHERE job_id = 'a'")  # not a state change: counts unchanged
-    counts = queries.state_counts(conn)
+    counts = jobs_store.state_counts(conn)
     truth = dict(conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
     assert counts["held"] == truth["held"] == 1 and counts["reserving"] == 0
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from process_state import process_state
 
-from ledger import queries, replay
+from ledger import replay
 from ledger.clock import SystemClock
 from ledger.config import parse_config
 from ledger.db import connect
@@ -28,6 +28,8 @@ from ledger.model import JobKey
 from ledger.reservation import reserve
 from ledger.send_window import SendWindow, SendWindowClosed
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
+from ledger.store import jobs as jobs_store
 
 OP = "article.generate"
 LEASE = 3.0
@@ -74,7 +76,7 @@ def _paused_tick(start_cli: Callable[..., subprocess.Popen[str]], wait_for: Call
 def _lease_gone(ledger: Path, job_id: str, wait_for: Callable[..., Any]) -> None:
     conn = connect(ledger, readonly=True)
     try:
-        job = queries.find_job(conn, JobKey(job_id, OP))
+        job = jobs_store.find_job(conn, JobKey(job_id, OP))
     finally:
         conn.close()
     assert job is not None and job.lease_until is not None
@@ -115,7 +117,7 @@ def test_a_stopped_sender_resumed_after_release_and_a_second_send_sends_nothing(
     assert sim.count("create", idem) == 1
     conn = _fresh(ledger_path)
     try:
-        job = queries.find_job(conn, JobKey("w-release", OP))
+        job = jobs_store.find_job(conn, JobKey("w-release", OP))
         assert job is not None and job.attempt == 2 and job.state in ("submitted", "done", "consumed")
         fenced = conn.execute("SELECT event FROM fenced_writes WHERE job_id = 'w-release'").fetchall()
         assert [r[0] for r in fenced] == ["send_abandoned"]
@@ -139,7 +141,7 @@ def test_a_stopped_sender_resumed_after_a_reject_sends_nothing(
     assert sim.count("create", idem) == 0  # nothing arrives after a reject
     conn = _fresh(ledger_path)
     try:
-        job = queries.find_job(conn, JobKey("w-reject", OP))
+        job = jobs_store.find_job(conn, JobKey("w-reject", OP))
         assert job is not None and job.state == "rejected"
     finally:
         conn.close()
@@ -158,9 +160,9 @@ def test_a_stopped_sender_nobody_took_over_gives_its_claim_up_and_the_job_is_sen
     assert sim.count("create", idem) == 0
     conn = _fresh(ledger_path)
     try:
-        job = queries.find_job(conn, JobKey("w-alone", OP))
+        job = jobs_store.find_job(conn, JobKey("w-alone", OP))
         assert job is not None and job.state == "reserving" and job.send_started_at is None
-        kinds = [e.kind for e in queries.job_events(conn, JobKey("w-alone", OP))]
+        kinds = [e.kind for e in events_store.job_events(conn, JobKey("w-alone", OP))]
         assert kinds[-1] == "send_abandoned"
     finally:
         conn.close()
@@ -259,10 +261,10 @@ def test_a_sender_stopped_while_the_reply_is_in_flight_keeps_the_handle_after_it
     assert sim.count("create") == 1
     conn = _fresh(ledger_path)
     try:
-        job = queries.find_job(conn, JobKey("w-inflight", OP))
+        job = jobs_store.find_job(conn, JobKey("w-inflight", OP))
         assert job is not None and job.state == "submitted" and job.handle == accepted["id"], job
         assert sim.count("create", job.idem_key) == 1
-        kinds = [e.kind for e in queries.job_events(conn, JobKey("w-inflight", OP))]
+        kinds = [e.kind for e in events_store.job_events(conn, JobKey("w-inflight", OP))]
         assert "send_unknown" not in kinds and kinds[-1] == "accepted", kinds
         assert replay.mismatches(conn) == []
     finally:
@@ -308,7 +310,7 @@ def test_a_payload_whose_transfer_would_outlast_the_margin_is_refused_at_submit_
     assert sim.count("create") == 1  # still only w-fits
     conn = _fresh(ledger_path)
     try:
-        job = queries.find_job(conn, JobKey("w-late", OP))
+        job = jobs_store.find_job(conn, JobKey("w-late", OP))
         assert job is not None and job.state == "failed" and "not sent" in (job.last_error or "")
     finally:
         conn.close()

@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
-from ledger import queries, stages, triage
+from ledger import stages, triage
 from ledger.clock import ManualClock
 from ledger.config import Config
 from ledger.errors import BadInput
-from ledger.queries import JobFilter
+from ledger.model import JobFilter
 from ledger.simulator import Simulator
+from ledger.store import jobs as jobs_store
 from ledger.views import builtin_views
 from ledger.worker import RemoteCache, submit_now
 
@@ -29,7 +30,7 @@ def _held(sim: Simulator, conn: Any, cfg: Config, clock: ManualClock, job_id: st
 
 def _ids(conn: Any, text: str, me: str, four_eyes: bool = True) -> list[str]:
     flt = JobFilter.parse(text, me=me, four_eyes=four_eyes)
-    return sorted(j.job_id for j in queries.list_jobs(conn, "held", flt=flt))
+    return sorted(j.job_id for j in jobs_store.list_jobs(conn, "held", flt=flt))
 
 
 def test_stages_filter_and_count(sim: Simulator, conn: Any, cfg: Config, clock: ManualClock) -> None:
@@ -39,7 +40,7 @@ def test_stages_filter_and_count(sim: Simulator, conn: Any, cfg: Config, clock: 
     triage.assign(conn, cfg, owned, "carol", clock.now() + 3600, actor="bob", clock=clock, reason="she knows it")
 
     def stage(key: Any) -> str:
-        job = queries.find_job(conn, key)
+        job = jobs_store.find_job(conn, key)
         assert job is not None
         found = stages.job_stage(conn, job, "2026-12-01 10:00")
         assert found is not None

@@ -20,6 +20,7 @@ from ledger.errors import BadInput, Refused
 from ledger.model import JobKey, idem_key
 from ledger.remotes import remote_for
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
 from ledger.worker import RemoteCache, submit_now, tick
 
 OP = "article.generate"
@@ -224,7 +225,7 @@ def test_release_sends_exactly_one_more_request_with_the_same_idem_key(
     assert sim.count("create") == 2
     fresh = connect(ledger_path, readonly=True)
     try:
-        kinds = [e.kind for e in queries.job_events(fresh, key)]
+        kinds = [e.kind for e in events_store.job_events(fresh, key)]
     finally:
         fresh.close()
     # The old attempt stays in the history.
@@ -295,7 +296,7 @@ def test_remediate_needs_a_note(
     assert read_job(ledger_path, key.job_id).state == "remediated"
     fresh = connect(ledger_path, readonly=True)
     try:
-        last = queries.job_events(fresh, key)[-1]
+        last = events_store.job_events(fresh, key)[-1]
     finally:
         fresh.close()
     assert (last.kind, last.actor, last.detail["note"]) == ("remediate", "carol", "written by hand, see ticket OPS-12")

@@ -37,13 +37,13 @@ from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
 from console.job_link import job_link
 from console.serve import HEARTBEAT_SECONDS
-from ledger import queries
 from ledger.clock import SystemClock
 from ledger.config import parse_config
 from ledger.db import connect, create_ledger
 from ledger.identity import os_account
 from ledger.model import JobKey
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
 from ledger.worker import RemoteCache, submit_now
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -350,7 +350,7 @@ def press(page: Page, *keys: str) -> None:
 def ledger_events(ledger: Path, key: JobKey) -> list[tuple[str, str]]:
     conn = connect(ledger, readonly=True)
     try:
-        return [(e.kind, e.actor) for e in queries.job_events(conn, key)]
+        return [(e.kind, e.actor) for e in events_store.job_events(conn, key)]
     finally:
         conn.close()
 
@@ -410,7 +410,7 @@ def test_bob_through_nginx_records_the_preset_finding_as_himself(
     # The ledger, read afresh, says bob found (not alice, whom the client claimed to be); the remote was not asked.
     conn = connect(ledger, readonly=True)
     try:
-        events = queries.job_events(conn, key)
+        events = events_store.job_events(conn, key)
     finally:
         conn.close()
     by_kind = {e.kind: e for e in events}

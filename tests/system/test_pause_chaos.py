@@ -29,13 +29,14 @@ from typing import Any
 
 import pytest
 
-from ledger import queries, replay, triage
+from ledger import replay, triage
 from ledger.clock import SystemClock
 from ledger.config import load_config
 from ledger.db import connect
 from ledger.errors import LedgerError
 from ledger.reservation import reserve
 from ledger.simulator import Simulator
+from ledger.store import jobs as jobs_store
 
 OP = "article.generate"
 LEASE = 1.0
@@ -93,7 +94,7 @@ def test_random_pauses_of_senders_never_send_an_attempt_twice_or_after_a_reject(
                     # Only jobs held for a while: a timed-out request must have reached the remote by then,
                     # so "after the reject" and "after the release" mean what they say.
                     settled = time.time() - 2.0
-                    held = [j for j in queries.held_jobs(conn, limit=20) if (j.held_at or 0) < settled][:5]
+                    held = [j for j in jobs_store.held_jobs(conn, limit=20) if (j.held_at or 0) < settled][:5]
                     for job in held:
                         if rng.random() < 0.3:
                             with lock:
@@ -176,7 +177,7 @@ def test_random_pauses_of_senders_never_send_an_attempt_twice_or_after_a_reject(
         abandoned_fenced = conn.execute(
             "SELECT COUNT(*) FROM fenced_writes WHERE event = 'send_abandoned'").fetchone()[0]
         fenced = conn.execute("SELECT COUNT(*) FROM fenced_writes").fetchone()[0]
-        states = queries.state_counts(conn)
+        states = jobs_store.state_counts(conn)
     finally:
         conn.close()
     print(f"\npause chaos: {figures}, creates {sim.count('create')}, sends abandoned {abandoned} "

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from ledger_reads import job_fingerprint
 
-from ledger import audit, queries, store
+from ledger import audit, store
 from ledger.clock import ManualClock, SystemClock
 from ledger.config import parse_config
 from ledger.db import connect, create_ledger, write_tx
@@ -33,6 +33,7 @@ from ledger.picks import pick_due
 from ledger.replay import rebuild_job
 from ledger.reservation import reserve
 from ledger.store import events as events_store
+from ledger.store import jobs as jobs_store
 from ledger.store import quota as quota_store
 from ledger.transitions import apply
 
@@ -95,7 +96,7 @@ def test_many_processes_reserving_the_same_jobs_reserve_each_once_and_never_pass
     assert {o for _, o in results} == {"reserved", "duplicate", "quota_exceeded"}
     conn = connect(pg)
     try:
-        assert queries.state_counts(conn)["reserving"] == QUOTA
+        assert jobs_store.state_counts(conn)["reserving"] == QUOTA
         used = conn.execute("SELECT day, used FROM quota_usage WHERE operation = ?", (OP,)).fetchall()
         assert [r[1] for r in used] == [QUOTA] and quota_store.used(conn, OP, used[0][0]) == QUOTA
         verdict = audit.verify(conn)
@@ -134,7 +135,7 @@ def test_a_held_job_blocks_new_work_on_its_target_under_concurrency(
     for p in procs:
         p.join(timeout=60)
     assert {o for _, o in results} == {"blocked_by_hold"}
-    assert queries.state_counts(conn)["held"] == 1 and queries.state_counts(conn)["reserving"] == 0
+    assert jobs_store.state_counts(conn)["held"] == 1 and jobs_store.state_counts(conn)["reserving"] == 0
     blocked = conn.execute("SELECT count(*) FROM events WHERE kind = 'blocked_new_job'").fetchone()[0]
     assert blocked == 3 * len(ids)
     assert audit.verify(conn).chain_break is None
@@ -163,7 +164,7 @@ def test_two_connections_claiming_one_job_one_wins_and_the_loser_is_fenced(pg: s
         late = apply(b, key, "accepted", actor="old", now=T0, expected_state="reserving", expected_epoch=0,
                      fields={"handle": "h-late"})
     assert not late.ok and late.refusal == "fenced"
-    assert queries.fenced_write_count(a) == 1
+    assert jobs_store.fenced_write_count(a) == 1
     a.close()
     b.close()
 
@@ -309,11 +310,11 @@ def test_counts_per_state_have_no_hot_row(pg: str, cfg: Any) -> None:
     b.execute(cols + row, ("c2", OP, "k2", "2026-12-01", T0, T0))  # would time out behind a hot row
     b.execute("COMMIT")
     a.execute("COMMIT")
-    assert queries.state_counts(a)["reserving"] == 3
+    assert jobs_store.state_counts(a)["reserving"] == 3
     assert a.execute("SELECT count(*) FROM state_count_deltas").fetchone()[0] == 3
     with write_tx(a):
         apply(a, JobKey("c0", OP), "invalid", actor="w", now=T0, expected_state="reserving", expected_epoch=0)
-    counts = queries.state_counts(a)
+    counts = jobs_store.state_counts(a)
     assert (counts["reserving"], counts["failed"]) == (2, 1)
     assert rebuild_job(a, JobKey("c0", OP)) is not None
     a.close()
@@ -433,7 +434,7 @@ def test_a_ledger_of_schema_version_9_migrates_forward_to_the_current_schema(pg:
         assert conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'jobs_held_target'").fetchone()[0] == 1
         assert conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'events_kind_at'").fetchone()[0] == 1
         assert audit.verify(conn).ok
-        assert queries.find_job(conn, JobKey("old", OP)) is not None
+        assert jobs_store.find_job(conn, JobKey("old", OP)) is not None
     finally:
         conn.close()
 

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ledger import queries
 from ledger.clock import ManualClock
 from ledger.config import Config, parse_config
 from ledger.db import connect
@@ -25,6 +24,8 @@ from ledger.model import JobKey, idem_key
 from ledger.remotes import remote_for
 from ledger.reservation import reserve
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
+from ledger.store import jobs as jobs_store
 from ledger.worker import RemoteCache, TickReport, record_send_outcome, submit_now, tick
 
 OP = "article.generate"
@@ -122,7 +123,7 @@ def test_stale_workers_late_write_is_fenced(
     held = read_job(ledger_path, key.job_id)
     assert held.state == "held" and held.epoch == 2 and held.handle is None
     fresh = connect(ledger_path, readonly=True)
-    events_before = [e.to_dict() for e in queries.job_events(fresh, key)]
+    events_before = [e.to_dict() for e in events_store.job_events(fresh, key)]
     fresh.close()
 
     # A wakes up and writes its outcome with its old epoch: refused, nothing changes, the clue is kept.
@@ -132,9 +133,9 @@ def test_stale_workers_late_write_is_fenced(
     assert read_job(ledger_path, key.job_id) == held
     fresh = connect(ledger_path, readonly=True)
     try:
-        assert [e.to_dict() for e in queries.job_events(fresh, key)] == events_before
-        assert queries.fenced_write_count(fresh) == 1
-        (fw,) = queries.fenced_writes_for(fresh, key)
+        assert [e.to_dict() for e in events_store.job_events(fresh, key)] == events_before
+        assert jobs_store.fenced_write_count(fresh) == 1
+        (fw,) = jobs_store.fenced_writes_for(fresh, key)
     finally:
         fresh.close()
     assert (fw["actor"], fw["event"], fw["epoch"]) == ("worker-A", "accepted", 1)
@@ -167,8 +168,8 @@ def test_stale_write_is_fenced_by_epoch_while_the_state_still_matches(
     assert read_job(ledger_path, key.job_id) == taken
     fresh = connect(ledger_path, readonly=True)
     try:
-        assert queries.fenced_write_count(fresh) == 1
-        assert queries.fenced_writes_for(fresh, key)[0]["detail"]["handle"] == outcome.handle
+        assert jobs_store.fenced_write_count(fresh) == 1
+        assert jobs_store.fenced_writes_for(fresh, key)[0]["detail"]["handle"] == outcome.handle
     finally:
         fresh.close()
     assert sim.count("create") == 1

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from process_state import process_state
 
-from ledger import queries
 from ledger.clock import SystemClock
 from ledger.config import load_config
 from ledger.db import connect
@@ -28,6 +27,7 @@ from ledger.model import JobKey, idem_key
 from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.store import events as events_store
+from ledger.store import jobs as jobs_store
 
 OP = "article.generate"
 SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
@@ -61,7 +61,7 @@ def _setup(sim: Simulator, make_config: Callable[..., dict[str, Any]], write_con
 def _job(ledger: Path, job_id: str) -> Any:
     conn = connect(ledger, readonly=True)
     try:
-        return queries.find_job(conn, JobKey(job_id, OP)), queries.job_events(conn, JobKey(job_id, OP))
+        return jobs_store.find_job(conn, JobKey(job_id, OP)), events_store.job_events(conn, JobKey(job_id, OP))
     finally:
         conn.close()
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from ledger import queries
 from ledger.audit import verify
 from ledger.clock import ManualClock, SystemClock
 from ledger.config import Config
 from ledger.db import connect
 from ledger.heartbeat import HEARTBEAT_SECONDS, WorkerBeat, read_board
 from ledger.reservation import reserve
+from ledger.store import events as events_store
 from ledger.store.sqlite import AFTER_SCRIPT, APPLICATION_ID, MIGRATIONS, _statements
 from ledger.worker import TickReport, tick
 
@@ -96,7 +96,7 @@ def test_a_tick_records_its_counters_on_its_heartbeat_and_no_event(
     conn = connect(ledger_path)
     try:
         assert reserve(conn, cfg, OP, {"input": "x"}, clock=SystemClock(), job_id="hb-1").outcome == "reserved"
-        events_before = queries.last_event_id(conn)
+        events_before = events_store.last_event_id(conn)
     finally:
         conn.close()
     assert run_cli("tick").rc == 0
@@ -106,7 +106,7 @@ def test_a_tick_records_its_counters_on_its_heartbeat_and_no_event(
     assert row["pass_started_at"] and row["pass_ended_at"] and row["host"] and row["pid"] > 0
     conn = connect(ledger_path, readonly=True)
     try:
-        kinds = [e.kind for e in queries.events_after(conn, events_before)]
+        kinds = [e.kind for e in events_store.events_after(conn, events_before)]
         assert kinds and all("heartbeat" not in k for k in kinds)  # the pass's own events only
         assert verify(conn).ok
     finally:

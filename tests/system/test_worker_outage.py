@@ -21,9 +21,9 @@ from ledger.config import load_config
 from ledger.db import connect, create_ledger
 from ledger.heartbeat import read_board
 from ledger.model import JobKey
-from ledger.queries import find_job
 from ledger.reservation import reserve
 from ledger.simulator import Simulator
+from ledger.store.jobs import find_job
 from ledger.worker import OUTAGE_BACKOFF_MAX, outage_backoff, run_worker
 
 OP = "article.generate"
