@@ -262,3 +262,51 @@ def fenced_writes_for(conn: Connection, key: JobKey) -> list[dict[str, Any]]:
         "SELECT * FROM fenced_writes WHERE job_id = ? AND operation = ? ORDER BY id", (key.job_id, key.operation)
     )
     return [{**dict(r), "detail": json.loads(r["detail"])} for r in rows]
+
+
+def find_by_idem_key(conn: Connection, idem_key: str) -> Job | None:
+    """The job holding `idem_key` (one at most: the key is unique), or None."""
+    row = conn.execute("SELECT * FROM jobs WHERE idem_key = ? LIMIT 1", (idem_key,)).fetchone()
+    return Job.from_row(row) if row is not None else None
+
+
+def submitted_with_handle(conn: Connection, after: tuple[float, str, str], limit: int) -> list[Job]:
+    """Submitted jobs with a handle (the ones a poll can ask about), after the keyset `after` (created_at, job_id,
+    operation), oldest first, at most `limit`: one page of a pass's polls."""
+    rows = conn.execute(
+        "SELECT * FROM jobs WHERE state = 'submitted' AND handle IS NOT NULL "
+        "AND (created_at, job_id, operation) > (?, ?, ?) ORDER BY created_at, job_id, operation LIMIT ?",
+        (*after, limit),
+    ).fetchall()
+    return [Job.from_row(r) for r in rows]
+
+
+def count_submitted(conn: Connection) -> int:
+    """How many jobs are submitted (a pass's polls to come, for its progress)."""
+    return int(conn.execute("SELECT COUNT(*) FROM jobs WHERE state = 'submitted'").fetchone()[0])
+
+
+def done_jobs(conn: Connection) -> list[Job]:
+    """Every job in state done (its result waits to be delivered), oldest update first."""
+    rows = conn.execute("SELECT * FROM jobs WHERE state = 'done' ORDER BY updated_at, job_id, operation").fetchall()
+    return [Job.from_row(r) for r in rows]
+
+
+def stale_sends(conn: Connection, *, started_before: float, lease_before: float) -> list[JobKey]:
+    """Reserving jobs whose send started at or before `started_before` and whose lease (if any) ended at or before
+    `lease_before`: sends whose outcome nobody recorded, oldest first."""
+    rows = conn.execute(
+        "SELECT job_id, operation FROM jobs WHERE state = 'reserving' AND send_started_at IS NOT NULL "
+        "AND send_started_at <= ? AND (lease_until IS NULL OR lease_until <= ?) ORDER BY created_at, job_id, operation",
+        (started_before, lease_before),
+    ).fetchall()
+    return [JobKey(r[0], r[1]) for r in rows]
+
+
+def count_due(conn: Connection, now: float) -> int:
+    """How many reserving jobs no send has started and whose next try is due at `now` (a pass's sends to come)."""
+    return int(conn.execute(
+        "SELECT COUNT(*) FROM jobs WHERE state = 'reserving' AND send_started_at IS NULL "
+        "AND (next_try_at IS NULL OR next_try_at <= ?)", (now,),
+    ).fetchone()[0])
+

@@ -58,3 +58,9 @@ def unpause(conn: Connection, remote: str) -> RemotePause | None:
     was not paused (nothing is written)."""
     row = conn.execute("DELETE FROM remote_pauses WHERE remote = ? RETURNING *", (remote,)).fetchone()
     return RemotePause.from_row(row) if row is not None else None
+
+
+def is_paused(conn: Connection, remote: str) -> bool:
+    """Whether the remote `remote` is paused."""
+    return conn.execute("SELECT 1 FROM remote_pauses WHERE remote = ?", (remote,)).fetchone() is not None
+

@@ -10,7 +10,7 @@ from ledger import evidence, foreign
 from ledger.clock import Clock
 from ledger.config import Config
 from ledger.db import write_tx
-from ledger.model import Evidence, Job, JobKey
+from ledger.model import Evidence, Job
 from ledger.remotes.base import Remote
 from ledger.store import Connection
 from ledger.store import events as events_store
@@ -51,7 +51,7 @@ def attribute_deliveries(
         assert ev.handle is not None
         owner = jobs_store.handle_owner(conn, ev.handle)
         if owner is not None:
-            job = _read_job(conn, owner)
+            job = jobs_store.find_job(conn, owner)
             if job is None:
                 _handled(conn, ev.id, "orphan: its job is gone", clock)
                 continue
@@ -75,7 +75,7 @@ def attribute_deliveries(
             _handled(conn, ev.id, f"orphan: the remote no longer knows {ev.handle}", clock, record={})
             continue
         idem, attempt, where = evidence.owner_of_record(status.snapshot)
-        job = _job_by_idem(conn, idem) if idem is not None else None
+        job = jobs_store.find_by_idem_key(conn, idem) if idem is not None else None
         if job is not None:
             _attribute(conn, ev, job, attempt, str(where), clock, report)
             continue
@@ -122,7 +122,7 @@ def _attribute(
             remote_state=ev.remote_state, job=job.key, ref=ev.ref,
             detail={**ev.detail, "attributed_from": ev.id, "attributed_by": how},
         )
-        current = _read_job(conn, job.key)
+        current = jobs_store.find_job(conn, job.key)
         assert current is not None
         apply(conn, job.key, "evidence", actor="reclaim", now=now, expected_state=current.state,
               detail={"source": "webhook", "webhook_id": ev.ref, "type": ev.detail.get("type"),
@@ -130,16 +130,6 @@ def _attribute(
         evidence_store.mark_handled(conn, ev.id, f"attributed to {job.job_id} / {job.operation} "
                               f"(evidence {new_id}, by {how})", now)
     report.evidence_attributed += 1
-
-
-def _read_job(conn: Connection, key: JobKey) -> Job | None:
-    row = conn.execute("SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (key.job_id, key.operation)).fetchone()
-    return Job.from_row(row) if row is not None else None
-
-
-def _job_by_idem(conn: Connection, idem: str) -> Job | None:
-    row = conn.execute("SELECT * FROM jobs WHERE idem_key = ? LIMIT 1", (idem,)).fetchone()
-    return Job.from_row(row) if row is not None else None
 
 
 CLOSED_BY_A_PERSON = frozenset({"rejected", "remediated"})
@@ -161,7 +151,7 @@ def act_on_evidence(
     """
     for ev in list(evidence_store.unhandled(conn)):
         assert ev.job is not None
-        job = _read_job(conn, ev.job)
+        job = jobs_store.find_job(conn, ev.job)
         if job is None or ev.job.operation not in config.operations or not ev.handle:
             _handled(conn, ev.id, "nothing to do", clock)
             continue
@@ -260,7 +250,7 @@ def _duplicate(
         cancelled = cancel(ev.handle).state
         report.duplicates_cancelled += 1
     with write_tx(conn):
-        current = _read_job(conn, job.key)
+        current = jobs_store.find_job(conn, job.key)
         assert current is not None
         apply(
             conn, job.key, "duplicate_send", actor=owner, now=clock.now(), expected_state=current.state,

@@ -18,11 +18,12 @@ from ledger.errors import (
     LedgerUnusable,
 )
 from ledger.leases import Claim
-from ledger.model import Job
+from ledger.model import JobKey
 from ledger.redaction import Redactor
 from ledger.remote_health import record_refusal
 from ledger.remotes.base import SendOutcome, redact_outcome
 from ledger.store import Connection
+from ledger.store import jobs as jobs_store
 from ledger.transitions import Applied, apply
 from ledger.worker.pass_state import (
     TickReport,
@@ -87,10 +88,8 @@ def record_send_outcome(
             detail["may_arrive_until"] = arrival_deadline(config, now)
     with write_tx(conn):
         if outcome.kind == "remote_unusable" and remote is not None:
-            current = conn.execute(
-                "SELECT epoch FROM jobs WHERE job_id = ? AND operation = ?", (job.job_id, job.operation)
-            ).fetchone()
-            if current is not None and current[0] == claim.epoch:
+            current = jobs_store.state_and_epoch(conn, job.key)
+            if current is not None and current[1] == claim.epoch:
                 paused = record_refusal(
                     conn, config, remote, job.key, reason=outcome.reason or "the remote refuses every job",
                     error=outcome.error, now=now,
@@ -199,11 +198,9 @@ def replay_journal(conn: Connection, config: Config, *, clock: Clock, report: Ti
                 records.keep(rec)
                 report.journal_kept += 1
                 continue
-            row = conn.execute(
-                "SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (rec.job_id, rec.operation)
-            ).fetchone()
-            job = Job.from_row(row)
-            job = dataclasses.replace(job, attempt=rec.attempt, tries=rec.tries)
+            found = jobs_store.find_job(conn, JobKey(rec.job_id, rec.operation))
+            assert found is not None  # kept_reason keeps a record whose job the ledger does not hold
+            job = dataclasses.replace(found, attempt=rec.attempt, tries=rec.tries)
             claim = Claim(job=job, epoch=rec.epoch, owner=rec.owner, claimed_at=0.0)
             outcome = SendOutcome(rec.kind, handle=rec.handle, error=rec.error, reason=rec.reason,  # type: ignore[arg-type]
                                   retry_after=rec.retry_after)

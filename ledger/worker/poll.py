@@ -14,6 +14,7 @@ from ledger.redaction import Redactor
 from ledger.remotes.base import RemoteStatus, redact_status
 from ledger.sink import deliver_to_folder
 from ledger.store import Connection
+from ledger.store import jobs as jobs_store
 from ledger.transitions import Applied, apply
 from ledger.worker.pass_state import (
     Progress,
@@ -72,20 +73,16 @@ def poll_submitted(
     batch: int = 200,
 ) -> None:
     """Look up every submitted job (bounded concurrency) and record completions and failures."""
-    total = conn.execute("SELECT COUNT(*) FROM jobs WHERE state = 'submitted'").fetchone()[0]
+    total = jobs_store.count_submitted(conn)
     done_count = 0
     last_key: tuple[float, str, str] = (float("-inf"), "", "")
     with ThreadPoolExecutor(max_workers=config.policy.poll_concurrency) as pool:
         while not (stop is not None and stop.is_set()):
-            rows = conn.execute(
-                "SELECT * FROM jobs WHERE state = 'submitted' AND handle IS NOT NULL "
-                "AND (created_at, job_id, operation) > (?, ?, ?) ORDER BY created_at, job_id, operation LIMIT ?",
-                (*last_key, batch),
-            ).fetchall()
-            if not rows:
+            page = jobs_store.submitted_with_handle(conn, last_key, batch)
+            if not page:
                 break
-            jobs = [Job.from_row(r) for r in rows if r["operation"] in config.operations]
-            last_key = (rows[-1]["created_at"], rows[-1]["job_id"], rows[-1]["operation"])
+            jobs = [j for j in page if j.operation in config.operations]
+            last_key = (page[-1].created_at, page[-1].job_id, page[-1].operation)
             statuses = list(
                 pool.map(lambda j: remotes.for_operation(j.operation).lookup(j.handle or ""), jobs)
             )
@@ -104,7 +101,7 @@ def poll_submitted(
                     else:
                         report.held += 1
             crashpoint("after_done")
-            done_count += len(rows)
+            done_count += len(page)
             if progress:
                 progress("poll", done_count, total)
 
@@ -119,12 +116,10 @@ def deliver_done(
     stop: threading.Event | None = None,
 ) -> None:
     """Deliver every done job to its sink, then mark it consumed (redelivery after a crash is harmless)."""
-    rows = conn.execute("SELECT * FROM jobs WHERE state = 'done' ORDER BY updated_at, job_id, operation").fetchall()
     redactor = Redactor.from_config(config)
-    for row in rows:
+    for job in jobs_store.done_jobs(conn):
         if stop is not None and stop.is_set():
             break
-        job = Job.from_row(row)
         if job.operation not in config.operations:
             continue
         path = deliver_to_folder(config.sink_dir(job.operation), job, redactor)

@@ -29,6 +29,8 @@ from ledger.remotes import request_body_size
 from ledger.remotes.base import Remote, RemoteStatus, SendOutcome, redact_status
 from ledger.send_window import SendWindow, call_with_deadline, transfer_refusal
 from ledger.store import Connection
+from ledger.store import jobs as jobs_store
+from ledger.store import remote_pauses as remote_pauses_store
 from ledger.store.remote_pauses import RemotePause, paused_remotes
 from ledger.transitions import Applied, apply
 from ledger.worker.outcomes import (
@@ -120,7 +122,7 @@ def send_one(
 
 def _lift_after_probe(conn: Connection, config: Config, operation: str, *, owner: str, now: float) -> None:
     remote = config.operations[operation].remote
-    if conn.execute("SELECT 1 FROM remote_pauses WHERE remote = ?", (remote,)).fetchone() is None:
+    if not remote_pauses_store.is_paused(conn, remote):
         return
     with write_tx(conn):
         lift(conn, config, remote, actor=owner, now=now, why="a probe send was not refused")
@@ -132,16 +134,12 @@ def recover_stale(
     """Stale sends (begun, lease out, no outcome): attach a handle found by key, or hold the job."""
     now = clock.now()
     cutoff = now - config.policy.stale_reserving_seconds
-    rows = conn.execute(
-        "SELECT job_id, operation FROM jobs WHERE state = 'reserving' AND send_started_at IS NOT NULL "
-        "AND send_started_at <= ? AND (lease_until IS NULL OR lease_until <= ?) ORDER BY created_at, job_id, operation",
-        (cutoff, now - config.policy.send_margin_seconds),
-    ).fetchall()
-    for job_id, operation in rows:
-        if operation not in config.operations:
+    stale = jobs_store.stale_sends(conn, started_before=cutoff, lease_before=now - config.policy.send_margin_seconds)
+    for key in stale:
+        if key.operation not in config.operations:
             continue
-        remote = remotes.for_operation(operation)  # built first: a remote that cannot be built claims nothing
-        claim = claim_stale(conn, config, JobKey(job_id, operation), owner=owner, now=clock.now())
+        remote = remotes.for_operation(key.operation)  # built first: a remote that cannot be built claims nothing
+        claim = claim_stale(conn, config, key, owner=owner, now=clock.now())
         if claim is None:
             continue
         found: RemoteStatus | None = None
@@ -223,10 +221,7 @@ def send_due(
     held = HeldPicks(conn, config, owner, clock)
     after = START
     done = 0
-    total = conn.execute(
-        "SELECT COUNT(*) FROM jobs WHERE state = 'reserving' AND send_started_at IS NULL "
-        "AND (next_try_at IS NULL OR next_try_at <= ?)", (clock.now(),),
-    ).fetchone()[0] if progress else 0
+    total = jobs_store.count_due(conn, clock.now()) if progress else 0
     try:
         while done < limit and not (stop is not None and stop.is_set()):
             picked = pick_due(conn, config, owner=owner, now=clock.now(), limit=min(batch, limit - done), after=after)
@@ -343,8 +338,6 @@ def submit_now(
             f"reserved {res.key.job_id} / {res.key.operation} (committed), but not sent now: {e}; "
             "the next worker pass (reclaim tick / reclaim worker) sends it"
         ) from None
-    row = conn.execute(
-        "SELECT state FROM jobs WHERE job_id = ? AND operation = ?", (res.key.job_id, res.key.operation)
-    ).fetchone()
+    state = jobs_store.state_of(conn, res.key)
     fenced = applied is not None and not applied.ok
-    return SubmitResult("reserved", res.key, row[0], send=outcome, used=res.used, limit=res.limit, fenced=fenced)
+    return SubmitResult("reserved", res.key, state or "reserving", send=outcome, used=res.used, limit=res.limit, fenced=fenced)

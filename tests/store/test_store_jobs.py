@@ -196,3 +196,43 @@ def test_the_first_held_job_on_a_target_blocks_it(
         assert jobs_store.held_on_target(c, "t1") == first
         assert jobs_store.held_on_target(c, "t2") is None
         assert jobs_store.held_on_target(c, "t3") is None
+
+
+def test_an_empty_ledger_gives_a_pass_no_work(conn: Connection, clock: ManualClock) -> None:
+    now = clock.now()
+    assert jobs_store.find_by_idem_key(conn, "idem-none") is None
+    assert jobs_store.submitted_with_handle(conn, (float("-inf"), "", ""), 10) == []
+    assert jobs_store.count_submitted(conn) == 0
+    assert jobs_store.done_jobs(conn) == []
+    assert jobs_store.count_due(conn, now) == 0
+    assert jobs_store.stale_sends(conn, started_before=now, lease_before=now) == []
+
+
+def test_a_pass_reads_its_work_by_state_in_order_and_in_pages(
+    conn: Connection, clock: ManualClock, ledger_path: Path,
+) -> None:
+    now = clock.now()
+    with write_tx(conn):
+        jobs_store.insert(conn, _columns("s2", now + 2, state="submitted", handle="interactions/2"))
+        jobs_store.insert(conn, _columns("s1", now + 1, state="submitted", handle="interactions/1"))
+        jobs_store.insert(conn, _columns("s0", now, state="submitted"))  # no handle yet: nothing to ask about
+        jobs_store.insert(conn, _columns("d1", now, state="done", updated_at=now + 5))
+        jobs_store.insert(conn, _columns("d0", now, state="done", updated_at=now + 3))
+        jobs_store.insert(conn, _columns("due", now, next_try_at=now - 1))
+        jobs_store.insert(conn, _columns("later", now, next_try_at=now + 60))
+        jobs_store.insert(conn, _columns("stale", now, send_started_at=now - 300, lease_until=now - 200))
+        jobs_store.insert(conn, _columns("leased", now, send_started_at=now - 300, lease_until=now + 60))
+    start = (float("-inf"), "", "")
+    with fresh(ledger_path) as c:
+        assert [j.job_id for j in jobs_store.submitted_with_handle(c, start, 10)] == ["s1", "s2"]
+        first = jobs_store.submitted_with_handle(c, start, 1)
+        assert [j.job_id for j in first] == ["s1"]
+        after = (first[0].created_at, first[0].job_id, first[0].operation)
+        assert [j.job_id for j in jobs_store.submitted_with_handle(c, after, 1)] == ["s2"]
+        assert jobs_store.count_submitted(c) == 3
+        assert [j.job_id for j in jobs_store.done_jobs(c)] == ["d0", "d1"]
+        assert jobs_store.count_due(c, now) == 1  # "later" is not due, "stale" and "leased" have a send started
+        assert jobs_store.stale_sends(c, started_before=now - 120, lease_before=now) == [JobKey("stale", OP)]
+        found = jobs_store.find_by_idem_key(c, "idem-due")
+        assert found is not None and found.key == JobKey("due", OP)
+

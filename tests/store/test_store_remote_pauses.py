@@ -21,6 +21,7 @@ OP = "article.generate"
 
 def test_an_empty_ledger_pauses_no_remote(conn: Connection) -> None:
     assert pauses_store.paused_remotes(conn) == {}
+    assert not pauses_store.is_paused(conn, "gemini")
     with write_tx(conn):
         assert pauses_store.unpause(conn, "gemini") is None
 
@@ -36,11 +37,13 @@ def test_a_pause_is_kept_extended_and_lifted(conn: Connection, ledger_path: Path
                            probe_at=T + 90, refusals=2)
     with fresh(ledger_path) as c:
         assert pauses_store.paused_remotes(c) == {"gemini": expected}  # since, why and the job that met it stay
+        assert pauses_store.is_paused(c, "gemini") and not pauses_store.is_paused(c, "other")
     with write_tx(conn):
         assert pauses_store.unpause(conn, "gemini") == expected
         assert pauses_store.unpause(conn, "gemini") is None
     with fresh(ledger_path) as c:
         assert pauses_store.paused_remotes(c) == {}
+        assert not pauses_store.is_paused(c, "gemini")
 
 
 def test_remotes_are_listed_in_the_order_they_were_paused(conn: Connection, ledger_path: Path) -> None:
