@@ -404,7 +404,8 @@ def ledger_error(e: sqlite3.Error, path: str | Path) -> LedgerError:
 
 def _mapped(e: sqlite3.Error, conn: sqlite3.Connection) -> BaseException:
     """What a sqlite3 error met on `conn` leaves the store as: the ledger's own error, except a programming
-    error (wrong bindings, a statement SQLite cannot parse), which is a defect and stays as it is."""
+    error other than a closed connection (wrong bindings, an unsupported parameter type), which is a defect and
+    stays as it is."""
     if isinstance(e, (sqlite3.ProgrammingError, sqlite3.InterfaceError)) and "closed" not in str(e):
         return e
     return ledger_error(e, getattr(conn, "ledger_name", "ledger"))
@@ -776,18 +777,16 @@ def ledger_path(conn: sqlite3.Connection) -> str:
     return str(row[2])
 
 
-def check_pages(conn: sqlite3.Connection, budget_seconds: float) -> bool:
+def check_pages(conn: SqliteConnection, budget_seconds: float) -> bool:
     """`ledger.store.check_pages` on a SQLite file: PRAGMA quick_check, interrupted after `budget_seconds`."""
     deadline = time.monotonic() + budget_seconds
     conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
-    try:
+    try:  # sqlite3's own execute: the progress handler's interruption must be told from other errors
         rows = sqlite3.Connection.execute(conn, "PRAGMA quick_check(1)").fetchall()
-    except sqlite3.OperationalError as e:
-        if "interrupted" in str(e):
-            return False
-        raise ledger_error(e, getattr(conn, "ledger_name", "ledger")) from None
     except sqlite3.Error as e:
-        raise ledger_error(e, getattr(conn, "ledger_name", "ledger")) from None
+        if isinstance(e, sqlite3.OperationalError) and "interrupted" in str(e):
+            return False
+        raise ledger_error(e, conn.ledger_name) from None
     finally:
         conn.set_progress_handler(None, 0)
     problems = [str(r[0]) for r in rows if r[0] != "ok"]
