@@ -229,10 +229,12 @@ def clock() -> ManualClock:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Run every test of a module that lists `BACKENDS` once per backend (fixture `ledger_backend`), except
-    those marked `sqlite_only` (about the file itself: its mode, its bytes, SQLite's lock); the postgresql
-    run is marked `pg`."""
+    """Run every test of a module that lists `BACKENDS`, and every test marked `both_backends`, once per backend
+    (fixture `ledger_backend`), except those marked `sqlite_only` (about the file itself: its mode, its bytes,
+    SQLite's lock); the postgresql run is marked `pg`."""
     backends = getattr(metafunc.module, "BACKENDS", None)
+    if metafunc.definition.get_closest_marker("both_backends"):
+        backends = ("sqlite", "postgresql")
     if metafunc.definition.get_closest_marker("sqlite_only"):
         backends = ("sqlite",)
     if backends and "ledger_backend" in metafunc.fixturenames:

@@ -29,7 +29,6 @@ from ledger.worker import RemoteCache, submit_now
 
 OP = "article.generate"
 GOOD_PAYLOAD = json.dumps({"input": "hello"})
-BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 
 
 def assert_one_line_error(r: Any, rc: int, *needles: str) -> str:
@@ -314,21 +313,8 @@ def test_a_read_only_ledger(ledger_path: Path, config_path: Path, sim: Simulator
 
 @contextlib.contextmanager
 def _write_lock_held(ledger: Path) -> Iterator[None]:
-    """Hold what every writer must take: SQLite's write lock (BEGIN IMMEDIATE), or on PostgreSQL the advisory
-    locks of the audit chain and of the operation's reservations, in an open transaction."""
-    if isinstance(ledger, str):
-        import psycopg
-
-        from ledger.store.postgres import CHAIN_LOCK, operation_lock
-
-        with psycopg.connect(ledger, autocommit=True) as pg:
-            pg.execute("BEGIN")
-            pg.execute("SELECT pg_advisory_xact_lock(%s), pg_advisory_xact_lock(%s)", (CHAIN_LOCK, operation_lock(OP)))
-            try:
-                yield
-            finally:
-                pg.execute("ROLLBACK")
-        return
+    """Hold SQLite's write lock (BEGIN IMMEDIATE), which every writer must take, in another connection.
+    PostgreSQL's locks are tests/system/test_postgres.py's."""
     holder = sqlite3.connect(ledger, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:

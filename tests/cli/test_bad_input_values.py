@@ -3,9 +3,9 @@ corrupt pages, a full disk at init, bad times stored or given, and out-of-range 
 
 Each case runs the real `reclaim` CLI and checks: the documented exit code, exactly one stderr line
 `reclaim: error: ...` naming the thing, and a ledger left as it was (fingerprint from a fresh connection, or
-the file digest). Every case about the rules runs on SQLite and on PostgreSQL (`BACKENDS`), with the same
-message and exit code on both, including values only one of them could not store (a NUL character, an
-integer beyond 64 bits); only the cases about the SQLite file itself are `sqlite_only`.
+the file digest). The rules are the CLI's and run on SQLite; the values only one backend could not store (a NUL
+character, an integer beyond 64 bits, the longest names, a bad time already stored) run on both (`both_backends`),
+with the same message and exit code on both.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from ledger.store import evidence as evidence_store
 
 OP = "article.generate"
 GOOD_PAYLOAD = json.dumps({"input": "hello"})
-BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 
 
 # -- 1. payloads ------------------------------------------------------------------------------------------
@@ -61,6 +60,7 @@ def test_an_unusable_payload_is_refused_naming_the_payload(
     assert sim.count(None) == 0
 
 
+@pytest.mark.both_backends
 def test_a_nul_character_in_a_payload_string_is_kept_on_every_backend(
     sim: Simulator, ledger_path: Path, config_path: Path, run_cli: Callable[..., Any],
     read_job: Callable[..., Any],
@@ -77,6 +77,7 @@ NUL_REFUSALS = {"job-id": ("job id", {"job_id": "a\x00b"}), "target": ("target",
                 "actor": ("actor", {"job_id": "t2", "actor": "bot\x00"})}
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize("case", list(NUL_REFUSALS))
 def test_a_nul_character_in_a_stored_name_is_refused_alike_on_every_backend(
     case: str, ledger_path: Path, conn: Any, cfg: Any, clock: ManualClock, fingerprint: Callable[[Path], str],
@@ -90,6 +91,7 @@ def test_a_nul_character_in_a_stored_name_is_refused_alike_on_every_backend(
     assert fingerprint(ledger_path) == before
 
 
+@pytest.mark.both_backends
 def test_a_nul_character_in_a_triage_field_is_refused_alike_on_every_backend(
     ledger_path: Path, config_path: Path, conn: Any, cfg: Any, clock: ManualClock,
     fingerprint: Callable[[Path], str],
@@ -133,6 +135,7 @@ def test_an_over_long_or_blank_name_is_refused(
     assert sim.count(None) == 0
 
 
+@pytest.mark.both_backends
 def test_the_longest_names_fit_every_backend(
     sim: Simulator, ledger_path: Path, config_path: Path, run_cli: Callable[..., Any], read_job: Callable[..., Any],
 ) -> None:
@@ -619,6 +622,7 @@ def store_bad_times(ledger: Path) -> None:
         raw.close()
 
 
+@pytest.mark.both_backends
 def test_a_bad_time_already_stored_is_shown_as_invalid(
     ledger_path: Path, config_path: Path, run_cli: Callable[..., Any],
 ) -> None:
@@ -696,6 +700,7 @@ def test_an_option_number_out_of_range_is_refused_at_once(
     assert not (tmp_path / "demo").exists(), "the demo started although its options were refused"
 
 
+@pytest.mark.both_backends
 def test_the_largest_event_number_is_a_number_every_backend_takes(
     ledger_path: Path, config_path: Path, run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
 ) -> None:
@@ -706,6 +711,7 @@ def test_the_largest_event_number_is_a_number_every_backend_takes(
 
 
 # -- 9. a signed webhook delivery whose ids no ledger can store ---------------------------------------------------
+@pytest.mark.both_backends
 @pytest.mark.parametrize("where", ["handle", "idem"])
 def test_a_delivery_holding_a_nul_is_refused_or_its_hint_dropped_on_every_backend(
     where: str, ledger_path: Path, make_config: Callable[..., dict[str, Any]], tmp_path: Path, clock: ManualClock,
@@ -752,6 +758,7 @@ def test_a_delivery_holding_a_nul_is_refused_or_its_hint_dropped_on_every_backen
 
 
 # -- 10. a remote's own words holding a NUL: recorded alike on every backend ---------------------------------------
+@pytest.mark.both_backends
 @pytest.mark.parametrize(("status", "state"), [(400, "failed"), (503, "held")], ids=["refused", "unknown"])
 def test_a_remote_error_holding_a_nul_is_recorded_alike_on_every_backend(
     status: int, state: str, sim: Simulator, ledger_path: Path, conn: Any, cfg: Any, clock: ManualClock,
@@ -768,6 +775,7 @@ def test_a_remote_error_holding_a_nul_is_recorded_alike_on_every_backend(
     assert sim.count("create") == 1
 
 
+@pytest.mark.both_backends
 def test_a_remote_status_holding_a_nul_holds_the_job_on_every_backend(
     sim: Simulator, ledger_path: Path, conn: Any, cfg: Any, clock: ManualClock, read_job: Callable[..., Any],
 ) -> None:
@@ -783,6 +791,7 @@ def test_a_remote_status_holding_a_nul_holds_the_job_on_every_backend(
     assert sim.count("create") == 1
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize(("reply_id", "shown"), [("v1_odd\x00id", "v1_odd\\x00id"), ("v1_\ud800", "v1_\\ud800")],
                          ids=["nul", "lone-surrogate"])
 def test_an_accepted_send_whose_id_no_ledger_can_store_holds_the_job_alike_on_every_backend(

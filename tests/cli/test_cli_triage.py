@@ -28,7 +28,6 @@ from ledger.store import events as events_store
 from ledger.worker import RemoteCache, submit_now
 
 OP = "article.generate"
-BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 T0 = parse_time("2026-12-01T12:00:00Z")
 VALUES = {"category": "not_received", "note": "nothing labelled with the idem key", "reason": "the finding says so",
           "handle": "v1_some-handle", "owner": "alice", "due": "2h", "evidence": "1"}

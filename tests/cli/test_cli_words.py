@@ -25,7 +25,6 @@ from ledger.store import events as events_store
 from ledger.worker import RemoteCache, submit_now
 
 OP = "article.generate"
-BACKENDS = ("sqlite", "postgresql")  # each test runs on each (tests/conftest.py)
 REPR = re.compile(r"\bNone\b|\[['\"]|\{['\"]|\b(?:state|handle|job_id|operation|can_answer|remote_state|owner)=")
 """What a Python repr or a key=value dump looks like in a line meant for a person."""
 

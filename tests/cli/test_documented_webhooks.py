@@ -43,7 +43,6 @@ from ledger.store import jobs as jobs_store
 from ledger.worker import RemoteCache, TickReport, tick
 
 OP = "article.generate"
-BACKENDS = ("sqlite", "postgresql")
 SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
 OLD_SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
 ENV = {"RECLAIM_TEST_WHSEC": SECRET}
@@ -379,6 +378,7 @@ def test_labels_not_echoed_leave_orphan_evidence_that_decides_nothing_and_reconc
     assert sim.count("create", job.idem_key) == 1
 
 
+@pytest.mark.both_backends
 def test_a_delivery_wakes_a_waiting_worker_long_before_its_poll_interval(
     sim: Simulator, start_receiver: Callable[..., Receiver], start_cli: Callable[..., subprocess.Popen[str]],
     wait_for: Callable[..., Any],

@@ -33,8 +33,6 @@ from ledger.remotes.base import SendOutcome
 from ledger.reservation import reserve
 from ledger.worker import record_send_outcome
 
-BACKENDS = ("sqlite", "postgresql")
-
 T0 = parse_time("2026-12-01T12:00:00Z")
 OP = "article.generate"
 OP2 = "storage.cleanup"

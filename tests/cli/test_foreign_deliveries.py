@@ -28,7 +28,6 @@ from ledger.simulator import DEFAULT_API_KEY, Simulator
 from ledger.store import evidence as evidence_store
 from ledger.worker import evidence as worker_evidence
 
-BACKENDS = ("sqlite", "postgresql")
 rx = documented.rx  # the receiver fixtures of the documented-webhooks tests
 start_receiver = documented.start_receiver
 

@@ -4,7 +4,8 @@ The scenarios are the recovery paths themselves, through the ledger API and the 
 simulator as the remote: a stale send recovered and a stale worker's write fenced, an outcome journaled while
 the ledger refused it and replayed, a notification delivered late and one left uncertain, a webhook delivery
 verified and resolving a hold and one refused. Remote calls are counted by the simulator; the figures are read
-by a separate `reclaim metrics` process, which only reads the ledger. Runs on SQLite and PostgreSQL.
+by a separate `reclaim metrics` process, which only reads the ledger. Runs on SQLite; the counting scenarios
+also run on PostgreSQL (`both_backends`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from ledger.simulator import Simulator
 from ledger.worker import RemoteCache, record_send_outcome, submit_now, tick
 
 OP = "article.generate"
-BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 T0 = parse_time("2026-12-01T12:00:00Z")
 SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
 
@@ -89,6 +89,7 @@ def _config(make_config: Callable[..., dict[str, Any]], write_config: Callable[.
     return path, load_config(path)
 
 
+@pytest.mark.both_backends
 def test_a_stale_send_recovered_a_fenced_write_and_a_persons_decision_are_counted(
     sim: Simulator, make_config: Callable[..., dict[str, Any]], write_config: Callable[..., Path], ledger_path: Path,
     clock: ManualClock, serve_metrics: Callable[..., str],
@@ -158,7 +159,7 @@ def _stopped_state(pid: int) -> str:
 
 def test_an_outcome_journaled_while_the_ledger_refused_it_is_pending_then_replayed(
     sim: Simulator, make_config: Callable[..., dict[str, Any]], write_config: Callable[..., Path], ledger_path: Any,
-    ledger_backend: str, run_cli: Callable[..., Any], start_cli: Callable[..., subprocess.Popen[str]],
+    run_cli: Callable[..., Any], start_cli: Callable[..., subprocess.Popen[str]],
     wait_for: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     config, cfg = _config(make_config, write_config, base={"policy": {"outcome_retry_seconds": 1}})
@@ -170,21 +171,12 @@ def test_an_outcome_journaled_while_the_ledger_refused_it_is_pending_then_replay
     assert res.outcome == "reserved"
     worker = start_cli("tick", ledger=ledger_path, config=config, env={"RECLAIM_PAUSE_AT": "after_send_claim", **env})
     wait_for(lambda: _stopped_state(worker.pid) == "T", timeout=30, what="the worker to stop after its claim")
-    if ledger_backend == "sqlite":
-        holder = sqlite3.connect(ledger_path, isolation_level=None)
-        holder.execute("BEGIN EXCLUSIVE")  # another process holds the write lock past the busy timeout
-        os.kill(worker.pid, signal.SIGCONT)
-        worker.communicate(timeout=60)
-        holder.execute("ROLLBACK")
-        holder.close()
-    else:
-        import psycopg
-
-        with psycopg.connect(ledger_path) as holder:  # the job's row locked past lock_timeout
-            holder.execute("SELECT 1 FROM jobs WHERE job_id = 'journaled-1' FOR UPDATE")
-            os.kill(worker.pid, signal.SIGCONT)
-            worker.communicate(timeout=60)
-            holder.rollback()
+    holder = sqlite3.connect(ledger_path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process holds the write lock past the busy timeout
+    os.kill(worker.pid, signal.SIGCONT)
+    worker.communicate(timeout=60)
+    holder.execute("ROLLBACK")
+    holder.close()
     assert worker.returncode == 8
     assert len(journal.pending(ledger_path)) == 1
 
@@ -209,6 +201,7 @@ def rx() -> Iterator[WebhookReceiver]:
         yield r
 
 
+@pytest.mark.both_backends
 def test_a_notification_delivered_late_and_one_left_uncertain(
     sim: Simulator, rx: WebhookReceiver, make_config: Callable[..., dict[str, Any]],
     write_config: Callable[..., Path], ledger_path: Path, clock: ManualClock, serve_metrics: Callable[..., str],

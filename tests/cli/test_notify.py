@@ -37,7 +37,6 @@ from ledger.worker import submit_now, tick
 CLOCKED = Path(__file__).parents[1] / "support" / "clocked_reclaim.py"  # the CLI with a test clock (test-only)
 ROOT = Path(__file__).resolve().parents[2]
 OP = "storage.cleanup"
-BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 T0 = parse_time("2026-12-01T10:00:00Z")
 LEASE = 60.0
 BACKOFF = 30.0

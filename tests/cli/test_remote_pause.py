@@ -25,7 +25,6 @@ from ledger.store.remote_pauses import paused_remotes
 from ledger.worker import RemoteCache, tick
 
 OP = "article.generate"
-BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 PROBE = 60.0
 
 

@@ -31,7 +31,6 @@ from ledger.simulator import Simulator
 
 OP = "article.generate"
 HTTP_OP = "storage.cleanup"
-BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
 
 
