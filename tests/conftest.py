@@ -52,6 +52,7 @@ import hashlib
 import inspect
 import json
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -220,6 +221,15 @@ def sim() -> Iterator[Simulator]:
         yield s
     finally:
         s.stop()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Let Ctrl-C reach the programs the tests start. A test run started in the background of a shell without job
+    control (`make test &` in a script) inherits SIGINT ignored, and so would every `reclaim` it starts: `events
+    --follow`, which ends on Ctrl-C, would then never end. Python turns a SIGINT it may handle into
+    KeyboardInterrupt, and a started program gets the default (an ignored signal stays ignored across exec)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
