@@ -13,7 +13,6 @@ the test, the sends go through the real SDK, the CLI runs in process, and the le
 from __future__ import annotations
 
 import base64
-import inspect
 import json
 import os
 import secrets
@@ -47,11 +46,8 @@ MARGIN = 1.0
 
 
 def labels_off(sim: Simulator) -> None:
-    """The remote's GET echoes no labels (nor, where the simulator still offers it, webhook_config)."""
-    if "echo_webhook_config" in inspect.signature(sim.configure).parameters:
-        sim.configure(echo_labels=False, echo_webhook_config=False)
-    else:
-        sim.configure(echo_labels=False)
+    """The remote's GET echoes neither labels nor webhook_config."""
+    sim.configure(echo_labels=False, echo_webhook_config=False)
 
 
 @pytest.fixture
