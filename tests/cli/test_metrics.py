@@ -158,7 +158,7 @@ def _stopped_state(pid: int) -> str:
 
 
 def test_an_outcome_journaled_while_the_ledger_refused_it_is_pending_then_replayed(
-    sim: Simulator, make_config: Callable[..., dict[str, Any]], write_config: Callable[..., Path], ledger_path: Any,
+    sim: Simulator, make_config: Callable[..., dict[str, Any]], write_config: Callable[..., Path], ledger_path: Path,
     run_cli: Callable[..., Any], start_cli: Callable[..., subprocess.Popen[str]],
     wait_for: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
