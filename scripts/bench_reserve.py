@@ -36,7 +36,7 @@ from ledger.clock import SystemClock, day_of
 from ledger.config import Config, parse_config
 from ledger.db import connect, create_ledger
 from ledger.reservation import reserve
-from ledger.store.jobs import HELD_ON_TARGET
+from ledger.store import queries
 from ledger.store.sqlite import BUSY_TIMEOUT_MS
 
 OPERATION = "bench.op"
@@ -120,7 +120,7 @@ def raw_reserve(conn: sqlite3.Connection, jid: str, target: str, value: dict[str
     used = row[0] if row else 0
     if used >= quota:
         raise RuntimeError("quota")
-    held = ex(HELD_ON_TARGET, (target,)).fetchone()
+    held = ex(queries.load("sqlite")["jobs.held_on_target"], (target,)).fetchone()
     if held is not None:
         raise RuntimeError("held")
     ikey = _idem(jid, op)

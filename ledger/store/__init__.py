@@ -60,11 +60,27 @@ class Cursor(Protocol):
 
 class Connection(Protocol):
     """A ledger connection, as `ledger.db.connect` opens it, whichever the backend. In autocommit mode:
-    `ledger.db.write_tx` opens a write transaction, `execute("BEGIN")` a read snapshot. Every method raises
+    `ledger.db.write_tx` opens a write transaction, `begin_read()` a read snapshot. Every method raises
     the ledger's own errors (LedgerLocked, LedgerCorrupt, LedgerUnavailable, LedgerUnusable, LedgerConflict)."""
 
     ledger_name: str
     """The ledger as it was named when opened (a path, or a URL), for messages."""
+
+    PARAM: str
+    """One parameter's placeholder in the backend's SQL ("?" on SQLite, "%s" on PostgreSQL), for a statement a
+    store module composes (a page's filter); the fixed ones are the backend's own files (`run`)."""
+    LIKE: str
+    """The pattern match that ignores ASCII case ("LIKE" on SQLite, "ILIKE" on PostgreSQL)."""
+    TEXT_ORDER: str
+    """The collation clause that orders text by its UTF-8 bytes on the backend ("" or ' COLLATE "C"')."""
+
+    def run(self, name: str, parameters: Any = (), /) -> Cursor:
+        """Run the backend's statement `name` (`AREA.NAME` of `ledger/store/sql/BACKEND/AREA.sql`)."""
+        ...
+
+    def begin_read(self) -> None:
+        """Open a read transaction on one snapshot (no write lock)."""
+        ...
 
     @property
     def in_transaction(self) -> bool: ...
@@ -138,7 +154,7 @@ def read_snapshot(conn: Connection) -> Iterator[None]:
     write lock is taken (SQLite: a deferred BEGIN, which works on a read-only file; PostgreSQL: REPEATABLE READ).
     It is rolled back at the end (a read has nothing to keep, and a read-only file takes no COMMIT either). Raises
     the ledger's own error when the ledger cannot be read."""
-    conn.execute("BEGIN")
+    conn.begin_read()
     try:
         yield
     finally:
@@ -149,7 +165,7 @@ def read_snapshot(conn: Connection) -> Iterator[None]:
 def order_text(conn: Connection) -> str:
     """The collation clause that orders text by its UTF-8 bytes on both backends (SQLite's BINARY is that
     already; PostgreSQL's database collation may follow a locale, its "C" collation does not)."""
-    return ' COLLATE "C"' if is_pg(conn) else ""
+    return conn.TEXT_ORDER
 
 
 def missing_triggers(conn: Connection) -> list[str]:

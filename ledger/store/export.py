@@ -1,7 +1,7 @@
 """The SQL behind an export (ledger.export): the jobs or the events a filter selects, every stored column, streamed in
 a stable order.
 
-Jobs come by (job_id, operation) and events by id, text ordered by its UTF-8 bytes on both backends (`order_text`),
+Jobs come by (job_id, operation) and events by id, text ordered by its UTF-8 bytes on both backends (the connection's `TEXT_ORDER`),
 so the same data gives the same rows, in the same order, from SQLite and from PostgreSQL. Rows are streamed (a stepped
 SQLite cursor, a server-side PostgreSQL cursor, `store.stream`): a 300k-job ledger is never held in memory. Only
 reads; call them inside one read snapshot (`store.read_snapshot`) for one consistent moment. Each raises the ledger's
@@ -58,39 +58,39 @@ class ExportFilter:
     """A typed filter, as `reclaim jobs --filter` takes it (owner:, op:, target:, reason:, words)."""
 
 
-def _job_terms(flt: ExportFilter, table: str = "") -> tuple[list[str], list[Any]]:
+def _job_terms(conn: Connection, flt: ExportFilter, table: str = "") -> tuple[list[str], list[Any]]:
     """Conditions on the jobs table (columns prefixed with `table`.) for the job-level terms of `flt`."""
     col = (lambda c: f"{table}.{c}") if table else (lambda c: c)
     where: list[str] = []
     params: list[Any] = []
     if flt.states:
-        where.append(f"{col('state')} IN ({','.join('?' * len(flt.states))})")
+        where.append(f"{col('state')} IN ({','.join([conn.PARAM] * len(flt.states))})")
         params += flt.states
     for part in (JobFilter(target=flt.target), flt.typed):
         if part is not None:
-            more, more_params = filter_clause(part, table)
+            more, more_params = filter_clause(conn, part, table)
             where += more
             params += more_params
     return where, params
 
 
-def _key_terms(flt: ExportFilter) -> tuple[list[str], list[Any]]:
+def _key_terms(conn: Connection, flt: ExportFilter) -> tuple[list[str], list[Any]]:
     """Conditions on job_id / operation, columns the jobs and events tables share."""
-    where, params = filter_clause(JobFilter(operation=flt.operation))
+    where, params = filter_clause(conn, JobFilter(operation=flt.operation))
     if flt.job_id is not None:
-        where.append("job_id = ?")
+        where.append(f"job_id = {conn.PARAM}")
         params.append(flt.job_id)
     return where, params
 
 
-def _window(column: str, flt: ExportFilter) -> tuple[list[str], list[Any]]:
+def _window(conn: Connection, column: str, flt: ExportFilter) -> tuple[list[str], list[Any]]:
     where: list[str] = []
     params: list[Any] = []
     if flt.since is not None:
-        where.append(f"{column} >= ?")
+        where.append(f"{column} >= {conn.PARAM}")
         params.append(flt.since)
     if flt.until is not None:
-        where.append(f"{column} < ?")
+        where.append(f"{column} < {conn.PARAM}")
         params.append(flt.until)
     return where, params
 
@@ -105,8 +105,8 @@ def job_rows(conn: Connection, flt: ExportFilter) -> Iterator[dict[str, Any]]:
     """Every job `flt` selects, by (job_id, operation) in UTF-8 byte order, as {column: stored value}
     (`JOB_COLUMNS`; payload and result as stored JSON text); `created_at` is what `since`/`until` bound. `after_id`
     is not a job term (ledger.export refuses it). Streamed."""
-    where, params = _where([_key_terms(flt), _job_terms(flt), _window("created_at", flt)])
-    c = store.order_text(conn)
+    where, params = _where([_key_terms(conn, flt), _job_terms(conn, flt), _window(conn, "created_at", flt)])
+    c = conn.TEXT_ORDER
     sql = f"SELECT {', '.join(JOB_COLUMNS)} FROM jobs{where} ORDER BY job_id{c}, operation{c}"
     for row in store.stream(conn, sql, params, BATCH):
         yield dict(zip(JOB_COLUMNS, row, strict=True))
@@ -116,10 +116,10 @@ def event_rows(conn: Connection, flt: ExportFilter) -> Iterator[dict[str, Any]]:
     """Every event `flt` selects, by id, as {column: stored value} (`EVENT_COLUMNS`, with prev_hash and hash; detail
     as the stored JSON text, the text its hash covers). Job-level terms (states, target, typed) pick the events of the
     jobs matching them now. Streamed."""
-    parts = [_key_terms(flt), _window("at", flt)]
+    parts = [_key_terms(conn, flt), _window(conn, "at", flt)]
     if flt.after_id is not None:
-        parts.append((["id > ?"], [flt.after_id]))
-    job_where, job_params = _job_terms(flt, "j")
+        parts.append(([f"id > {conn.PARAM}"], [flt.after_id]))
+    job_where, job_params = _job_terms(conn, flt, "j")
     if job_where:
         # IN, not a correlated EXISTS: the jobs are found by their indexes and then their events by theirs
         # (0.4 s instead of 9 s for the held jobs' events among 1.5M), rather than every event visited.

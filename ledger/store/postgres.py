@@ -34,6 +34,7 @@ from ledger.errors import (
     LedgerUnusable,
     SerializationFailure,
 )
+from ledger.store import queries
 
 LOCK_TIMEOUT_MS = 5000
 CHAIN_LOCK = 0x52434C4D00000001  # the audit chain (and every general write transaction)
@@ -463,6 +464,13 @@ class PgConnection:
         """True while `ledger.store.retrying` runs a body: a SerializationFailure then propagates to be run again."""
         self._listening = False
 
+    PARAM = "%s"
+    """One parameter's placeholder in this backend's SQL (a literal % is written %%)."""
+    LIKE = "ILIKE"
+    """The pattern match that ignores case, as SQLite's LIKE ignores ASCII case."""
+    TEXT_ORDER = ' COLLATE "C"'
+    """The collation clause that orders text by its UTF-8 bytes (the database's own may follow a locale)."""
+
     # -- the ledger's Connection -------------------------------------------------------------------------
     @property
     def in_transaction(self) -> bool:
@@ -495,12 +503,28 @@ class PgConnection:
         special = self._special(sql.strip())
         if special is not None:
             return special
+        return self._run(sql if "%s" in sql else translate(sql), params)
+
+    def run(self, name: str, params: Sequence[Any] = (), /) -> PgCursor:
+        """Run the named statement of `ledger/store/sql/postgres/` (`AREA.NAME`, `ledger.store.queries`) and return
+        its rows. Raises KeyError for a name no file gives, else the ledger's own errors."""
+        return self._run(queries.load("postgres")[name], params)
+
+    def begin_read(self) -> None:
+        """Open a read transaction on one snapshot (REPEATABLE READ, as SQLite's deferred transaction reads one)."""
+        try:
+            self._session().execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        except psycopg.Error as e:
+            raise _as_ledger_error(e, self.url) from None
+
+    def _run(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> PgCursor:
+        """Run one statement in PostgreSQL's own SQL (`%s` placeholders, `%%` for a literal %) and return its rows."""
         self._session()
         args: Any = params
         if isinstance(params, (list, tuple)):
             args = [int(p) if isinstance(p, bool) else p for p in params]
         try:
-            cur = self.raw.execute(translate(sql), args or None)
+            cur = self.raw.execute(sql, args)
             res = cur.pgresult
             rows = cur.fetchall() if res is not None and res.status == ExecStatus.TUPLES_OK else []
         except psycopg.Error as e:
@@ -518,7 +542,7 @@ class PgConnection:
         try:
             with self._session().cursor(name=f"reclaim_stream_{next(_STREAMS)}") as cur:
                 cur.itersize = batch
-                cur.execute(translate(sql), list(params) or None)
+                cur.execute(sql if "%s" in sql else translate(sql), list(params))
                 yield from cur
         except psycopg.Error as e:
             raise _as_ledger_error(e, self.url) from None

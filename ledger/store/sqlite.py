@@ -26,6 +26,7 @@ from ledger.errors import (
     LedgerUnusable,
 )
 from ledger.files import place_new, unlink_all
+from ledger.store import queries
 
 APPLICATION_ID = 0x52434C4D  # "RCLM": marks a SQLite file as a reclaim ledger
 BUSY_TIMEOUT_MS = 5000
@@ -449,6 +450,22 @@ class SqliteConnection(sqlite3.Connection):
 
     ledger_name: str = "ledger"
     """The ledger as it was named when opened (the path given), for messages."""
+
+    PARAM = "?"
+    """One parameter's placeholder in this backend's SQL."""
+    LIKE = "LIKE"
+    """The pattern match that ignores ASCII case (SQLite's LIKE does)."""
+    TEXT_ORDER = ""
+    """The collation clause that orders text by its UTF-8 bytes (SQLite's BINARY, the default, already does)."""
+
+    def run(self, name: str, parameters: Any = (), /) -> SqliteCursor:
+        """Run the named statement of `ledger/store/sql/sqlite/` (`AREA.NAME`, `ledger.store.queries`). Raises
+        KeyError for a name no file gives, else what `execute` raises."""
+        return self.execute(queries.load("sqlite")[name], parameters)
+
+    def begin_read(self) -> None:
+        """Open a read transaction (a deferred BEGIN: its snapshot is taken at the first read; no write lock)."""
+        self.execute("BEGIN")
 
     def execute(self, sql: str, parameters: Any = (), /) -> SqliteCursor:
         try:

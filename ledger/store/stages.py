@@ -1,7 +1,8 @@
 """The SQL behind the held-job stages (ledger.stages) and the `stage:` term of a typed filter: who has looked at a
 job in its current attempt.
 
-The same SQL on both backends; each condition is served by `events_job_kind (job_id, operation, kind, id)`.
+Composed here, from what the connection declares (`PARAM`): the conditions are shared with a page's filter
+(ledger.store.jobs.filter_clause). Each condition is served by `events_job_kind (job_id, operation, kind, id)`.
 Only reads.
 """
 
@@ -25,14 +26,17 @@ def has_finding(outer: str) -> str:
     return f"EXISTS (SELECT 1 FROM events f WHERE {_since_release(outer, 'f')} AND f.kind = 'finding')"
 
 
-def authored_by(outer: str) -> str:
-    """SQL (one parameter, the actor): the actor queried the remote or wrote a finding in the current attempt."""
+def authored_by(outer: str, param: str) -> str:
+    """SQL (one parameter, the actor, written `param`): the actor queried the remote or wrote a finding in the
+    current attempt."""
     return (f"EXISTS (SELECT 1 FROM events a WHERE {_since_release(outer, 'a')} "
-            "AND a.kind IN ('finding', 'remote_query') AND a.actor = ?)")
+            f"AND a.kind IN ('finding', 'remote_query') AND a.actor = {param})")
 
 
-def stage_clause(stage: str, outer: str, me: str | None, four_eyes: bool) -> tuple[list[str], list[Any]]:
-    """SQL conditions (ANDed) and their parameters selecting the `outer` job rows in `stage` (one of
+def stage_clause(
+    conn: Connection, stage: str, outer: str, me: str | None, four_eyes: bool
+) -> tuple[list[str], list[Any]]:
+    """SQL conditions (ANDed, in `conn`'s backend's SQL) and their parameters selecting the `outer` job rows in `stage` (one of
     `ledger.model.STAGES`): awaiting-my-approval leaves out, under `four_eyes`, the jobs `me` queried or wrote a
     finding for."""
     finding = has_finding(outer)
@@ -42,14 +46,15 @@ def stage_clause(stage: str, outer: str, me: str | None, four_eyes: bool) -> tup
         return [f"{outer}.owner IS NOT NULL", f"{outer}.owner <> ''"], []
     where = [f"{outer}.state IN ('held', 'failed')", finding]
     if stage == "awaiting-my-approval" and four_eyes and me:
-        return [*where, f"NOT {authored_by(outer)}"], [me]
+        return [*where, f"NOT {authored_by(outer, conn.PARAM)}"], [me]
     return where, []
 
 
 def attempt_looks(conn: Connection, key: JobKey) -> list[tuple[str, str, float]]:
     """(kind, actor, at) of the findings and queries in the job's current attempt, oldest first."""
+    p = conn.PARAM
     rows = conn.execute(
-        "SELECT e.kind, e.actor, e.at FROM events e, jobs j WHERE j.job_id = ? AND j.operation = ? AND "
+        f"SELECT e.kind, e.actor, e.at FROM events e, jobs j WHERE j.job_id = {p} AND j.operation = {p} AND "
         f"{_since_release('j', 'e')} AND e.kind IN ('finding', 'remote_query') ORDER BY e.id",
         (key.job_id, key.operation),
     ).fetchall()
@@ -62,6 +67,6 @@ def count_awaiting(conn: Connection, actor: str | None) -> int:
     sql = f"SELECT COUNT(*) FROM jobs WHERE state = 'held' AND {has_finding('jobs')}"
     params: list[Any] = []
     if actor is not None:
-        sql += f" AND NOT {authored_by('jobs')}"
+        sql += f" AND NOT {authored_by('jobs', conn.PARAM)}"
         params.append(actor)
     return int(conn.execute(sql, params).fetchone()[0])

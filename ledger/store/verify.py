@@ -23,7 +23,7 @@ def snapshot(conn: Connection) -> Iterator[None]:
     """Run the block in one read transaction (every read sees the same snapshot; nothing is written), ended with
     COMMIT; on a damaged file where COMMIT itself fails, rolled back, and no error of the end is raised. An error
     starting it is raised (the ledger's own)."""
-    conn.execute("BEGIN")
+    conn.begin_read()
     try:
         yield
     finally:

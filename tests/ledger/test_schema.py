@@ -58,11 +58,11 @@ def test_statement_splitter_keeps_trigger_bodies_whole() -> None:
 
 
 def test_the_held_check_of_reserve_searches_held_jobs_by_target_without_sorting(tmp_path: Path) -> None:
-    from ledger.store.jobs import HELD_ON_TARGET
+    from ledger.store import queries
 
     path = tmp_path / "l.db"
     create_ledger(path)
     conn = connect(path)
-    plan = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {HELD_ON_TARGET}", ("t",)).fetchall()]
+    plan = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {queries.load('sqlite')['jobs.held_on_target']}", ("t",)).fetchall()]
     assert plan == ["SEARCH jobs USING INDEX jobs_held_target (target=?)"], plan  # no TEMP B-TREE for the order
     conn.close()

@@ -91,13 +91,22 @@ def test_pages_of_a_group_in_age_order_within_limits(
         assert jobs_store.held_jobs(c, limit=0) == []
 
 
-def test_the_typed_filter_as_sql_escapes_its_wildcards() -> None:
-    where, params = jobs_store.filter_clause(JobFilter(operation="article.*", text="50%_off", owner="bob"), "j")
-    assert where[0].startswith("(j.job_id LIKE ? ESCAPE")
+def test_the_typed_filter_as_sql_escapes_its_wildcards(conn: Connection) -> None:
+    where, params = jobs_store.filter_clause(conn, JobFilter(operation="article.*", text="50%_off", owner="bob"), "j")
+    assert where[0].startswith(f"(j.job_id {conn.LIKE} {conn.PARAM} ESCAPE")
     assert params == ["%50\\%\\_off%"] * 5 + ["bob", "article.%"]
-    assert jobs_store.filter_clause(JobFilter()) == ([], [])
-    stage_where, stage_params = jobs_store.filter_clause(JobFilter(stage="awaiting-my-approval", me="bob"))
+    assert jobs_store.filter_clause(conn, JobFilter()) == ([], [])
+    stage_where, stage_params = jobs_store.filter_clause(conn, JobFilter(stage="awaiting-my-approval", me="bob"))
     assert len(stage_where) == 3 and stage_params == ["bob"]
+
+
+def test_the_typed_filter_matches_ascii_case_and_wildcards_literally(
+    sim: Simulator, conn: Connection, cfg: Config, clock: ManualClock,
+) -> None:
+    for jid in ("Sale-50%_off", "sale-50xxoff"):
+        submit_now(conn, cfg, OP, {"input": jid}, clock=clock, job_id=jid, remotes=RemoteCache(cfg))
+    page = jobs_store.list_jobs(conn, "submitted", flt=JobFilter(text="SALE-50%_OFF"))
+    assert [j.key.job_id for j in page] == ["Sale-50%_off"]
 
 
 def test_a_fenced_write_is_kept_for_its_job(
