@@ -78,6 +78,10 @@ class Connection(Protocol):
         """Run the backend's statement `name` (`AREA.NAME` of `ledger/store/sql/BACKEND/AREA.sql`)."""
         ...
 
+    def sql(self, name: str) -> str:
+        """The text of the backend's statement `name` (to stream it, or compose it with more)."""
+        ...
+
     def begin_read(self) -> None:
         """Open a read transaction on one snapshot (no write lock)."""
         ...

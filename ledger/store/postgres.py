@@ -510,6 +510,11 @@ class PgConnection:
         its rows. Raises KeyError for a name no file gives, else the ledger's own errors."""
         return self._run(queries.load("postgres")[name], params)
 
+    def sql(self, name: str) -> str:
+        """The text of the named statement of `ledger/store/sql/postgres/` (for a statement streamed, or composed
+        with more). Raises KeyError for a name no file gives."""
+        return queries.load("postgres")[name]
+
     def begin_read(self) -> None:
         """Open a read transaction on one snapshot (REPEATABLE READ, as SQLite's deferred transaction reads one)."""
         try:

@@ -463,6 +463,11 @@ class SqliteConnection(sqlite3.Connection):
         KeyError for a name no file gives, else what `execute` raises."""
         return self.execute(queries.load("sqlite")[name], parameters)
 
+    def sql(self, name: str) -> str:
+        """The text of the named statement of `ledger/store/sql/sqlite/` (for a statement streamed, or composed
+        with more). Raises KeyError for a name no file gives."""
+        return queries.load("sqlite")[name]
+
     def begin_read(self) -> None:
         """Open a read transaction (a deferred BEGIN: its snapshot is taken at the first read; no write lock)."""
         self.execute("BEGIN")

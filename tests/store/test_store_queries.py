@@ -11,7 +11,7 @@ import pytest
 from ledger.store import queries
 
 STORE = Path(queries.__file__).parent
-_RUN = re.compile(r"""\.run\(\s*["']([a-z_]+\.[a-z0-9_]+)["']""")
+_RUN = re.compile(r"""\.(?:run|sql)\(\s*["']([a-z_]+\.[a-z0-9_]+)["']""")
 _STRINGS = re.compile(r"'(?:[^']|'')*'")
 
 
