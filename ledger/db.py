@@ -69,15 +69,7 @@ def write_tx(
     advisory lock, the audit chain's, or with `lock` (an operation name) that operation's only, or with
     `rows_only` (a block that appends no event and locks its rows itself, e.g. `FOR UPDATE SKIP LOCKED`) none.
     """
-    if store.is_pg(conn):
-        from ledger.store.postgres import CHAIN_LOCK, operation_lock
-
-        return cast(
-            AbstractContextManager[Connection],
-            conn.write(None if rows_only else CHAIN_LOCK if lock is None else operation_lock(lock), wait),
-        )
-    sqlite_conn = cast(sqlite_store.SqliteConnection, conn)
-    return cast(AbstractContextManager[Connection], sqlite_store.write_tx(sqlite_conn, wait=wait))  # not wrapped again
+    return conn.write_tx(wait=wait, lock=lock, rows_only=rows_only)
 
 
 def close_quietly(conn: Connection) -> None:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar
 
 from ledger.clock import Clock, SystemClock
 
@@ -86,6 +86,54 @@ class Connection(Protocol):
         """Open a read transaction on one snapshot (no write lock)."""
         ...
 
+    # What differs between the backends, each declared by its connection class; the functions below call these.
+    SERVER_CLOCK: bool
+    """True when leases are judged by the database server's clock (PostgreSQL: hosts share it)."""
+    NOTIFIES: bool
+    """True when a commit is notified (PostgreSQL's NOTIFY); else a wait for a change polls the token."""
+
+    def write_tx(
+        self, *, wait: float | None = None, lock: str | None = None, rows_only: bool = False
+    ) -> AbstractContextManager[Any]:
+        """One write transaction (`ledger.db.write_tx`)."""
+        ...
+
+    def lock_chain(self) -> None:
+        """Inside a write transaction, wait for the right to append to the audit chain."""
+        ...
+
+    def run_retrying(self, body: Callable[[], T]) -> T:
+        """Run `body` again when the backend aborted it for a serialization failure (`retrying`)."""
+        ...
+
+    def change_token(self) -> int:
+        """A number that moves whenever another connection commits."""
+        ...
+
+    def wait_change(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a commit's notification; True when one came."""
+        ...
+
+    def stream(self, sql: str, params: Sequence[Any] = (), batch: int = 1000) -> Iterator[Any]:
+        """The rows of one SELECT, never held in memory whole."""
+        ...
+
+    def location(self) -> str:
+        """Where the ledger lives, for messages."""
+        ...
+
+    def check_pages(self, budget_seconds: float) -> bool:
+        """Check the pages for damage within `budget_seconds` (`check_pages`)."""
+        ...
+
+    def integrity_problems(self) -> list[str]:
+        """Every damage the backend's full check finds."""
+        ...
+
+    def missing_triggers(self) -> list[str]:
+        """The triggers a current ledger must have that this one lacks, sorted."""
+        ...
+
     @property
     def in_transaction(self) -> bool: ...
 
@@ -132,8 +180,8 @@ class DbClock:
 def ledger_clock(conn: Connection, clock: Clock) -> Clock:
     """The clock to judge leases by on `conn`: the server's for PostgreSQL when `clock` is the host's wall
     clock (unshifted), else `clock` itself (tests' manual clocks, a deliberately shifted clock, SQLite)."""
-    if is_pg(conn) and type(clock) is SystemClock and clock.offset == 0.0:
-        return DbClock(cast(Connection, conn))
+    if conn.SERVER_CLOCK and type(clock) is SystemClock and clock.offset == 0.0:
+        return DbClock(conn)
     return clock
 
 
@@ -146,10 +194,7 @@ def host_clock(clock: Clock) -> Clock:
 def stream(conn: Connection, sql: str, params: Sequence[Any] = (), batch: int = 1000) -> Iterator[Any]:
     """Yield the rows of one SELECT without holding the whole result in memory: SQLite steps its cursor,
     PostgreSQL reads a server-side cursor `batch` rows at a time (inside the open transaction)."""
-    if is_pg(conn):
-        yield from conn.stream(sql, params, batch)
-        return
-    yield from conn.execute(sql, tuple(params))
+    yield from conn.stream(sql, params, batch)
 
 
 @contextmanager
@@ -174,11 +219,7 @@ def order_text(conn: Connection) -> str:
 
 def missing_triggers(conn: Connection) -> list[str]:
     """The triggers a current ledger must have that this one lacks (dropped, or disabled on PostgreSQL), sorted."""
-    if is_pg(conn):
-        from ledger.store import postgres as backend
-    else:
-        from ledger.store import sqlite as backend  # type: ignore[no-redef]
-    return sorted(backend.TRIGGERS - backend.triggers(conn))
+    return conn.missing_triggers()
 
 
 def lock_chain(conn: Connection) -> None:
@@ -187,47 +228,19 @@ def lock_chain(conn: Connection) -> None:
     SQLite's BEGIN IMMEDIATE already gives it; on PostgreSQL a transaction-scoped advisory lock, so the
     hash chain and the per-job sequence numbers are read and extended by one transaction at a time.
     """
-    if is_pg(conn):
-        from ledger.store.postgres import CHAIN_LOCK
-
-        conn.execute("SELECT pg_advisory_xact_lock(?)", (CHAIN_LOCK,))
+    conn.lock_chain()
 
 
 def retrying(conn: Connection, body: Callable[[], T]) -> T:
     """Run `body` (which opens its own write transaction) again when PostgreSQL aborted it for a
     serialization failure or a deadlock, a few times with a short jittered pause; once on SQLite."""
-    if not is_pg(conn):
-        return body()
-    outer = conn.retrying
-    conn.retrying = True
-    try:
-        return _retry(body)
-    finally:
-        conn.retrying = outer
-
-
-def _retry(body: Callable[[], T]) -> T:
-    import random
-
-    from ledger.errors import LedgerLocked, SerializationFailure
-
-    for i in range(8):
-        try:
-            return body()
-        except SerializationFailure as e:
-            if i == 7:
-                raise LedgerLocked(f"ledger: {e}; retry later") from None
-            time.sleep(random.uniform(0.001, 0.004 * (i + 1)))
-    raise AssertionError("unreachable")
+    return conn.run_retrying(body)
 
 
 def change_token(conn: Connection) -> int:
     """A number that moves whenever another connection commits to the ledger (SQLite's data_version; on
     PostgreSQL a digest of the server's current snapshot). Cheap: for polling between reads."""
-    if is_pg(conn):
-        return conn.change_token()
-    row = conn.execute("PRAGMA data_version").fetchone()
-    return int(row[0])
+    return conn.change_token()
 
 
 CHANGE_POLL_SECONDS = 0.05
@@ -248,7 +261,7 @@ def wait_for_change(
     reads), it only waits. Raises the ledger's own error when the ledger cannot be read.
     """
     deadline = time.monotonic() + seconds
-    if conn is None or (since is None and not is_pg(conn)):
+    if conn is None or (since is None and not conn.NOTIFIES):
         if wake is None:
             time.sleep(seconds)
         else:
@@ -261,7 +274,7 @@ def wait_for_change(
         if left <= 0 or (wake is not None and wake.is_set()):
             return False
         step = left if wake is None and since is None else min(left, CHANGE_POLL_SECONDS)
-        if is_pg(conn):
+        if conn.NOTIFIES:
             if conn.wait_change(step):
                 return True
         elif wake is not None:
@@ -273,11 +286,7 @@ def wait_for_change(
 
 def ledger_file(conn: Connection) -> str:
     """Where the ledger lives: the SQLite file's full path, or the PostgreSQL URL with any password hidden."""
-    if is_pg(conn):
-        return shown_ledger(conn.url)
-    from ledger.store.sqlite import SqliteConnection, ledger_path
-
-    return ledger_path(cast(SqliteConnection, conn))
+    return conn.location()
 
 
 def loose_permissions(ledger: str | Path) -> list[str]:
@@ -297,17 +306,10 @@ def check_pages(conn: Connection, budget_seconds: float) -> bool:
     ledger; `reclaim verify` checks it all). Raises LedgerCorrupt naming the first damage found. On PostgreSQL
     the server checks its own pages as it reads them: True at once.
     """
-    if is_pg(conn):
-        return True
-    from ledger.store.sqlite import SqliteConnection
-    from ledger.store.sqlite import check_pages as sqlite_check_pages
-
-    return sqlite_check_pages(cast(SqliteConnection, conn), budget_seconds)
+    return conn.check_pages(budget_seconds)
 
 
 def integrity_problems(conn: Connection) -> list[str]:
     """Every damaged page or index the backend's full check finds (SQLite's integrity_check), [] when none; on
     PostgreSQL [] (the server checks its own pages). Raises the ledger's own error when the check cannot run."""
-    if is_pg(conn):
-        return []
-    return [str(r[0]) for r in conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
+    return conn.integrity_problems()

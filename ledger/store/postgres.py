@@ -16,9 +16,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
+import random
 import re
+import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -588,6 +590,59 @@ class PgConnection:
                 raise _as_ledger_error(e, self.url) from None
             return PgCursor([], -1)
         return None
+
+    # -- what differs from SQLite, declared here (ledger.store's functions call these, never branch) ---------------
+    SERVER_CLOCK = True
+    """Leases are judged by the server's clock: every host sharing the ledger reads the same one."""
+    NOTIFIES = True
+    """The event trigger NOTIFYs every appended event: a wait for a change listens (`wait_change`)."""
+
+    def write_tx(
+        self, *, wait: float | None = None, lock: str | None = None, rows_only: bool = False
+    ) -> AbstractContextManager[PgConnection]:
+        """One READ COMMITTED write transaction (`write`) under the chain's advisory lock, or with `lock` (an
+        operation name) that operation's only, or with `rows_only` (a block that appends no event and locks its
+        rows itself) none."""
+        return self.write(None if rows_only else CHAIN_LOCK if lock is None else operation_lock(lock), wait)
+
+    def lock_chain(self) -> None:
+        """Inside a write transaction, wait for the right to append to the audit chain: a transaction-scoped
+        advisory lock, so the hash chain and the per-job sequence numbers grow one transaction at a time."""
+        self._run("SELECT pg_advisory_xact_lock(%s)", (CHAIN_LOCK,))
+
+    def run_retrying(self, body: Callable[[], T]) -> T:
+        """Run `body` (which opens its own write transaction) again when the server aborted it for a
+        serialization failure or a deadlock, a few times with a short jittered pause. Raises LedgerLocked when
+        the eighth try fails so too."""
+        outer = self.retrying
+        self.retrying = True
+        try:
+            for i in range(8):
+                try:
+                    return body()
+                except SerializationFailure as e:
+                    if i == 7:
+                        raise LedgerLocked(f"ledger: {e}; retry later") from None
+                    time.sleep(random.uniform(0.001, 0.004 * (i + 1)))
+            raise AssertionError("unreachable")
+        finally:
+            self.retrying = outer
+
+    def location(self) -> str:
+        """The URL, any password hidden."""
+        return _redact(self.url)
+
+    def check_pages(self, budget_seconds: float) -> bool:
+        """True at once: the server checks its own pages as it reads them."""
+        return True
+
+    def integrity_problems(self) -> list[str]:
+        """[]: the server checks its own pages (there is no whole-database check to run from here)."""
+        return []
+
+    def missing_triggers(self) -> list[str]:
+        """The triggers a current ledger has that this database lacks (dropped or disabled), sorted."""
+        return sorted(TRIGGERS - triggers(self))
 
     # -- PostgreSQL's own ---------------------------------------------------------------------------------
     def change_token(self) -> int:

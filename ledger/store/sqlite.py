@@ -10,11 +10,11 @@ import random
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 from ledger.errors import (
@@ -412,6 +412,9 @@ def _mapped(e: sqlite3.Error, conn: sqlite3.Connection) -> BaseException:
     return ledger_error(e, getattr(conn, "ledger_name", "ledger"))
 
 
+T = TypeVar("T")
+
+
 class SqliteCursor(sqlite3.Cursor):
     """A cursor whose reads raise the ledger's own errors (a damaged page is met while stepping, not only at
     `execute`)."""
@@ -471,6 +474,55 @@ class SqliteConnection(sqlite3.Connection):
     def begin_read(self) -> None:
         """Open a read transaction (a deferred BEGIN: its snapshot is taken at the first read; no write lock)."""
         self.execute("BEGIN")
+
+    # -- what differs from PostgreSQL, declared here (ledger.store's functions call these, never branch) ------------
+    SERVER_CLOCK = False
+    """Leases are judged by the host's clock (one file, one host's processes)."""
+    NOTIFIES = False
+    """No notification of a commit: a wait for a change polls `change_token`."""
+
+    def write_tx(
+        self, *, wait: float | None = None, lock: str | None = None, rows_only: bool = False
+    ) -> AbstractContextManager[SqliteConnection]:
+        """One BEGIN IMMEDIATE transaction (module `write_tx`); `lock` and `rows_only` change nothing on a file,
+        whose one write lock serializes every writer."""
+        return _WriteTx(self, wait)
+
+    def lock_chain(self) -> None:
+        """Nothing to take: BEGIN IMMEDIATE already gave the right to append to the audit chain."""
+
+    def run_retrying(self, body: Callable[[], T]) -> T:
+        """Run `body` once: SQLite aborts no transaction for a serialization failure."""
+        return body()
+
+    def change_token(self) -> int:
+        """PRAGMA data_version: moves whenever another connection commits to the file."""
+        return int(self.execute("PRAGMA data_version").fetchone()[0])
+
+    def wait_change(self, timeout: float) -> bool:
+        """No notification comes on SQLite: sleeps `timeout` seconds and returns False."""
+        time.sleep(timeout)
+        return False
+
+    def stream(self, sql: str, params: Sequence[Any] = (), batch: int = 1000) -> Iterator[Any]:
+        """The rows of one SELECT, stepped from the cursor (never held whole); `batch` is PostgreSQL's."""
+        yield from self.execute(sql, tuple(params))
+
+    def location(self) -> str:
+        """The ledger file's full path."""
+        return ledger_path(self)
+
+    def check_pages(self, budget_seconds: float) -> bool:
+        """PRAGMA quick_check for at most `budget_seconds` (module `check_pages`)."""
+        return check_pages(self, budget_seconds)
+
+    def integrity_problems(self) -> list[str]:
+        """Every damaged page or index PRAGMA integrity_check finds, [] when none."""
+        return [str(r[0]) for r in self.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
+
+    def missing_triggers(self) -> list[str]:
+        """The triggers a current ledger has that this file lacks (dropped), sorted."""
+        return sorted(TRIGGERS - triggers(self))
 
     def execute(self, sql: str, parameters: Any = (), /) -> SqliteCursor:
         try:
