@@ -1,12 +1,12 @@
 """The SQL behind what the remote says (ledger.evidence, ledger.foreign, ledger.receiver): the tables `evidence`,
 `evidence_handled`, `webhook_deliveries`, `webhook_refusals` and `foreign_interactions`.
 
-The same SQL on both backends. The decisions (does the evidence say the job ran, whose interaction a record is, is
-it foreign) stay in the rule modules; these operations only read and write rows. A write runs inside the caller's
-transaction (`ledger.db.write_tx`) and never commits. Every operation raises the ledger's own errors only:
-LedgerUnavailable (the server cannot be reached), LedgerLocked (the write lock was held too long), LedgerCorrupt
-(damaged pages), LedgerConflict (a constraint or an append-only trigger refused a write), SerializationFailure
-(PostgreSQL rolled the transaction back: run it again).
+Each backend's SQL is its own (`ledger/store/sql/BACKEND/evidence.sql`, run by name). The decisions (does the
+evidence say the job ran, whose interaction a record is, is it foreign) stay in the rule modules; these operations
+only read and write rows. A write runs inside the caller's transaction (`ledger.db.write_tx`) and never commits.
+Every operation raises the ledger's own errors only: LedgerUnavailable (the server cannot be reached), LedgerLocked
+(the write lock was held too long), LedgerCorrupt (damaged pages), LedgerConflict (a constraint or an append-only
+trigger refused a write), SerializationFailure (PostgreSQL rolled the transaction back: run it again).
 """
 
 from __future__ import annotations
@@ -34,12 +34,11 @@ def record(
     On PostgreSQL it first waits for the chain lock, so the evidence chain is extended by one transaction at a
     time. Raises LedgerConflict when the evidence chain's rules refuse the row."""
     store.lock_chain(conn)
-    prev = conn.execute("SELECT hash FROM evidence ORDER BY id DESC LIMIT 1").fetchone()
+    prev = conn.run("evidence.last_hash").fetchone()
     values = [at, source, idem_key, attempt, handle, remote_state, job.job_id if job else None,
               job.operation if job else None, ref, detail_json(detail or {})]
-    row = conn.execute(
-        "INSERT INTO evidence (at, source, idem_key, attempt, handle, remote_state, job_id, operation, ref, detail, "
-        "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+    row = conn.run(
+        "evidence.insert",
         (*values, prev[0] if prev else None, seal.side_hash(prev[0] if prev else None, values)),
     ).fetchone()
     return int(row[0])
@@ -48,32 +47,30 @@ def record(
 def for_job(conn: Connection, job: Job, *, attempt: int | None = None) -> list[Evidence]:
     """Every piece of evidence for the job's idem key (of one attempt when given), oldest first; [] when none."""
     if attempt is None:
-        rows = conn.execute("SELECT * FROM evidence WHERE idem_key = ? ORDER BY id", (job.idem_key,))
+        rows = conn.run("evidence.for_idem_key", (job.idem_key,))
     else:
-        rows = conn.execute(
-            "SELECT * FROM evidence WHERE idem_key = ? AND attempt = ? ORDER BY id", (job.idem_key, attempt)
-        )
+        rows = conn.run("evidence.for_idem_key_attempt", (job.idem_key, attempt))
     return [Evidence.from_row(r) for r in rows]
 
 
 def for_handle(conn: Connection, handle: str, *, source: str | None = None) -> list[Evidence]:
     """Every piece of evidence naming the remote handle `handle` (of one source when given), oldest first."""
     if source is None:
-        rows = conn.execute("SELECT * FROM evidence WHERE handle = ? ORDER BY id", (handle,))
+        rows = conn.run("evidence.for_handle", (handle,))
     else:
-        rows = conn.execute("SELECT * FROM evidence WHERE handle = ? AND source = ? ORDER BY id", (handle, source))
+        rows = conn.run("evidence.for_handle_source", (handle, source))
     return [Evidence.from_row(r) for r in rows]
 
 
 def get(conn: Connection, evidence_id: int) -> Evidence | None:
     """One piece of evidence by id, or None when there is none with that id."""
-    row = conn.execute("SELECT * FROM evidence WHERE id = ?", (evidence_id,)).fetchone()
+    row = conn.run("evidence.get", (evidence_id,)).fetchone()
     return Evidence.from_row(row) if row is not None else None
 
 
 def latest_id(conn: Connection) -> int:
     """The id of the newest evidence record (0: none yet)."""
-    return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM evidence").fetchone()[0])
+    return int(conn.run("evidence.latest_id").fetchone()[0])
 
 
 # -- what the worker passes did with it (evidence_handled) -----------------------------------------------------------
@@ -83,9 +80,8 @@ def mark_handled(conn: Connection, evidence_id: int, outcome: str, now: float,
     recorded for it stays (a second is ignored). `record`: what the pass read of an orphan's interaction that may
     tell whose it could be (`created`, `model`; `{}` when it could not be read), kept so a held job can list it as
     a candidate (`orphans_since`)."""
-    conn.execute(
-        "INSERT INTO evidence_handled (evidence_id, at, outcome, record) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (evidence_id) DO NOTHING",
+    conn.run(
+        "evidence.mark_handled",
         (evidence_id, now, outcome, detail_json(record) if record is not None else None),
     )
 
@@ -93,23 +89,17 @@ def mark_handled(conn: Connection, evidence_id: int, outcome: str, now: float,
 def unhandled(conn: Connection, limit: int = 200) -> Iterator[Evidence]:
     """Webhook evidence for a known job that no pass has acted on yet, the oldest `limit`, oldest first (read at
     once: the iterator holds no cursor)."""
-    rows = conn.execute(
-        "SELECT e.* FROM evidence e LEFT JOIN evidence_handled h ON h.evidence_id = e.id "
-        "WHERE h.evidence_id IS NULL AND e.source = 'webhook' AND e.job_id IS NOT NULL ORDER BY e.id LIMIT ?",
-        (limit,),
-    ).fetchall()
+    rows = conn.run("evidence.unhandled", (limit,)).fetchall()
     return (Evidence.from_row(r) for r in rows)
 
 
 def unattributed(conn: Connection, limit: int = 200, *, newest: bool = False) -> list[Evidence]:
     """Webhook evidence that names no job and that no pass has looked at yet: the oldest `limit`, oldest first (with
     `newest`: the newest `limit`, newest first)."""
-    order = "DESC" if newest else ""
-    rows = conn.execute(
-        "SELECT e.* FROM evidence e LEFT JOIN evidence_handled h ON h.evidence_id = e.id "
-        f"WHERE h.evidence_id IS NULL AND e.source = 'webhook' AND e.job_id IS NULL ORDER BY e.id {order} LIMIT ?",
-        (limit,),
-    ).fetchall()
+    if newest:
+        rows = conn.run("evidence.unattributed_newest", (limit,)).fetchall()
+    else:
+        rows = conn.run("evidence.unattributed_oldest", (limit,)).fetchall()
     return [Evidence.from_row(r) for r in rows]
 
 
@@ -117,13 +107,7 @@ def orphans(conn: Connection, limit: int = 200) -> list[Evidence]:
     """Evidence that names no job of this ledger, the newest `limit`, newest first: awaiting attribution (`outcome`
     None) or left orphan by a pass (`outcome` says why). Evidence a pass attributed to a job, or found another
     application's (foreign), is not listed."""
-    rows = conn.execute(
-        "SELECT e.*, h.outcome AS handled_outcome FROM evidence e "
-        "LEFT JOIN evidence_handled h ON h.evidence_id = e.id "
-        "WHERE e.job_id IS NULL AND (h.outcome IS NULL OR (h.outcome NOT LIKE 'attributed%' "
-        "AND h.outcome NOT LIKE 'foreign%')) "
-        "ORDER BY e.id DESC LIMIT ?", (limit,),
-    ).fetchall()
+    rows = conn.run("evidence.orphans", (limit,)).fetchall()
     return [Evidence.from_row(r, r["handled_outcome"]) for r in rows]
 
 
@@ -145,12 +129,8 @@ def orphans_since(conn: Connection, since: float, limit: int = 500) -> list[Unow
     job, or whose record names an idem key (another application's or a job's gone), or signed for a remote no
     operation uses. `created` and `model` are what the pass kept of the record (None when not read or not a
     usable value)."""
-    rows = conn.execute(
-        "SELECT e.*, h.outcome AS handled_outcome, h.record AS handled_record FROM evidence e "
-        "LEFT JOIN evidence_handled h ON h.evidence_id = e.id "
-        "WHERE e.job_id IS NULL AND e.source = 'webhook' AND e.at >= ? "
-        "AND (h.evidence_id IS NULL OR h.record IS NOT NULL OR h.outcome LIKE ? OR h.outcome LIKE ?) "
-        "ORDER BY e.id LIMIT ?",
+    rows = conn.run(
+        "evidence.orphans_since",
         (since, UNOWNED_OUTCOMES[0] + "%", UNOWNED_OUTCOMES[1] + "%", limit),
     ).fetchall()
     out: list[Unowned] = []
@@ -169,7 +149,7 @@ def orphans_since(conn: Connection, since: float, limit: int = 500) -> list[Unow
 # -- webhook deliveries and refusals ----------------------------------------------------------------------------------
 def delivery_signature(conn: Connection, webhook_id: str) -> str | None:
     """The signature the delivery `webhook_id` was first received with; None when it was never received."""
-    row = conn.execute("SELECT signature FROM webhook_deliveries WHERE webhook_id = ?", (webhook_id,)).fetchone()
+    row = conn.run("evidence.delivery_signature", (webhook_id,)).fetchone()
     return str(row[0]) if row is not None else None
 
 
@@ -177,25 +157,20 @@ def record_delivery(conn: Connection, *, webhook_id: str, received_at: float, si
                     evidence_id: int | None) -> None:
     """Record a verified delivery once (inside the caller's write transaction), with the evidence it became (None:
     none, an event reclaim does not act on). Raises LedgerConflict when `webhook_id` was already recorded."""
-    conn.execute(
-        "INSERT INTO webhook_deliveries (webhook_id, received_at, signature, type, evidence_id) "
-        "VALUES (?, ?, ?, ?, ?)", (webhook_id, received_at, signature, kind, evidence_id),
+    conn.run(
+        "evidence.record_delivery", (webhook_id, received_at, signature, kind, evidence_id),
     )
 
 
 def count_refusal(conn: Connection, reason: str, n: int = 1) -> None:
     """Add `n` refused (or redelivered) webhook deliveries to the counter for `reason` (inside the caller's write
     transaction; nothing else changes)."""
-    conn.execute(
-        "INSERT INTO webhook_refusals (reason, n) VALUES (?, ?) "
-        "ON CONFLICT (reason) DO UPDATE SET n = webhook_refusals.n + excluded.n",
-        (reason, n),
-    )
+    conn.run("evidence.count_refusal", (reason, n))
 
 
 def refusal_counts(conn: Connection) -> dict[str, int]:
     """Refused webhook deliveries by reason, in the order of the reasons ({} when none was refused)."""
-    return {str(r[0]): int(r[1]) for r in conn.execute("SELECT reason, n FROM webhook_refusals ORDER BY reason")}
+    return {str(r[0]): int(r[1]) for r in conn.run("evidence.refusal_counts")}
 
 
 # -- the register of foreign interactions ---------------------------------------------------------------------------
@@ -216,10 +191,8 @@ def register_foreign(conn: Connection, *, interaction_id: str, remote: str, labe
                      seen_at: float) -> None:
     """Register a foreign interaction with its first delivery and `labels` (JSON text, as kept) inside the caller's
     write transaction; an interaction already registered only has this delivery counted and its `last_seen` set."""
-    conn.execute(
-        "INSERT INTO foreign_interactions (interaction_id, remote, first_seen, last_seen, deliveries, labels, "
-        "evidence_id) VALUES (?, ?, ?, ?, 1, ?, ?) ON CONFLICT (interaction_id) DO UPDATE SET "
-        "last_seen = excluded.last_seen, deliveries = foreign_interactions.deliveries + 1",
+    conn.run(
+        "evidence.register_foreign",
         (interaction_id, remote, seen_at, seen_at, labels, evidence_id),
     )
 
@@ -227,28 +200,23 @@ def register_foreign(conn: Connection, *, interaction_id: str, remote: str, labe
 def count_foreign_delivery(conn: Connection, interaction_id: str, seen_at: float) -> bool:
     """Count one more delivery for `interaction_id` if it is registered foreign (inside the caller's write
     transaction); False when it is not (nothing is written)."""
-    row = conn.execute(
-        "UPDATE foreign_interactions SET last_seen = ?, deliveries = deliveries + 1 WHERE interaction_id = ? "
-        "RETURNING interaction_id", (seen_at, interaction_id),
-    ).fetchone()
+    row = conn.run("evidence.count_foreign_delivery", (seen_at, interaction_id)).fetchone()
     return row is not None
 
 
 def prune_foreign(conn: Connection, before: float) -> int:
     """Forget foreign interactions last seen before `before` (inside the caller's write transaction); how many."""
-    cur = conn.execute("DELETE FROM foreign_interactions WHERE last_seen < ?", (before,))
+    cur = conn.run("evidence.prune_foreign", (before,))
     return max(0, cur.rowcount or 0)
 
 
 def foreign_oldest_seen(conn: Connection) -> float | None:
     """When the longest-unseen foreign interaction was last seen (None: the register is empty)."""
-    row = conn.execute("SELECT MIN(last_seen) FROM foreign_interactions").fetchone()
+    row = conn.run("evidence.foreign_oldest_seen").fetchone()
     return float(row[0]) if row is not None and row[0] is not None else None
 
 
 def foreign_tally(conn: Connection) -> ForeignTally:
     """How many foreign interactions the register holds, the deliveries counted for them, the latest seen."""
-    row = conn.execute(
-        "SELECT COUNT(*), COALESCE(SUM(deliveries), 0), MAX(last_seen) FROM foreign_interactions"
-    ).fetchone()
+    row = conn.run("evidence.foreign_tally").fetchone()
     return ForeignTally(int(row[0]), int(row[1]), float(row[2]) if row[2] is not None else None)

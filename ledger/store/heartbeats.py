@@ -1,9 +1,9 @@
 """The SQL behind the workers' heartbeats (ledger.heartbeat): the table `worker_heartbeats`, one row per worker.
 
-The same SQL on both backends. `ledger.heartbeat` decides when a worker writes its row and what a board of rows
-says (live, silent, the last pass); these operations only read and write rows. A write runs inside the caller's
-transaction (`ledger.db.write_tx`). Every operation raises the ledger's own errors only: LedgerUnavailable,
-LedgerLocked, LedgerCorrupt, LedgerConflict.
+Each backend's SQL is its own (`ledger/store/sql/BACKEND/heartbeats.sql`, run by name). `ledger.heartbeat` decides
+when a worker writes its row and what a board of rows says (live, silent, the last pass); these operations only read
+and write rows. A write runs inside the caller's transaction (`ledger.db.write_tx`). Every operation raises the
+ledger's own errors only: LedgerUnavailable, LedgerLocked, LedgerCorrupt, LedgerConflict.
 """
 
 from __future__ import annotations
@@ -17,12 +17,8 @@ from ledger.store import Connection, Row
 
 COLUMNS = ("worker_id", "host", "pid", "version", "kind", "interval_s", "started_at", "pass_started_at",
            "pass_ended_at", "last_pass_at", "passes", "report", "error", "running", "stopped_at", "updated_at")
-"""The columns of a heartbeat row, in the order they are written and read."""
-_UPSERT = (
-    f"INSERT INTO worker_heartbeats ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
-    "ON CONFLICT (worker_id) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in COLUMNS[1:])
-)
+"""The columns of a heartbeat row, in the order they are written and read (the order of the statements in
+`heartbeats.sql`)."""
 RUNNING_LISTED = 100
 """At most this many workers marked running are read (`running`)."""
 
@@ -83,7 +79,7 @@ def _iso(ts: float | None) -> str | None:
 def write(conn: Connection, beat: Heartbeat) -> None:
     """Write the worker's row as `beat` says (inserted, or every column but its id replaced), inside the caller's
     write transaction."""
-    conn.execute(_UPSERT, (
+    conn.run("heartbeats.upsert", (
         beat.worker_id, beat.host, beat.pid, beat.version, beat.kind, beat.interval, beat.started_at,
         beat.pass_started_at, beat.pass_ended_at, beat.last_pass_at, beat.passes,
         json.dumps(beat.report, sort_keys=True), beat.error, int(beat.running), beat.stopped_at, beat.updated_at,
@@ -93,32 +89,23 @@ def write(conn: Connection, beat: Heartbeat) -> None:
 def prune(conn: Connection, *, stopped_before: float, silent_before: float) -> int:
     """Delete the rows of workers written last before `stopped_before` and stopped, or written last before
     `silent_before` whatever they say (a killed process), inside the caller's write transaction; how many."""
-    cur = conn.execute(
-        "DELETE FROM worker_heartbeats WHERE updated_at < ? AND (running = 0 OR updated_at < ?)",
-        (stopped_before, silent_before),
-    )
+    cur = conn.run("heartbeats.prune", (stopped_before, silent_before))
     return max(0, cur.rowcount or 0)
 
 
 def running(conn: Connection) -> list[Heartbeat]:
     """The rows of workers marked running, the RUNNING_LISTED newest (by their last write, then worker id)."""
-    cols = ", ".join(COLUMNS)
-    rows = conn.execute(
-        f"SELECT {cols} FROM worker_heartbeats WHERE running = 1 ORDER BY updated_at DESC, worker_id LIMIT 100"
-    ).fetchall()
+    rows = conn.run("heartbeats.running", (RUNNING_LISTED,)).fetchall()
     return [Heartbeat.from_row(r) for r in rows]
 
 
 def newest(conn: Connection, limit: int) -> list[Heartbeat]:
     """The `limit` newest rows (by their last write, then worker id), running or not."""
-    cols = ", ".join(COLUMNS)
-    rows = conn.execute(
-        f"SELECT {cols} FROM worker_heartbeats ORDER BY updated_at DESC, worker_id LIMIT ?", (limit,)
-    ).fetchall()
+    rows = conn.run("heartbeats.newest", (limit,)).fetchall()
     return [Heartbeat.from_row(r) for r in rows]
 
 
 def last_pass_at(conn: Connection) -> float | None:
     """When any worker's pass last started or ended (None: none recorded)."""
-    last = conn.execute("SELECT MAX(last_pass_at) FROM worker_heartbeats").fetchone()[0]
+    last = conn.run("heartbeats.last_pass_at").fetchone()[0]
     return float(last) if last is not None else None

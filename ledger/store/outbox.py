@@ -1,11 +1,12 @@
 """The SQL behind the notification outbox (ledger.outbox, ledger.dispatch): the table `outbox`, one row per
 notification and channel.
 
-The same SQL on both backends; the states are read by `outbox_state (state, created_at)`. `ledger.outbox` keeps the
-table of which state an event moves a row to, and which transitions notify; `ledger.dispatch` when a row is claimed,
-posted and settled; these operations only read and write rows. A write runs inside the caller's transaction
-(`ledger.db.write_tx`). Every operation raises the ledger's own errors only: LedgerUnavailable, LedgerLocked,
-LedgerCorrupt, LedgerConflict, SerializationFailure.
+Each backend's SQL is its own (`ledger/store/sql/BACKEND/outbox.sql`, run by name; a move, whose columns vary, is
+composed here from the connection's `PARAM`); the states are read by `outbox_state (state, created_at)`.
+`ledger.outbox` keeps the table of which state an event moves a row to, and which transitions notify;
+`ledger.dispatch` when a row is claimed, posted and settled; these operations only read and write rows. A write runs
+inside the caller's transaction (`ledger.db.write_tx`). Every operation raises the ledger's own errors only:
+LedgerUnavailable, LedgerLocked, LedgerCorrupt, LedgerConflict, SerializationFailure.
 """
 
 from __future__ import annotations
@@ -55,9 +56,8 @@ class OutboxRow:
 def insert(conn: Connection, *, event_id: str, channel: str, key: JobKey, kind: str, body: str, now: float) -> None:
     """Queue one notification `pending`, due at once (inside the caller's write transaction). Raises LedgerConflict
     when `event_id` is queued already."""
-    conn.execute(
-        "INSERT INTO outbox (event_id, channel, job_id, operation, kind, body, state, created_at, updated_at, "
-        "next_try_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+    conn.run(
+        "outbox.insert",
         (event_id, channel, key.job_id, key.operation, kind, body, now, now, now),
     )
 
@@ -76,12 +76,13 @@ def move(
         raise ValueError(f"cannot set outbox columns {sorted(bad)}")
     if not from_states:
         raise ValueError("an outbox move needs the states it may start from")
-    sets = ["state = ?", "updated_at = ?", *(f"{c} = ?" for c in fields)]
+    p = conn.PARAM
+    sets = [f"state = {p}", f"updated_at = {p}", *(f"{c} = {p}" for c in fields)]
     if count_try:
         sets.append("tries = tries + 1")
-    marks = ", ".join("?" for _ in from_states)
+    marks = ", ".join(p for _ in from_states)
     row = conn.execute(
-        f"UPDATE outbox SET {', '.join(sets)} WHERE event_id = ? AND state IN ({marks}) RETURNING *",
+        f"UPDATE outbox SET {', '.join(sets)} WHERE event_id = {p} AND state IN ({marks}) RETURNING *",
         [to_state, now, *fields.values(), event_id, *from_states],
     ).fetchone()
     return OutboxRow.from_row(row) if row is not None else None
@@ -89,32 +90,24 @@ def move(
 
 def sending(conn: Connection) -> list[tuple[str, str, float]]:
     """(event_id, channel, claimed at) of every row claimed and not settled (`sending`), in no set order."""
-    rows = conn.execute("SELECT event_id, channel, updated_at FROM outbox WHERE state = 'sending'").fetchall()
+    rows = conn.run("outbox.sending").fetchall()
     return [(str(r[0]), str(r[1]), float(r[2])) for r in rows]
 
 
 def due(conn: Connection, now: float, limit: int) -> list[tuple[str, str, str]]:
     """(event_id, channel, body) of the `pending` rows due at `now`, the oldest `limit` (by creation, then id)."""
-    rows = conn.execute(
-        "SELECT event_id, channel, body FROM outbox WHERE state = 'pending' AND next_try_at <= ? "
-        "ORDER BY created_at, event_id LIMIT ?",
-        (now, limit),
-    ).fetchall()
+    rows = conn.run("outbox.due", (now, limit)).fetchall()
     return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
 
 
 def listed(conn: Connection, limit: int) -> list[OutboxRow]:
     """At most `limit` rows: uncertain ones first, then sending, then pending, then the rest; newest first within
     each (by creation, then id)."""
-    rows = conn.execute(
-        "SELECT * FROM outbox ORDER BY CASE state WHEN 'uncertain' THEN 0 WHEN 'sending' THEN 1 "
-        "WHEN 'pending' THEN 2 ELSE 3 END, created_at DESC, event_id DESC LIMIT ?",
-        (limit,),
-    ).fetchall()
+    rows = conn.run("outbox.listed", (limit,)).fetchall()
     return [OutboxRow.from_row(r) for r in rows]
 
 
 def get(conn: Connection, event_id: str) -> OutboxRow | None:
     """The row of `event_id`; None when the outbox has none."""
-    row = conn.execute("SELECT * FROM outbox WHERE event_id = ?", (event_id,)).fetchone()
+    row = conn.run("outbox.get", (event_id,)).fetchone()
     return OutboxRow.from_row(row) if row is not None else None

@@ -95,3 +95,15 @@ def test_a_heartbeat_says_its_state_at_an_instant() -> None:
     assert beat.state(T + 10, 30) == "running" and beat.state(T + 31, 30) == "silent"
     assert _beat("w1", T, running=False).state(T, 30) == "stopped"
     assert beat.to_dict(T, 30)["updated_at"] == "2026-12-01T12:00:00Z"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_the_statements_name_the_columns_in_their_order(backend: str) -> None:
+    from ledger.store import queries
+
+    sql = queries.load(backend)
+    written = sql["heartbeats.upsert"].split("(", 1)[1].split(")", 1)[0]
+    assert [c.strip() for c in written.split(",")] == list(hb_store.COLUMNS)
+    for name in ("heartbeats.running", "heartbeats.newest"):
+        read = sql[name].removeprefix("SELECT").split("FROM", 1)[0]
+        assert [c.strip() for c in read.split(",")] == list(hb_store.COLUMNS), name

@@ -40,7 +40,8 @@ def test_each_file_uses_its_own_placeholders(backend: str) -> None:
             assert "%s" not in bare, name
         else:
             assert "?" not in bare, name
-            assert re.search(r"%(?![s%])", sql) is None, f"{name}: a literal % is written %% on PostgreSQL"
+            unescaped = sql.replace("%%", "")  # a literal %, written %%
+            assert re.search(r"%(?!s)", unescaped) is None, f"{name}: a literal % is written %% on PostgreSQL"
 
 
 def test_a_file_that_is_not_one_is_refused() -> None:
