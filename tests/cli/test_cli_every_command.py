@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from gemini_deliveries import delivery
+from ledger_reads import QmarkSql
 from webhook_receiver import WebhookReceiver
 
 from ledger.clock import ManualClock, parse_time
@@ -63,7 +64,7 @@ def _read(ledger: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[An
     """Rows of `sql` on a fresh read-only connection (closed at once)."""
     c = connect(ledger, readonly=True)
     try:
-        return [tuple(r) for r in c.execute(sql, params)]
+        return [tuple(r) for r in QmarkSql(c).execute(sql, params)]
     finally:
         c.close()
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ledger_reads import QmarkSql
 
 from ledger.db import connect
 from ledger.errors import LedgerConflict
@@ -44,7 +45,7 @@ def _is_pg(ledger: Path) -> bool:
 def _raw(ledger: Path) -> Any:
     """A connection that runs any SQL, each statement committed: sqlite3's own on a file; on PostgreSQL the
     ledger's connection (autocommit, `?` placeholders, errors raised as the ledger's own)."""
-    return connect(ledger) if _is_pg(ledger) else sqlite3.connect(ledger, isolation_level=None)
+    return QmarkSql(connect(ledger)) if _is_pg(ledger) else sqlite3.connect(ledger, isolation_level=None)
 
 
 def _drop_guards(ledger: Path) -> tuple[str, ...]:

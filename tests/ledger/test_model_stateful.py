@@ -36,7 +36,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 from hypothesis_budget import examples
-from ledger_reads import job_fingerprint
+from ledger_reads import QmarkSql, job_fingerprint
 
 from ledger import replay, triage
 from ledger.clock import ManualClock, day_of, parse_time
@@ -98,7 +98,7 @@ class ModelRemote:
         self.send_log: dict[str, list[tuple[str, int]]] = defaultdict(list)
         self.interactions: dict[str, str] = {}  # handle -> status
         self.by_idem: dict[str, list[str]] = defaultdict(list)
-        self._reader = connect(ledger, readonly=True, check_same_thread=False)
+        self._reader = QmarkSql(connect(ledger, readonly=True, check_same_thread=False))
 
     def close(self) -> None:
         self._reader.close()

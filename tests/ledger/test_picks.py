@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ledger_reads import held_picks
+from ledger_reads import QmarkSql, held_picks
 from process_state import process_state
 
 from ledger import audit
@@ -47,7 +47,7 @@ def _reserve_many(conn: Any, cfg: Config, clock: Any, n: int, prefix: str = "bat
 
 
 def _fresh(ledger: Any) -> Any:
-    return connect(ledger)
+    return QmarkSql(connect(ledger))
 
 
 def _picks(ledger: Any) -> list[tuple[JobKey, str, float]]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ledger_reads import QmarkSql
 from standardwebhooks import Webhook
 
 from ledger import audit, receiver, seal, triage
@@ -28,6 +29,7 @@ from ledger.config import Config, parse_config
 from ledger.db import connect, write_tx
 from ledger.model import JobKey
 from ledger.simulator import Simulator
+from ledger.store.sqlite import SqliteConnection
 from ledger.transitions import apply
 from ledger.worker import RemoteCache, submit_now, tick
 
@@ -52,7 +54,10 @@ def _is_pg(ledger: Path) -> bool:
 
 
 def _raw(ledger: Path) -> Any:
-    return connect(ledger) if _is_pg(ledger) else sqlite3.connect(ledger, isolation_level=None)
+    if _is_pg(ledger):
+        return QmarkSql(connect(ledger))
+    # sqlite3's connect, none of ledger.db's checks (an edited file must still open), as the ledger's connection
+    return sqlite3.connect(ledger, isolation_level=None, factory=SqliteConnection)
 
 
 def _signed(event_type: str, handle: str) -> tuple[bytes, dict[str, str]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ledger_reads import fresh
+from ledger_reads import QmarkSql, fresh
 
 from ledger import seal
 from ledger.db import write_tx
@@ -120,7 +120,7 @@ def test_unhandled_lists_webhook_evidence_for_a_job_oldest_first_until_handled(
     _handled(conn, b, "a second outcome is ignored")
     with fresh(ledger_path) as c:
         assert [e.id for e in ev_store.unhandled(c)] == [a, c_]
-        outcome = c.execute("SELECT outcome, record FROM evidence_handled WHERE evidence_id = ?", (b,)).fetchone()
+        outcome = QmarkSql(c).execute("SELECT outcome, record FROM evidence_handled WHERE evidence_id = ?", (b,)).fetchone()
     assert tuple(outcome) == ("polled: completed", None)
 
 
@@ -226,7 +226,7 @@ def test_the_foreign_register_counts_prunes_and_tallies(conn: Connection, ledger
     with fresh(ledger_path) as c:
         assert ev_store.foreign_tally(c) == ev_store.ForeignTally(interactions=2, deliveries=4, last_seen=T + 30)
         assert ev_store.foreign_oldest_seen(c) == T + 20
-        row = c.execute("SELECT first_seen, labels, evidence_id FROM foreign_interactions WHERE interaction_id = ?",
+        row = QmarkSql(c).execute("SELECT first_seen, labels, evidence_id FROM foreign_interactions WHERE interaction_id = ?",
                         ("i-1",)).fetchone()
     assert tuple(row) == (T, '{"app": "other"}', first)  # the first delivery's labels and evidence stay
     with write_tx(conn):
@@ -247,7 +247,7 @@ def test_evidence_and_deliveries_refuse_change(conn: Connection, ledger_path: Pa
     with write_tx(conn):
         ev_store.record_delivery(conn, webhook_id="wh", received_at=T, signature="s", kind="t", evidence_id=None)
     with pytest.raises(LedgerConflict), write_tx(conn):
-        conn.execute("UPDATE evidence SET remote_state = 'failed' WHERE id = ?", (evidence_id,))
+        QmarkSql(conn).execute("UPDATE evidence SET remote_state = 'failed' WHERE id = ?", (evidence_id,))
     with pytest.raises(LedgerConflict), write_tx(conn):
         conn.execute("DELETE FROM webhook_deliveries")
     with fresh(ledger_path) as c:

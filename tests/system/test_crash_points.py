@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ledger_reads import QmarkSql
 
 from ledger.crashpoints import POINTS
 from ledger.db import connect
@@ -102,7 +103,7 @@ def cp_killed(done: subprocess.CompletedProcess[str]) -> None:
 
 def cp_job(env: dict[str, str], job_id: str) -> dict[str, Any]:
     """The job row, read from a fresh read-only connection."""
-    conn = connect(env["RECLAIM_LEDGER"], readonly=True)
+    conn = QmarkSql(connect(env["RECLAIM_LEDGER"], readonly=True))
     try:
         row = conn.execute("SELECT * FROM jobs WHERE job_id = ? AND operation = ?", (job_id, OP)).fetchone()
         assert row is not None, f"job {job_id} missing from the ledger"
@@ -113,7 +114,7 @@ def cp_job(env: dict[str, str], job_id: str) -> dict[str, Any]:
 
 def cp_check_ledger(env: dict[str, str], sim: Simulator) -> None:
     """Invariants after every crash: <= 1 create POST per job, contiguous per-job event sequences."""
-    conn = connect(env["RECLAIM_LEDGER"], readonly=True)
+    conn = QmarkSql(connect(env["RECLAIM_LEDGER"], readonly=True))
     try:
         jobs = conn.execute("SELECT job_id, operation, idem_key FROM jobs").fetchall()
         assert jobs
@@ -131,7 +132,7 @@ def cp_check_ledger(env: dict[str, str], sim: Simulator) -> None:
 
 
 def cp_event_kinds(env: dict[str, str], job_id: str) -> list[str]:
-    conn = connect(env["RECLAIM_LEDGER"], readonly=True)
+    conn = QmarkSql(connect(env["RECLAIM_LEDGER"], readonly=True))
     try:
         return [r[0] for r in conn.execute(
             "SELECT kind FROM events WHERE job_id = ? AND operation = ? ORDER BY seq", (job_id, OP))]

@@ -35,6 +35,7 @@ from ledger.reservation import reserve
 from ledger.store import events as events_store
 from ledger.store import jobs as jobs_store
 from ledger.store import quota as quota_store
+from ledger.store.sqlite import SqliteConnection
 from ledger.transitions import apply
 
 OP = "article.generate"
@@ -97,13 +98,13 @@ def test_many_processes_reserving_the_same_jobs_reserve_each_once_and_never_pass
     conn = connect(pg)
     try:
         assert jobs_store.state_counts(conn)["reserving"] == QUOTA
-        used = conn.execute("SELECT day, used FROM quota_usage WHERE operation = ?", (OP,)).fetchall()
+        used = conn.execute("SELECT day, used FROM quota_usage WHERE operation = %s", (OP,)).fetchall()
         assert [r[1] for r in used] == [QUOTA] and quota_store.used(conn, OP, used[0][0]) == QUOTA
         verdict = audit.verify(conn)
         assert verdict.chain_break is None and verdict.job_mismatch is None and verdict.events == QUOTA
         for jid in reserved:
             seqs = [r[0] for r in conn.execute(
-                "SELECT seq FROM events WHERE job_id = ? AND operation = ? ORDER BY id", (jid, OP))]
+                "SELECT seq FROM events WHERE job_id = %s AND operation = %s ORDER BY id", (jid, OP))]
             assert seqs == [1]
     finally:
         conn.close()
@@ -204,7 +205,7 @@ def test_leases_are_measured_by_the_servers_clock(pg: str, cfg: Any) -> None:
 
 
 def connect_sqlite_like() -> sqlite3.Connection:
-    return sqlite3.connect(":memory:")
+    return sqlite3.connect(":memory:", factory=SqliteConnection)
 
 
 @pytest.mark.parametrize("statement", [
@@ -231,7 +232,7 @@ def test_an_event_that_does_not_chain_is_refused(pg: str, cfg: Any) -> None:
         with write_tx(conn):
             conn.execute(
                 "INSERT INTO events (at, job_id, operation, seq, actor, kind, detail, prev_hash, hash) "
-                "VALUES (?, 'ev', ?, 2, 'x', 'finding', '{}', NULL, ?)", (T0, OP, "0" * 64),
+                "VALUES (%s, 'ev', %s, 2, 'x', 'finding', '{}', NULL, %s)", (T0, OP, "0" * 64),
             )
     assert audit.verify(conn).chain_break is None
     conn.close()
@@ -301,7 +302,7 @@ def test_counts_per_state_have_no_hot_row(pg: str, cfg: Any) -> None:
     a, b = connect(pg), connect(pg)
     clock = ManualClock(T0)
     assert reserve(a, cfg, OP, {"input": "0"}, clock=clock, job_id="c0").outcome == "reserved"
-    row = "(?, ?, ?, '{}', 'reserving', ?, ?, ?)"
+    row = "(%s, %s, %s, '{}', 'reserving', %s, %s, %s)"
     cols = "INSERT INTO jobs (job_id, operation, idem_key, payload, state, quota_day, created_at, updated_at) VALUES "
     a.execute("BEGIN")
     a.execute(cols + row, ("c1", OP, "k1", "2026-12-01", T0, T0))
@@ -510,10 +511,10 @@ def _deadlock(pg: str, cfg: Any, retry: bool) -> dict[str, Any]:
     def body(conn: sqlite3.Connection, first: str, second: str, name: str) -> int:
         calls[name] += 1
         with write_tx(conn, lock=f"op-{name}", wait=20):  # different advisory locks: only the rows collide
-            conn.execute("UPDATE jobs SET updated_at = updated_at WHERE job_id = ?", (first,))
+            conn.execute("UPDATE jobs SET updated_at = updated_at WHERE job_id = %s", (first,))
             if calls[name] == 1:
                 barrier.wait(20)
-            conn.execute("UPDATE jobs SET updated_at = updated_at WHERE job_id = ?", (second,))
+            conn.execute("UPDATE jobs SET updated_at = updated_at WHERE job_id = %s", (second,))
         return calls[name]
 
     def run(first: str, second: str, name: str) -> None:
