@@ -1,17 +1,18 @@
 """The named read queries behind `reclaim metrics` (ledger.metrics): one function per figure family.
 
 Every figure is computed from the ledger's own tables and events, so any process on any host that reads the
-same ledger reports the same numbers. The SQL is the same on both backends except where an event's JSON
-detail is read (`_json_text`). Each function only reads; none opens or ends a transaction (the caller reads
-them all inside one, for one consistent snapshot).
+same ledger reports the same numbers. The statements are each backend's own (`ledger/store/sql/BACKEND/metrics.sql`,
+run by name: an event's JSON detail is read the backend's way); the ones whose shape follows a list (the states a job
+may leave, a histogram's bounds) are composed here from what the connection declares (`PARAM`). Each function only
+reads; none opens or ends a transaction (the caller reads them all inside one, for one consistent snapshot).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ledger import store
 from ledger.event_table import DECISION_KINDS
 from ledger.event_table import OUTCOME_KINDS as OUTCOME_KINDS  # the kinds a send's outcome is recorded as
 from ledger.event_table import TERMINAL_STATES as TERMINAL_STATES  # the states no event leads out of
@@ -27,27 +28,10 @@ SYSTEM_ACTOR = "reclaim"
 """The actor of a decision the worker took on the remote's own evidence (never a person's account)."""
 
 
-def _has_key(conn: Connection, column: str, key: str) -> str:
-    """The SQL test that the JSON object text in `column` (written by `detail_json`: json's default spacing) has
-    `key` with a value; a text search, not a JSON parse, so a scan of every outcome event stays cheap. Inside a
-    JSON string a quote is escaped, so `"key": ` can only be a key."""
-    needle = f"'\"{key}\": '"
-    if store.is_pg(conn):
-        return f"strpos({column}, {needle}) > 0"
-    return f"instr({column}, {needle}) > 0"
-
-
-def _json_text(conn: Connection, column: str, key: str) -> str:
-    """The SQL expression for the text of `key` at the top level of the JSON text in `column` (NULL when absent)."""
-    if store.is_pg(conn):
-        return f"(({column})::jsonb ->> '{key}')"
-    return f"json_extract({column}, '$.{key}')"
-
-
 def last_event_id(conn: Connection) -> int:
     """The newest event's id (0 on an empty ledger). Ids become visible in order on both backends (see
     ledger.follow), so the events up to it are all there is to read below it, now and later."""
-    row = conn.execute("SELECT MAX(id) FROM events").fetchone()
+    row = conn.run("metrics.last_event_id").fetchone()
     return int(row[0]) if row and row[0] is not None else 0
 
 
@@ -59,7 +43,7 @@ def open_jobs(conn: Connection) -> list[tuple[str, str, int]]:
     """(operation, state, jobs) for every pair that has jobs in a state that is not terminal (by the state
     indexes: few rows however large the ledger). Jobs in a terminal state never leave it, so their numbers are
     counted from the events that entered it (`event_tallies`), not from the table."""
-    marks = ", ".join("?" for _ in OPEN_STATES)
+    marks = ", ".join(conn.PARAM for _ in OPEN_STATES)
     rows = conn.execute(
         f"SELECT operation, state, COUNT(*) FROM jobs WHERE state IN ({marks}) GROUP BY operation, state", OPEN_STATES
     ).fetchall()
@@ -78,11 +62,7 @@ class HeldFigures:
 
 def held_figures(conn: Connection, now: float) -> list[HeldFigures]:
     """Per operation with held jobs: the count, the earliest `held_at`, and those whose `due_at` is before `now`."""
-    rows = conn.execute(
-        "SELECT operation, COUNT(*), MIN(held_at), SUM(CASE WHEN due_at IS NOT NULL AND due_at < ? THEN 1 ELSE 0 END) "
-        "FROM jobs WHERE state = 'held' GROUP BY operation",
-        (now,),
-    ).fetchall()
+    rows = conn.run("metrics.held_figures", (now,)).fetchall()
     return [HeldFigures(r[0], int(r[1]), float(r[2]) if r[2] is not None else None, int(r[3] or 0)) for r in rows]
 
 
@@ -104,41 +84,38 @@ class EventTally:
     cancelled: int
 
 
+# The lists the tallies' statement takes, each one parameter (a JSON array).
+_OUTCOME_KINDS_JSON = json.dumps(OUTCOME_KINDS)
+_TALLIED_KINDS_JSON = json.dumps(TALLIED_KINDS)
+_TERMINAL_STATES_JSON = json.dumps(TERMINAL_STATES)
+
+
 def event_tallies(conn: Connection, after_id: int, upto_id: int) -> list[EventTally]:
     """Counts of the events the recovery figures come from (TALLIED_KINDS) among those with `after_id` < id <=
     `upto_id`, and those that moved a job into a terminal state, in one pass: the events are append-only, so a
     reader adds these to what it counted before."""
-    journaled = _has_key(conn, "detail", "journaled")
-    cancel = _json_text(conn, "detail", "cancel")
-    marks = ", ".join("?" for _ in TALLIED_KINDS)
-    terminal = ", ".join("?" for _ in TERMINAL_STATES)
-    rows = conn.execute(
-        "SELECT operation, kind, from_state, to_state, CASE WHEN actor = ? THEN 1 ELSE 0 END AS sys, COUNT(*), "
-        f"SUM(CASE WHEN kind IN ({', '.join('?' for _ in OUTCOME_KINDS)}) AND {journaled} "
-        "THEN 1 ELSE 0 END), "
-        f"SUM(CASE WHEN kind = 'duplicate_send' AND {cancel} IS NOT NULL THEN 1 ELSE 0 END) "
-        f"FROM events WHERE id > ? AND id <= ? AND (kind IN ({marks}) OR (to_state IN ({terminal}) "
-        "AND (from_state IS NULL OR from_state <> to_state))) GROUP BY operation, kind, from_state, to_state, sys",
-        (SYSTEM_ACTOR, *OUTCOME_KINDS, after_id, upto_id, *TALLIED_KINDS, *TERMINAL_STATES),
+    rows = conn.run(
+        "metrics.event_tallies",
+        (SYSTEM_ACTOR, _OUTCOME_KINDS_JSON, after_id, upto_id, _TALLIED_KINDS_JSON, _TERMINAL_STATES_JSON),
     ).fetchall()
     return [EventTally(r[0], r[1], r[2], r[3], bool(r[4]), int(r[5]), int(r[6] or 0), int(r[7] or 0)) for r in rows]
 
 
 def event_count_between(conn: Connection, after_id: int, upto_id: int) -> int:
     """The number of events with `after_id` < id <= `upto_id` (by the primary key: a range, not a scan)."""
-    row = conn.execute("SELECT COUNT(*) FROM events WHERE id > ? AND id <= ?", (after_id, upto_id)).fetchone()
+    row = conn.run("metrics.event_count_between", (after_id, upto_id)).fetchone()
     return int(row[0])
 
 
 def fenced_writes(conn: Connection) -> list[tuple[str, str, int]]:
     """(operation, the event the stale write tried, count) of writes refused for a stale epoch."""
-    rows = conn.execute("SELECT operation, event, COUNT(*) FROM fenced_writes GROUP BY operation, event").fetchall()
+    rows = conn.run("metrics.fenced_writes").fetchall()
     return [(r[0], r[1], int(r[2])) for r in rows]
 
 
 def outbox_states(conn: Connection) -> list[tuple[str, str, int]]:
     """(channel, state, notifications) for every pair that has rows."""
-    rows = conn.execute("SELECT channel, state, COUNT(*) FROM outbox GROUP BY channel, state").fetchall()
+    rows = conn.run("metrics.outbox_states").fetchall()
     return [(r[0], r[1], int(r[2])) for r in rows]
 
 
@@ -157,9 +134,10 @@ def _histogram(
     conn: Connection, value: str, source: str, group: Sequence[str], bounds: Sequence[float],
     params: Sequence[object] = (),
 ) -> list[Histogram]:
-    """One histogram per `group` value of the expression `value` over `source` (FROM ... WHERE ...)."""
+    """One histogram per `group` value of the expression `value` over `source` (FROM ... WHERE ...: SQL both
+    backends take, its parameters `params` written `conn.PARAM`)."""
     cols = ", ".join(group)
-    per_bucket = ", ".join(f"SUM(CASE WHEN {value} <= ? THEN 1 ELSE 0 END)" for _ in bounds)
+    per_bucket = ", ".join(f"SUM(CASE WHEN {value} <= {conn.PARAM} THEN 1 ELSE 0 END)" for _ in bounds)
     sql = f"SELECT {cols}, COUNT(*), COALESCE(SUM({value}), 0), {per_bucket} FROM {source} GROUP BY {cols}"
     out: list[Histogram] = []
     for r in conn.execute(sql, (*params, *bounds)).fetchall():
@@ -189,26 +167,23 @@ def evidence_to_resolution(conn: Connection, bounds: Sequence[float]) -> list[Hi
 def webhook_deliveries(conn: Connection) -> list[tuple[str, bool, int]]:
     """(type, recorded as evidence, deliveries) of verified webhook deliveries; a delivery with no evidence is
     of a type reclaim ignores."""
-    rows = conn.execute(
-        "SELECT COALESCE(type, ''), CASE WHEN evidence_id IS NULL THEN 0 ELSE 1 END AS recorded, COUNT(*) "
-        "FROM webhook_deliveries GROUP BY COALESCE(type, ''), recorded"
-    ).fetchall()
+    rows = conn.run("metrics.webhook_deliveries").fetchall()
     return [(r[0], bool(r[1]), int(r[2])) for r in rows]
 
 
 def webhook_refusals(conn: Connection) -> list[tuple[str, int]]:
     """(reason, refused deliveries) as the receiver counted them, whatever reasons it knows."""
-    return [(r[0], int(r[1])) for r in conn.execute("SELECT reason, n FROM webhook_refusals").fetchall()]
+    return [(r[0], int(r[1])) for r in conn.run("metrics.webhook_refusals").fetchall()]
 
 
 def quota_used(conn: Connection, day: str) -> dict[str, int]:
     """Reservations counted against each operation's quota on `day` (YYYY-MM-DD in the config's time zone)."""
-    return {r[0]: int(r[1]) for r in conn.execute("SELECT operation, used FROM quota_usage WHERE day = ?", (day,))}
+    return {r[0]: int(r[1]) for r in conn.run("metrics.quota_used", (day,))}
 
 
 def paused_remotes(conn: Connection) -> list[tuple[str, float]]:
     """(remote, paused at) of every paused remote."""
-    return [(r[0], float(r[1])) for r in conn.execute("SELECT remote, paused_at FROM remote_pauses").fetchall()]
+    return [(r[0], float(r[1])) for r in conn.run("metrics.paused_remotes").fetchall()]
 
 
 @dataclass(frozen=True)
@@ -223,17 +198,13 @@ class WorkerFigures:
 
 def running_workers(conn: Connection, limit: int = 100) -> list[WorkerFigures]:
     """The workers marked running (newest heartbeat first, at most `limit`)."""
-    rows = conn.execute(
-        "SELECT worker_id, host, kind, updated_at FROM worker_heartbeats WHERE running = 1 "
-        "ORDER BY updated_at DESC, worker_id LIMIT ?",
-        (limit,),
-    ).fetchall()
+    rows = conn.run("metrics.running_workers", (limit,)).fetchall()
     return [WorkerFigures(r[0], r[1], r[2], float(r[3])) for r in rows]
 
 
 def last_pass_at(conn: Connection) -> float | None:
     """When any worker's pass last started or ended (None: none recorded)."""
-    row = conn.execute("SELECT MAX(last_pass_at) FROM worker_heartbeats").fetchone()
+    row = conn.run("metrics.last_pass_at").fetchone()
     return float(row[0]) if row and row[0] is not None else None
 
 

@@ -1,4 +1,7 @@
-"""The SQL behind the ledger's own policy (ledger.policy): its newest `policy_set` event, and who owns the ledger."""
+"""The SQL behind the ledger's own policy (ledger.policy): its newest `policy_set` event, and who owns the ledger.
+
+The statements are each backend's own (`ledger/store/sql/BACKEND/policy.sql`, run by name).
+"""
 
 from __future__ import annotations
 
@@ -14,21 +17,14 @@ POLICY_JOB = ("(ledger)", "(policy)")
 
 def latest(conn: Connection) -> Any | None:
     """The newest `policy_set` event's (id, detail, hash, mac), or None when the ledger has no policy yet."""
-    return conn.execute(
-        "SELECT id, detail, hash, mac FROM events WHERE job_id = ? AND operation = ? AND kind = 'policy_set' "
-        "ORDER BY seq DESC LIMIT 1", POLICY_JOB,
-    ).fetchone()
+    return conn.run("policy.latest", POLICY_JOB).fetchone()
 
 
 def owner(conn: Connection, path: str) -> tuple[str, bool]:
     """(who owns the ledger, whether this process is that owner or a superuser): on SQLite the file's OS
     account (root counts as the owner), on PostgreSQL the role that owns the events table (a superuser counts)."""
     if store.is_pg(conn):
-        row = conn.execute(
-            "SELECT t.tableowner, t.tableowner = current_user OR (SELECT rolsuper FROM pg_roles "
-            "WHERE rolname = current_user) FROM pg_tables t WHERE t.tablename = 'events' "
-            "AND t.schemaname = current_schema()"
-        ).fetchone()
+        row = conn.run("policy.owner").fetchone()
         if row is None:
             return "(unknown)", False
         return str(row[0]), bool(row[1])

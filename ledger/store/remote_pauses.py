@@ -1,9 +1,9 @@
 """The SQL behind paused remotes (ledger.remote_health): the table `remote_pauses`, one row per paused remote.
 
-The same SQL on both backends. `ledger.remote_health` decides when a remote is paused, when it is probed and who may
-lift the pause; these operations only read and write rows. A write runs inside the caller's transaction
-(`ledger.db.write_tx`). Every operation raises the ledger's own errors only: LedgerUnavailable, LedgerLocked,
-LedgerCorrupt, LedgerConflict.
+The statements are each backend's own (`ledger/store/sql/BACKEND/remote_pauses.sql`, run by name).
+`ledger.remote_health` decides when a remote is paused, when it is probed and who may lift the pause; these
+operations only read and write rows. A write runs inside the caller's transaction (`ledger.db.write_tx`). Every
+operation raises the ledger's own errors only: LedgerUnavailable, LedgerLocked, LedgerCorrupt, LedgerConflict.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class RemotePause:
 
 def paused_remotes(conn: Connection) -> dict[str, RemotePause]:
     """Every paused remote by name, in the order they were paused ({} when none is)."""
-    rows = conn.execute("SELECT * FROM remote_pauses ORDER BY paused_at, remote").fetchall()
+    rows = conn.run("remote_pauses.paused_remotes").fetchall()
     return {r["remote"]: RemotePause.from_row(r) for r in rows}
 
 
@@ -44,11 +44,8 @@ def pause(conn: Connection, remote: str, key: JobKey, *, reason: str, error: str
     """Pause `remote` since `now` for `reason`, met by job `key`, to be probed at `probe_at`; when it is paused
     already, only its next probe, its last error and its count of refusals move (inside the caller's write
     transaction). Returns the refusals counted for this pause: 1 when this refusal paused it."""
-    row = conn.execute(
-        "INSERT INTO remote_pauses (remote, paused_at, reason, error, job_id, operation, probe_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (remote) DO UPDATE SET probe_at = excluded.probe_at, "
-        "refusals = remote_pauses.refusals + 1, error = excluded.error RETURNING refusals",
-        (remote, now, reason, error, key.job_id, key.operation, probe_at),
+    row = conn.run(
+        "remote_pauses.pause", (remote, now, reason, error, key.job_id, key.operation, probe_at)
     ).fetchone()
     return int(row[0])
 
@@ -56,11 +53,11 @@ def pause(conn: Connection, remote: str, key: JobKey, *, reason: str, error: str
 def unpause(conn: Connection, remote: str) -> RemotePause | None:
     """Delete `remote`'s pause (inside the caller's write transaction) and return it as it was; None when the remote
     was not paused (nothing is written)."""
-    row = conn.execute("DELETE FROM remote_pauses WHERE remote = ? RETURNING *", (remote,)).fetchone()
+    row = conn.run("remote_pauses.unpause", (remote,)).fetchone()
     return RemotePause.from_row(row) if row is not None else None
 
 
 def is_paused(conn: Connection, remote: str) -> bool:
     """Whether the remote `remote` is paused."""
-    return conn.execute("SELECT 1 FROM remote_pauses WHERE remote = ?", (remote,)).fetchone() is not None
+    return conn.run("remote_pauses.is_paused", (remote,)).fetchone() is not None
 

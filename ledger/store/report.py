@@ -2,12 +2,15 @@
 
 A hold is an event that moved a job into `held` from another state; its decision is the job's next event that
 moved it out of `held`. A release's outcome is the job's next event that moved it out of `reserving` (the next
-attempt's send). The same SQL on both backends except where an event's JSON detail is read. Only reads; none
-opens or ends a transaction (the caller reads inside one, for one consistent snapshot).
+attempt's send). The statements are each backend's own (`ledger/store/sql/BACKEND/report.sql`, run by name: an
+event's JSON detail is read the backend's way); the history file's reads, whose window is optional, are composed here
+from what the connection declares (`PARAM`, `TEXT_ORDER`). Only reads; none opens or ends a transaction (the caller
+reads inside one, for one consistent snapshot).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -16,16 +19,13 @@ from ledger import store
 from ledger.event_table import DECISION_KINDS as DECISION_KINDS  # the events that end a hold
 from ledger.event_table import HOLD_KINDS as HOLD_KINDS  # the events that put a job on hold
 from ledger.store import Connection
-from ledger.store.metrics import _json_text
 
 FINDING_KIND = "finding"
 QUERY_KIND = "remote_query"
 
 
-def _next_event_out_of(state: str, alias: str) -> str:
-    """SQL for the id of the job's first event after `alias` that moved it out of `state`."""
-    return (f"(SELECT MIN(x.id) FROM events x WHERE x.job_id = {alias}.job_id AND x.operation = {alias}.operation "
-            f"AND x.id > {alias}.id AND x.from_state = '{state}' AND x.to_state <> '{state}')")
+_HOLD_KINDS_JSON = json.dumps(HOLD_KINDS)
+"""The hold kinds as the holds' statement takes them: one parameter, a JSON array."""
 
 
 @dataclass(frozen=True)
@@ -48,15 +48,7 @@ class HoldRow:
 
 def holds(conn: Connection, since: float, until: float) -> list[HoldRow]:
     """Every hold that began at `since` <= time < `until`, oldest first, with its decision whenever it came."""
-    marks = ", ".join("?" for _ in HOLD_KINDS)
-    reason = f"COALESCE({_json_text(conn, 'd.detail', 'reason')}, {_json_text(conn, 'd.detail', 'note')})"
-    rows = conn.execute(
-        f"SELECT h.id, h.at, h.job_id, h.operation, h.kind, {_json_text(conn, 'h.detail', 'held_reason')}, "
-        f"{_json_text(conn, 'h.detail', 'cause')}, d.id, d.at, d.kind, d.actor, {reason} "
-        f"FROM events h LEFT JOIN events d ON d.id = {_next_event_out_of('held', 'h')} "
-        f"WHERE h.kind IN ({marks}) AND h.at >= ? AND h.at < ? ORDER BY h.id",
-        (*HOLD_KINDS, since, until),
-    ).fetchall()
+    rows = conn.run("report.holds", (_HOLD_KINDS_JSON, since, until)).fetchall()
     return [HoldRow(int(r[0]), float(r[1]), r[2], r[3], r[4], r[5], r[6], None if r[7] is None else int(r[7]),
                     None if r[8] is None else float(r[8]), r[9], r[10], r[11]) for r in rows]
 
@@ -78,12 +70,7 @@ class ReleaseRow:
 
 def releases(conn: Connection, since: float, until: float) -> list[ReleaseRow]:
     """Every release authorised at `since` <= time < `until`, oldest first, with what the next attempt came to."""
-    rows = conn.execute(
-        "SELECT r.id, r.at, r.job_id, r.operation, r.from_state, r.actor, n.kind, n.to_state, n.at "
-        f"FROM events r LEFT JOIN events n ON n.id = {_next_event_out_of('reserving', 'r')} "
-        "WHERE r.kind = 'release' AND r.at >= ? AND r.at < ? ORDER BY r.id",
-        (since, until),
-    ).fetchall()
+    rows = conn.run("report.releases", (since, until)).fetchall()
     return [ReleaseRow(int(r[0]), float(r[1]), r[2], r[3], r[4], r[5], r[6], r[7],
                        None if r[8] is None else float(r[8])) for r in rows]
 
@@ -91,36 +78,24 @@ def releases(conn: Connection, since: float, until: float) -> list[ReleaseRow]:
 def queries(conn: Connection, since: float, until: float) -> list[tuple[str, str, bool, int]]:
     """(operation, the remote state the query recorded, whether the remote could be asked at all, queries) for
     the remote queries made at `since` <= time < `until`."""
-    state = _json_text(conn, "detail", "remote_state")
-    if store.is_pg(conn):
-        asked = "COALESCE((detail::jsonb #>> '{snapshot,asked}'), 'true')"
-    else:
-        asked = "COALESCE(json_extract(detail, '$.snapshot.asked'), 1)"
-    rows = conn.execute(
-        f"SELECT operation, COALESCE({state}, 'error'), {asked}, COUNT(*) FROM events "
-        f"WHERE kind = ? AND at >= ? AND at < ? GROUP BY operation, COALESCE({state}, 'error'), {asked}",
-        (QUERY_KIND, since, until),
-    ).fetchall()
+    rows = conn.run("report.queries", (QUERY_KIND, since, until)).fetchall()
     return [(r[0], r[1], r[2] not in (0, "0", "false", False), int(r[3])) for r in rows]
 
 
 def quota_days(conn: Connection, first_day: str, last_day: str) -> list[tuple[str, str, int]]:
     """(operation, day, reservations counted) for the days `first_day` .. `last_day` (YYYY-MM-DD) inclusive."""
-    rows = conn.execute(
-        "SELECT operation, day, used FROM quota_usage WHERE day >= ? AND day <= ? ORDER BY day, operation",
-        (first_day, last_day),
-    ).fetchall()
+    rows = conn.run("report.quota_days", (first_day, last_day)).fetchall()
     return [(r[0], r[1], int(r[2])) for r in rows]
 
 
 # -- the history file: every row, streamed ---------------------------------------------------------------------
-def _window(column: str, since: float | None, until: float | None) -> tuple[str, list[Any]]:
+def _window(conn: Connection, column: str, since: float | None, until: float | None) -> tuple[str, list[Any]]:
     terms, params = [], []
     if since is not None:
-        terms.append(f"{column} >= ?")
+        terms.append(f"{column} >= {conn.PARAM}")
         params.append(since)
     if until is not None:
-        terms.append(f"{column} < ?")
+        terms.append(f"{column} < {conn.PARAM}")
         params.append(until)
     return (" AND ".join(terms) or "1 = 1"), params
 
@@ -134,8 +109,8 @@ EVENT_COLUMNS = ("id", "at", "job_id", "operation", "seq", "actor", "kind", "fro
 
 def job_rows(conn: Connection, since: float | None, until: float | None) -> Iterator[dict[str, Any]]:
     """Every job (with a window: every job with an event in it), by job id and operation, streamed."""
-    where, params = _window("e.at", since, until)
-    order = store.order_text(conn)
+    where, params = _window(conn, "e.at", since, until)
+    order = conn.TEXT_ORDER
     cols = ", ".join(f"j.{c}" for c in JOB_COLUMNS)
     if since is None and until is None:
         sql = f"SELECT {cols} FROM jobs j ORDER BY j.job_id{order}, j.operation{order}"
@@ -148,7 +123,7 @@ def job_rows(conn: Connection, since: float | None, until: float | None) -> Iter
 
 def event_rows(conn: Connection, since: float | None, until: float | None) -> Iterator[dict[str, Any]]:
     """Every event in the window (all without one), by id, streamed."""
-    where, params = _window("at", since, until)
+    where, params = _window(conn, "at", since, until)
     sql = f"SELECT {', '.join(EVENT_COLUMNS)} FROM events WHERE {where} ORDER BY id"
     for r in store.stream(conn, sql, params):
         yield dict(zip(EVENT_COLUMNS, r, strict=True))

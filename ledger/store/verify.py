@@ -2,9 +2,11 @@
 the counter tables beside what they count, the evidence and fenced-write chains, the webhooks that brought evidence
 without a delivery row. The checks themselves stay in ledger.audit; these only read rows, as they are stored.
 
-The same SQL on both backends; every read but the counts and the webhook probe walks a whole table in one order
-(`store.stream`: a server-side cursor on PostgreSQL), so run them inside one `snapshot`. Each raises the ledger's own
-errors only (LedgerUnavailable, LedgerLocked, LedgerCorrupt) for a file or server that cannot be read.
+The statements are each backend's own (`ledger/store/sql/BACKEND/verify.sql`, run by name); the reads of the jobs'
+sealed columns and of a side chain name their columns from `seal.ROW_COLUMNS` and `SIDE_CHAINS`, composed here (no
+parameter: the same text on both backends). Every read but the counts and the webhook probe walks a whole table in
+one order (`store.stream`: a server-side cursor on PostgreSQL), so run them inside one `snapshot`. Each raises the
+ledger's own errors only (LedgerUnavailable, LedgerLocked, LedgerCorrupt) for a file or server that cannot be read.
 """
 
 from __future__ import annotations
@@ -57,17 +59,13 @@ class ChainLink(NamedTuple):
 
 def chain(conn: Connection) -> Iterator[ChainLink]:
     """Every event, by id, as stored (its detail as the stored text), read as it goes."""
-    for row in store.stream(
-        conn,
-        "SELECT id, at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, prev_hash, hash, "
-        "seal, mac FROM events ORDER BY id",
-    ):
+    for row in store.stream(conn, conn.sql("verify.chain")):
         yield ChainLink(*row)
 
 
 def job_count(conn: Connection) -> int:
     """How many jobs the jobs table holds (0 when none)."""
-    return int(conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
+    return int(conn.run("verify.job_count").fetchone()[0])
 
 
 def sealed_columns(conn: Connection) -> Iterator[tuple[Any, ...]]:
@@ -80,17 +78,17 @@ def sealed_columns(conn: Connection) -> Iterator[tuple[Any, ...]]:
 
 def quota_table(conn: Connection) -> dict[tuple[str, str], int]:
     """The quota counters as stored, by (operation, day), zeros included; {} when none."""
-    return {(str(op), str(day)): int(n) for op, day, n in conn.execute("SELECT operation, day, used FROM quota_usage")}
+    return {(str(op), str(day)): int(n) for op, day, n in conn.run("verify.quota_table")}
 
 
 def state_counters(conn: Connection) -> dict[str, int]:
     """The trigger-kept counters as stored, by state (zeros and unknown states included); {} when none."""
-    return {str(s): int(n) for s, n in conn.execute("SELECT state, n FROM state_counts")}
+    return {str(s): int(n) for s, n in conn.run("verify.state_counters")}
 
 
 def states_counted(conn: Connection) -> dict[str, int]:
     """The jobs per state, counted in the jobs table itself (only states with a job)."""
-    return {str(s): int(n) for s, n in conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state")}
+    return {str(s): int(n) for s, n in conn.run("verify.states_counted")}
 
 
 SIDE_CHAINS = {
@@ -110,8 +108,5 @@ def side_chain(conn: Connection, table: str) -> Iterator[tuple[Any, ...]]:
 def webhook_without_delivery(conn: Connection) -> tuple[int, str] | None:
     """(evidence id, webhook id) of the first evidence a webhook brought whose delivery row is gone; None when every
     one has its row."""
-    row = conn.execute(
-        "SELECT e.id, e.ref FROM evidence e LEFT JOIN webhook_deliveries w ON w.webhook_id = e.ref "
-        "WHERE e.source = 'webhook' AND e.ref IS NOT NULL AND w.webhook_id IS NULL ORDER BY e.id LIMIT 1"
-    ).fetchone()
+    row = conn.run("verify.webhook_without_delivery").fetchone()
     return (int(row[0]), str(row[1])) if row is not None else None

@@ -1,9 +1,9 @@
 """The SQL behind saved views (ledger.views): the table `saved_views`, one row per operator and view name.
 
-The same SQL on both backends. `ledger.views` decides what a view may hold (its name, group and filter) and which
-views every seat has without saving them; these operations only read and write rows. A write runs inside the
-caller's transaction (`ledger.db.write_tx`). Every operation raises the ledger's own errors only: LedgerUnavailable,
-LedgerLocked, LedgerCorrupt, LedgerConflict.
+The statements are each backend's own (`ledger/store/sql/BACKEND/views.sql`, run by name). `ledger.views` decides
+what a view may hold (its name, group and filter) and which views every seat has without saving them; these
+operations only read and write rows. A write runs inside the caller's transaction (`ledger.db.write_tx`). Every
+operation raises the ledger's own errors only: LedgerUnavailable, LedgerLocked, LedgerCorrupt, LedgerConflict.
 """
 
 from __future__ import annotations
@@ -27,23 +27,16 @@ class SavedView:
 def save(conn: Connection, view: SavedView) -> None:
     """Write `view` (inserted, or the operator's view of that name replaced: its group, filter and time), inside the
     caller's write transaction."""
-    conn.execute(
-        "INSERT INTO saved_views (operator, name, grp, filter, created_at) VALUES (?, ?, ?, ?, ?) "
-        "ON CONFLICT (operator, name) DO UPDATE SET grp = excluded.grp, filter = excluded.filter, "
-        "created_at = excluded.created_at",
-        (view.operator, view.name, view.group, view.filter, view.created_at),
-    )
+    conn.run("views.save", (view.operator, view.name, view.group, view.filter, view.created_at))
 
 
 def list_views(conn: Connection, operator: str) -> list[SavedView]:
     """`operator`'s saved views, by name ([] when none)."""
-    rows = conn.execute(
-        "SELECT operator, name, grp, filter, created_at FROM saved_views WHERE operator = ? ORDER BY name", (operator,)
-    )
+    rows = conn.run("views.list_views", (operator,))
     return [SavedView(str(r[0]), str(r[1]), str(r[2]), str(r[3]), float(r[4])) for r in rows]
 
 
 def delete(conn: Connection, operator: str, name: str) -> bool:
     """Delete `operator`'s view `name` inside the caller's write transaction; False when there is none (nothing is
     written)."""
-    return conn.execute("DELETE FROM saved_views WHERE operator = ? AND name = ?", (operator, name)).rowcount > 0
+    return conn.run("views.delete", (operator, name)).rowcount > 0

@@ -151,7 +151,7 @@ async def test_W_saves_the_group_and_filter_as_a_view(demo: Demo) -> None:
         await wait_until(pilot, lambda: app.screen is screen, what="the form closed")
         await wait_until(pilot, lambda: "saved view resets: held · op:article.* reason:reset" in screen.feedback_text,
                          what="the saved message")
-    conn = sqlite3.connect(f"file:{demo.ledger}?mode=ro", uri=True)  # a fresh connection
+    conn = connect(demo.ledger, readonly=True)  # a fresh connection
     try:
         saved = [(v.operator, v.name, v.group, v.filter) for v in list_views(conn, "alice")]
     finally:
