@@ -108,12 +108,12 @@ def _shown(value: Any) -> str:
 
 def owner(conn: Connection, path: str) -> tuple[str, bool]:
     """(who owns the ledger, whether this process may act as its owner: the owner itself, root or a superuser)."""
-    return sql.owner(conn, path)
+    return sql.owner(conn)
 
 
 def require_owner(conn: Connection, path: str, what: str) -> str:
     """The owner's name when this process is the ledger's owner (or root / a superuser); Refused otherwise."""
-    name, is_owner = sql.owner(conn, path)
+    name, is_owner = sql.owner(conn)
     if not is_owner:
         raise Refused(f"{what}: only the ledger's owner ({name}) may change its policy; ask them to run it")
     return name

@@ -1,15 +1,17 @@
-"""The storage seam: which backend a ledger lives on, and the few things that differ between them.
+"""The storage seam: which backend a ledger lives on, and what differs between them.
 
 A ledger is a SQLite file (a path) or a PostgreSQL database (a `postgresql://` URL). The rules (reserve,
-transitions, leases, triage, outbox) are written once against `Connection`, the interface both backends
-give: `execute(sql, params)` with `?` placeholders, rows readable by index and by column name,
-`in_transaction`, `close()`. Only this package knows a database: each backend raises the ledger's own errors
-(`ledger.errors`: locked, corrupt, unavailable, unusable, conflict), never its driver's. What differs lives
-here and in `ledger.store.sqlite` / `ledger.store.postgres`: how a write transaction starts (BEGIN IMMEDIATE
-vs an advisory lock), the clock leases are measured by, how a change is noticed (data_version vs
-LISTEN/NOTIFY), and how the pages are checked.
+transitions, leases, triage, outbox) reach it through the named operations of this package's modules
+(`jobs`, `events`, `evidence`, ...), written once against `Connection`, the interface both backends give. Each
+backend owns its SQL: the fixed statements are its own `.sql` files (`ledger/store/sql/BACKEND/`, run by name,
+`ledger.store.queries`), and a statement shaped by its input is composed from what the connection declares
+(`PARAM`, `LIKE`, `TEXT_ORDER`). What else differs is declared by each connection class (`SqliteConnection`,
+`PgConnection`) and called by the functions here, never branched on: how a write transaction starts (BEGIN
+IMMEDIATE vs an advisory lock), the clock leases are measured by, how a change is noticed (data_version vs
+LISTEN/NOTIFY), how the pages are checked, who owns the ledger. Only this package knows a database: each backend
+raises the ledger's own errors (`ledger.errors`: locked, corrupt, unavailable, unusable, conflict), never its
+driver's.
 """
-
 from __future__ import annotations
 
 import threading
@@ -17,14 +19,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ledger.clock import Clock, SystemClock
 
 T = TypeVar("T")
-
-if TYPE_CHECKING:
-    from ledger.store.postgres import PgConnection
 
 PG_SCHEMES = ("postgresql://", "postgres://")
 
@@ -134,6 +133,10 @@ class Connection(Protocol):
         """The triggers a current ledger must have that this one lacks, sorted."""
         ...
 
+    def ledger_owner(self) -> tuple[str, bool]:
+        """(who owns the ledger, whether this process is that owner or a superuser)."""
+        ...
+
     @property
     def in_transaction(self) -> bool: ...
 
@@ -156,11 +159,6 @@ def shown_ledger(ledger: str | Path) -> str:
     import re
 
     return re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", str(ledger))
-
-
-def is_pg(conn: Any) -> TypeGuard[PgConnection]:
-    """True when `conn` is a connection to a PostgreSQL ledger."""
-    return type(conn).__name__ == "PgConnection"  # no psycopg import for a SQLite ledger
 
 
 class DbClock:
@@ -209,12 +207,6 @@ def read_snapshot(conn: Connection) -> Iterator[None]:
     finally:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-
-
-def order_text(conn: Connection) -> str:
-    """The collation clause that orders text by its UTF-8 bytes on both backends (SQLite's BINARY is that
-    already; PostgreSQL's database collation may follow a locale, its "C" collation does not)."""
-    return conn.TEXT_ORDER
 
 
 def missing_triggers(conn: Connection) -> list[str]:

@@ -1,7 +1,9 @@
 """The PostgreSQL backend (psycopg 3): schema, migrations, the connection the rules use, write transactions.
 
-`PgConnection` gives the rules the ledger's `Connection` (`ledger.store`: `?` placeholders, rows by index and
-name, `in_transaction`), so their SQL is written once. Write transactions run under READ
+`PgConnection` is the ledger's `Connection` (`ledger.store`) on PostgreSQL: rows by index and name,
+`in_transaction`, the statements of `ledger/store/sql/postgres/` by name (`run`), in PostgreSQL's own SQL (`%s`
+placeholders; nothing rewrites SQLite's), and what differs from SQLite declared as its own attributes and
+methods (the server's clock, NOTIFY, advisory locks, retries). Write transactions run under READ
 COMMITTED and take a transaction-scoped advisory lock: the chain lock for general writes (what BEGIN
 IMMEDIATE gives on SQLite), or a per-operation lock for reserve, which takes the chain lock only when it
 appends an event. Serialization failures and deadlocks are retried by the callers that run a body more
@@ -378,29 +380,6 @@ def _row_factory(cursor: Any) -> Callable[[Sequence[Any]], Row]:
     return lambda values: Row(values, index)
 
 
-_TOKENS = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"|\?|%|\bLIKE\b", re.IGNORECASE)
-
-
-@lru_cache(maxsize=1024)
-def translate(sql: str) -> str:
-    """SQLite-flavoured SQL as PostgreSQL takes it: `?` -> `%s`, `%` -> `%%`, LIKE -> ILIKE (SQLite's LIKE
-    ignores ASCII case), outside quoted strings and names."""
-
-    def sub(m: re.Match[str]) -> str:
-        tok = m.group(0)
-        if tok == "?":
-            return "%s"
-        if tok == "%":
-            return "%%"
-        if tok.upper() == "LIKE":
-            return "ILIKE"
-        if tok.startswith("'"):
-            return tok.replace("%", "%%")
-        return tok
-
-    return _TOKENS.sub(sub, sql)
-
-
 def _as_ledger_error(e: psycopg.Error, url: str) -> Exception:
     """The ledger's own error for what PostgreSQL said (`ledger.errors`)."""
     if isinstance(e, (pgerr.LockNotAvailable, pgerr.QueryCanceled)):
@@ -500,17 +479,10 @@ class PgConnection:
         self._listening = False
         return raw
 
-    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> PgCursor:
-        """Run one statement (`?` placeholders) and return its rows."""
-        special = self._special(sql.strip())
-        if special is not None:
-            return special
-        return self._run(sql if "%s" in sql else translate(sql), params)
-
     def run(self, name: str, params: Sequence[Any] = (), /) -> PgCursor:
         """Run the named statement of `ledger/store/sql/postgres/` (`AREA.NAME`, `ledger.store.queries`) and return
         its rows. Raises KeyError for a name no file gives, else the ledger's own errors."""
-        return self._run(queries.load("postgres")[name], params)
+        return self.execute(queries.load("postgres")[name], params)
 
     def sql(self, name: str) -> str:
         """The text of the named statement of `ledger/store/sql/postgres/` (for a statement streamed, or composed
@@ -524,8 +496,9 @@ class PgConnection:
         except psycopg.Error as e:
             raise _as_ledger_error(e, self.url) from None
 
-    def _run(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> PgCursor:
-        """Run one statement in PostgreSQL's own SQL (`%s` placeholders, `%%` for a literal %) and return its rows."""
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> PgCursor:
+        """Run one statement in PostgreSQL's own SQL (`%s` placeholders, `%%` for a literal %) and return its rows.
+        Raises the ledger's own errors (`_as_ledger_error`)."""
         self._session()
         args: Any = params
         if isinstance(params, (list, tuple)):
@@ -542,14 +515,14 @@ class PgConnection:
         return out
 
     def stream(self, sql: str, params: Sequence[Any] = (), batch: int = 1000) -> Iterator[Row]:
-        """Run one SELECT (`?` placeholders) through a server-side cursor inside the open transaction and yield
+        """Run one SELECT (PostgreSQL's own SQL) through a server-side cursor inside the open transaction and yield
         its rows `batch` at a time, so a large result never sits in memory whole."""
         if not self.in_transaction:
             raise RuntimeError("stream() needs an open transaction (a server-side cursor lives in one)")
         try:
             with self._session().cursor(name=f"reclaim_stream_{next(_STREAMS)}") as cur:
                 cur.itersize = batch
-                cur.execute(sql if "%s" in sql else translate(sql), list(params))
+                cur.execute(sql, list(params))
                 yield from cur
         except psycopg.Error as e:
             raise _as_ledger_error(e, self.url) from None
@@ -580,17 +553,6 @@ class PgConnection:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _special(self, sql: str) -> PgCursor | None:
-        """SQLite statements that have a PostgreSQL meaning of their own."""
-        upper = sql.upper()
-        if upper == "BEGIN":  # a read snapshot, like SQLite's deferred transaction
-            try:
-                self._session().execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-            except psycopg.Error as e:
-                raise _as_ledger_error(e, self.url) from None
-            return PgCursor([], -1)
-        return None
-
     # -- what differs from SQLite, declared here (ledger.store's functions call these, never branch) ---------------
     SERVER_CLOCK = True
     """Leases are judged by the server's clock: every host sharing the ledger reads the same one."""
@@ -608,7 +570,7 @@ class PgConnection:
     def lock_chain(self) -> None:
         """Inside a write transaction, wait for the right to append to the audit chain: a transaction-scoped
         advisory lock, so the hash chain and the per-job sequence numbers grow one transaction at a time."""
-        self._run("SELECT pg_advisory_xact_lock(%s)", (CHAIN_LOCK,))
+        self.execute("SELECT pg_advisory_xact_lock(%s)", (CHAIN_LOCK,))
 
     def run_retrying(self, body: Callable[[], T]) -> T:
         """Run `body` (which opens its own write transaction) again when the server aborted it for a
@@ -643,6 +605,18 @@ class PgConnection:
     def missing_triggers(self) -> list[str]:
         """The triggers a current ledger has that this database lacks (dropped or disabled), sorted."""
         return sorted(TRIGGERS - triggers(self))
+
+    def ledger_owner(self) -> tuple[str, bool]:
+        """(the role that owns the events table of the current schema, whether this connection's role is that
+        owner or a superuser); ("(unknown)", False) when the table is not found."""
+        row = self.execute(
+            "SELECT t.tableowner, t.tableowner = current_user "
+            "OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) "
+            "FROM pg_tables t WHERE t.tablename = 'events' AND t.schemaname = current_schema()", [],
+        ).fetchone()
+        if row is None:
+            return "(unknown)", False
+        return str(row[0]), bool(row[1])
 
     # -- PostgreSQL's own ---------------------------------------------------------------------------------
     def change_token(self) -> int:

@@ -524,6 +524,17 @@ class SqliteConnection(sqlite3.Connection):
         """The triggers a current ledger has that this file lacks (dropped), sorted."""
         return sorted(TRIGGERS - triggers(self))
 
+    def ledger_owner(self) -> tuple[str, bool]:
+        """(the OS account that owns the file, whether this process runs as it or as root)."""
+        import pwd
+
+        uid = os.stat(ledger_path(self)).st_uid
+        try:
+            name = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            name = f"uid {uid}"
+        return name, os.geteuid() in (0, uid)
+
     def execute(self, sql: str, parameters: Any = (), /) -> SqliteCursor:
         try:
             cur = self.cursor(SqliteCursor)

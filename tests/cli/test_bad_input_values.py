@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ledger_reads import QmarkSql
 from test_bad_input import assert_one_line_error
 
 from ledger.clock import ManualClock
@@ -617,7 +618,7 @@ def store_bad_times(ledger: Path) -> None:
     raw = connect(ledger)
     try:
         for job_id, (column, value) in BAD_STORED.items():
-            raw.execute(f"UPDATE jobs SET {column} = ?, owner = 'bob' WHERE job_id = ?", (value, job_id))
+            QmarkSql(raw).execute(f"UPDATE jobs SET {column} = ?, owner = 'bob' WHERE job_id = ?", (value, job_id))
     finally:
         raw.close()
 

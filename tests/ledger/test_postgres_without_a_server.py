@@ -1,5 +1,5 @@
 """The PostgreSQL backend's pure parts, checked without a server (so `make test-fast` reaches the module too):
-how the rules' SQL is translated, the lock key of an operation, and the ledger's own error each database error becomes.
+its SQL files (PostgreSQL's own placeholders, nothing left to rewrite), the lock key of an operation, and the ledger's own error each database error becomes.
 The backend against a real server is checked by every BACKENDS module's postgresql run and tests/system/."""
 
 from __future__ import annotations
@@ -16,22 +16,16 @@ from ledger.errors import (
     LedgerUnusable,
     SerializationFailure,
 )
-from ledger.store import postgres
+from ledger.store import postgres, queries
 
 URL = "postgresql://reclaim:s3cret@db.example/ledger"
 
 
-@pytest.mark.parametrize(("sqlite_sql", "pg_sql"), [
-    ("SELECT * FROM jobs WHERE job_id = ? AND operation = ?",
-     "SELECT * FROM jobs WHERE job_id = %s AND operation = %s"),
-    ("SELECT * FROM jobs WHERE owner LIKE ?", "SELECT * FROM jobs WHERE owner ILIKE %s"),
-    ("SELECT * FROM jobs WHERE reason like '%?%'", "SELECT * FROM jobs WHERE reason ILIKE '%%?%%'"),
-    ("SELECT 'it''s ? LIKE' AS x, \"LIKE\" FROM t WHERE a % 2 = ?",
-     "SELECT 'it''s ? LIKE' AS x, \"LIKE\" FROM t WHERE a %% 2 = %s"),
-    ("SELECT likes FROM t", "SELECT likes FROM t"),
-])
-def test_the_rules_sql_is_translated_outside_quoted_strings_and_names(sqlite_sql: str, pg_sql: str) -> None:
-    assert postgres.translate(sqlite_sql) == pg_sql
+def test_its_statements_are_postgresqls_own_and_nothing_rewrites_sqlites() -> None:
+    assert not hasattr(postgres, "translate")
+    sql = queries.load("postgres")["jobs.find_job"]
+    assert sql.count("%s") == 2 and "?" not in sql
+    assert postgres.PgConnection.PARAM == "%s" and postgres.PgConnection.LIKE == "ILIKE"
 
 
 def test_an_operation_lock_is_stable_distinct_and_never_the_chain_or_migration_lock() -> None:

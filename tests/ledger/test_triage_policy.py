@@ -238,7 +238,9 @@ def test_reconcile_attaches_the_handle_without_sending(
     ledger_path: Path, fingerprint: Callable[[Path], str], read_job: Callable[..., Any], cfg: Config,
 ) -> None:
     standard = cfg  # 5 s timeouts, for the poll after reconcile
-    cfg = parse_config(make_config(timeout_seconds=0.5), base_dir=tmp_path)
+    # 2 s: long enough that a loaded machine still sends the whole body before the remote hangs (a body cut short
+    # is a send given up, still reserving, not the held outcome this test is about)
+    cfg = parse_config(make_config(timeout_seconds=2.0), base_dir=tmp_path)
     sim.add_fault("accept_then_hang")
     res = submit_now(conn, cfg, OP, {"input": "slow"}, clock=clock, job_id="hung", remotes=RemoteCache(cfg))
     assert res.state == "held"
