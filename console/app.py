@@ -300,7 +300,7 @@ class ReclaimApp(App[int]):
 
     def _follow(self) -> None:
         """Poll `data_version` every ~0.1 s on a dedicated connection; post changes and staleness."""
-        follower = Follower(self.source, self.clock, FEED_SIZE, silence_seconds=self.config.policy.worker_silence_seconds,
+        follower = Follower(self.source, self.config, self.clock, FEED_SIZE,
                             awaiting=partial(awaiting_count, config=self.config, me=self.operator))
         was_stale = ""
         workers_shown: tuple[str, bool] | None = None

@@ -32,8 +32,8 @@ from ledger import (
     JobFilter,
     JobKey,
     LedgerError,
+    LiveFigures,
     Liveness,
-    Policy,
     Preview,
     QuotaDay,
     Refused,
@@ -51,7 +51,6 @@ from ledger import (
     fenced_writes_for,
     find_job,
     get_action,
-    group_counts,
     held_by_operation,
     held_candidates,
     held_jobs,
@@ -65,12 +64,11 @@ from ledger import (
     list_jobs,
     list_outbox,
     may_arrive_until,
-    paused_remotes,
     preload_adapters,
     preview_action,
     quota_history,
     quota_today,
-    read_board,
+    read_live_figures,
     remote_capabilities,
     span,
     take,
@@ -189,16 +187,17 @@ class Follower:
     """
 
     def __init__(
-        self, source: LedgerSource, clock: Clock, feed_size: int = FEED_SIZE, *,
-        silence_seconds: float = Policy.worker_silence_seconds,
+        self, source: LedgerSource, config: Config, clock: Clock, feed_size: int = FEED_SIZE, *,
         awaiting: Callable[[Connection], int | None] | None = None,
     ) -> None:
         self.source = source
+        self.config = config
+        """The figures each pulse carries are read under it (`ledger.read_live_figures`: today's quota by its time zone)."""
         self.awaiting = awaiting
         """Counts the held jobs awaiting the operator's approval, with each change (None: not counted)."""
         self.clock = clock
         self.feed_size = feed_size
-        self.silence_seconds = silence_seconds
+        self.silence_seconds = config.policy.worker_silence_seconds
         self._board: WorkerBoard | None = None
         self.max_events = feed_size * 50
         """The most events one pulse carries; the rest follow in the next polls at once."""
@@ -245,23 +244,29 @@ class Follower:
         events = self._events.poll(limit=self.max_events)
         if not events and not self._events.changed:
             return None
-        counts = group_counts(self._conn)
-        self._board = read_board(self._conn)
+        figures = self._figures()
         if events:
             self._head = events[-1].hash
         version = self._events.version or 0
-        return Pulse(version, counts, events, self.clock.now(), paused_remotes=self._paused(), head_hash=self._head,
-                     awaiting_me=self._awaiting())
+        return Pulse(version, figures.groups(), events, self.clock.now(), paused_remotes=tuple(sorted(
+            figures.paused_remotes)), head_hash=self._head, awaiting_me=self._awaiting())
 
     def _reload(self) -> Pulse:
         assert self._conn is not None
         self._events = EventCursor(self._conn)
         events = self._events.tail(self.feed_size)
-        counts = group_counts(self._conn)
-        self._board = read_board(self._conn)
+        figures = self._figures()
         self._head = events[-1].hash if events else None
-        return Pulse(self._events.version or 0, counts, events, self.clock.now(), reset=True,
-                     paused_remotes=self._paused(), head_hash=self._head, awaiting_me=self._awaiting())
+        return Pulse(self._events.version or 0, figures.groups(), events, self.clock.now(), reset=True,
+                     paused_remotes=tuple(sorted(figures.paused_remotes)), head_hash=self._head,
+                     awaiting_me=self._awaiting())
+
+    def _figures(self) -> LiveFigures:
+        """The ledger's live figures (what `reclaim status` and `reclaim metrics` show), kept for `workers()`."""
+        assert self._conn is not None
+        figures = read_live_figures(self._conn, self.config, self.clock.now())
+        self._board = figures.board
+        return figures
 
     def _awaiting(self) -> int | None:
         assert self._conn is not None
@@ -276,10 +281,6 @@ class Follower:
         """The workers' liveness now, judged from the heartbeats read with the last change (no read here: silence
         grows with time alone); None before the first read."""
         return None if self._board is None else self._board.liveness(self.clock.now(), self.silence_seconds)
-
-    def _paused(self) -> tuple[str, ...]:
-        assert self._conn is not None
-        return tuple(sorted(paused_remotes(self._conn)))
 
 
 # -- read models ---------------------------------------------------------------------------------------------

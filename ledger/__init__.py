@@ -116,6 +116,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "check_pages": ("ledger.store", "check_pages"), "loose_permissions": ("ledger.store", "loose_permissions"),
     # ledger.status
     "Status": ("ledger.status", "Status"), "read_status": ("ledger.status", "read_status"),
+    "LiveFigures": ("ledger.status", "LiveFigures"), "read_live_figures": ("ledger.status", "read_live_figures"),
     "JournalReport": ("ledger.status", "JournalReport"),
     # ledger.leases
     "claim_for_send": ("ledger.leases", "claim_for_send"),
@@ -317,7 +318,7 @@ if TYPE_CHECKING:
     from ledger.seal import read_key as read_audit_key
     from ledger.seal import use_key as use_audit_key
     from ledger.stages import Stage, awaiting_count, job_stage
-    from ledger.status import JournalReport, Status, read_status
+    from ledger.status import JournalReport, LiveFigures, Status, read_live_figures, read_status
     from ledger.store import check_pages, is_url, ledger_clock, loose_permissions, shown_ledger, wait_for_change
     from ledger.store.events import duplicate_count as evidence_duplicate_count
     from ledger.store.events import head as audit_head
@@ -428,6 +429,7 @@ __all__ = [
     "LedgerError",
     "LedgerLocked",
     "LedgerUnusable",
+    "LiveFigures",
     "Liveness",
     "ManualClock",
     "NotYet",
@@ -545,6 +547,7 @@ __all__ = [
     "quota_today",
     "read_audit_key",
     "read_board",
+    "read_live_figures",
     "read_policy",
     "read_status",
     "record_finding",

@@ -30,9 +30,10 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from ledger import journal, store
-from ledger.clock import Clock, day_of
+from ledger.clock import Clock
 from ledger.config import Config
 from ledger.errors import BadInput, LedgerError
+from ledger.status import LiveFigures, read_live_figures
 from ledger.store import Connection, ledger_clock
 from ledger.store import metrics as q
 
@@ -46,7 +47,7 @@ DECIDED_BY = {True: "evidence", False: "person"}
 """Who decided a hold: the worker on the remote's own evidence, or a person."""
 
 Counts = dict[tuple[str, ...], int]
-"""Figures by their label values."""
+"""LiveFigures by their label values."""
 
 
 class LedgerCollector(Collector):
@@ -118,8 +119,10 @@ class LedgerCollector(Collector):
         with store.read_snapshot(conn):  # one snapshot for every figure
             now = ledger_clock(conn, self.clock).now()
             self._count_events(conn)
-            out = [*_jobs(conn, now, self.tallies.values()), *_recovery(conn, self.config, self.tallies.values()), *_notifications(conn), *_webhooks(conn),
-                   *_quota_and_remotes(conn, self.config, now), *_workers(conn, now),
+            figures = read_live_figures(conn, self.config, now)  # what `reclaim status` and the console show too
+            out = [*_jobs(conn, now, self.tallies.values()), *_recovery(conn, self.config, self.tallies.values()),
+                   *_notifications(conn), *_webhooks(conn, figures), *_quota_and_remotes(figures, self.config),
+                   *_workers(figures),
                    _counter("reclaim_audit_events", "Events in the ledger: the audit chain's length (compare a copy "
                             "of its head kept outside the ledger with 'reclaim verify').", [],
                             [((), self.events)])]
@@ -256,34 +259,34 @@ def _notifications(conn: Connection) -> Iterator[Metric]:
                      "its delivery.", ["channel", "kind"], q.notification_delays(conn, NOTIFY_BUCKETS))
 
 
-def _webhooks(conn: Connection) -> Iterator[Metric]:
+def _webhooks(conn: Connection, figures: LiveFigures) -> Iterator[Metric]:
     yield _counter("reclaim_webhook_deliveries_verified_total", "Webhook deliveries whose signature verified, by "
                    "type; recorded='false' for a type reclaim ignores.", ["type", "recorded"],
                    (((t, "true" if rec else "false"), n) for t, rec, n in q.webhook_deliveries(conn)))
     yield _counter("reclaim_webhook_deliveries_refused_total", "Webhook deliveries refused, by reason.", ["reason"],
-                   (((reason,), n) for reason, n in q.webhook_refusals(conn)))
+                   (((reason,), n) for reason, n in figures.webhook_counters.items()))
 
 
-def _quota_and_remotes(conn: Connection, config: Config, now: float) -> Iterator[Metric]:
-    used = q.quota_used(conn, day_of(now, config.timezone))
+def _quota_and_remotes(figures: LiveFigures, config: Config) -> Iterator[Metric]:
+    used = {d.operation: d.used for d in figures.quota_today}
     ops = sorted(config.operations)
     yield _gauge("reclaim_quota_used", "Reservations counted against each operation's daily quota today (the "
                  "config's time zone).", ["operation"], (((op,), used.get(op, 0)) for op in ops))
     yield _gauge("reclaim_quota_limit", "Each operation's daily quota.", ["operation"],
                  (((op,), config.operations[op].daily_quota) for op in ops))
-    paused = dict(q.paused_remotes(conn))
+    paused = figures.paused_remotes
     remotes = sorted(set(config.remotes) | set(paused))
     yield _gauge("reclaim_remote_paused", "1 while a remote is paused because it refuses every job "
                  "('reclaim status'; 'reclaim resume REMOTE' once fixed).", ["remote"],
                  (((r,), 1.0 if r in paused else 0.0) for r in remotes))
 
 
-def _workers(conn: Connection, now: float) -> Iterator[Metric]:
-    running = q.running_workers(conn)
+def _workers(figures: LiveFigures) -> Iterator[Metric]:
+    now, running = figures.now, figures.board.running
     yield _gauge("reclaim_worker_heartbeat_age_seconds", "Seconds since each worker marked running last wrote its "
                  "heartbeat.", ["worker", "host", "kind"],
                  (((w.worker_id, w.host, w.kind), max(now - w.updated_at, 0.0)) for w in running))
-    last = q.last_pass_at(conn)
+    last = figures.board.last_pass_at
     yield _gauge("reclaim_worker_last_pass_age_seconds", "Seconds since any worker's pass last started or ended "
                  "(+Inf: none ever did).", [], [((), max(now - last, 0.0) if last is not None else math.inf)])
 

@@ -1,6 +1,10 @@
 """The status document: the ledger's health at a glance, read in one place for `reclaim status` (its text and
 its `--json`) and anything else that reports it.
 
+Its live part, `LiveFigures` (jobs per state, today's quota, paused remotes, the workers' board, fenced writes,
+duplicate sends, webhook refusals, foreign deliveries), is read by `read_live_figures` alone too: `reclaim metrics`
+and the console's live header show the same figures from the same reads.
+
 Jobs per state and per operation, today's quota, the audit head, whether the pages were checked for damage,
 whether workers are passing, paused remotes, fenced writes, duplicate sends, webhook refusals, foreign
 deliveries, the outcome journal, whether the ledger holds its policy, and who is asking. Only reads; nothing
@@ -18,6 +22,7 @@ from ledger.clock import iso
 from ledger.config import Config
 from ledger.heartbeat import Liveness, WorkerBoard
 from ledger.identity import Identity
+from ledger.model import GROUPS
 from ledger.queries import QuotaDay
 from ledger.store import Connection
 from ledger.store import events as events_store
@@ -56,6 +61,40 @@ class JournalReport:
     """Its size in bytes; None when the file is missing."""
     preallocated: bool
     records: tuple[JournalRecord, ...]
+
+
+@dataclass(frozen=True)
+class LiveFigures:
+    """The ledger's live figures at one read (every one an index lookup or a small table): what `reclaim status`,
+    `reclaim metrics` and the console's header all show."""
+
+    now: float
+    states: dict[str, int]
+    """Jobs per state (every state, zero when none)."""
+    quota_today: tuple[QuotaDay, ...]
+    """Today's use of each declared operation's quota (the config's time zone)."""
+    paused_remotes: dict[str, RemotePause]
+    board: WorkerBoard
+    fenced_writes: int
+    duplicate_sends: int
+    webhook_counters: dict[str, int]
+    """Refused webhook deliveries by reason."""
+    foreign: ForeignTally
+
+    def groups(self) -> dict[str, int]:
+        """Jobs per console group (`ledger.model.GROUPS`)."""
+        return {g: sum(self.states.get(s, 0) for s in states) for g, states in GROUPS.items()}
+
+
+def read_live_figures(conn: Connection, config: Config, now: float) -> LiveFigures:
+    """The live figures at `now`. Only reads; raises the ledger's own errors when it cannot read. Read inside one
+    snapshot (`store.read_snapshot`) when the figures must agree with each other."""
+    return LiveFigures(
+        now=now, states=jobs_store.state_counts(conn), quota_today=tuple(queries.quota_today(conn, config, now)),
+        paused_remotes=pauses_store.paused_remotes(conn), board=heartbeat.read_board(conn),
+        fenced_writes=jobs_store.fenced_write_count(conn), duplicate_sends=events_store.duplicate_count(conn),
+        webhook_counters=evidence_store.refusal_counts(conn), foreign=evidence_store.foreign_tally(conn),
+    )
 
 
 @dataclass(frozen=True)
@@ -147,16 +186,15 @@ def read_status(
     if held_policy.settings is None:
         warnings.insert(0, NO_POLICY_WARNING)
     events, head = events_store.head(conn)
-    board = heartbeat.read_board(conn)
+    f = read_live_figures(conn, config, now)
     return Status(
         identity=identity, roles=tuple(sorted(config.roles_of(identity.name))),
-        states=jobs_store.state_counts(conn), operations=jobs_store.operation_counts(conn),
-        quota_today=tuple(queries.quota_today(conn, config, now)), fenced_writes=jobs_store.fenced_write_count(conn),
-        duplicate_sends=events_store.duplicate_count(conn), webhook_counters=evidence_store.refusal_counts(conn),
-        foreign=evidence_store.foreign_tally(conn), foreign_retention_days=config.policy.foreign_retention_days,
+        states=f.states, operations=jobs_store.operation_counts(conn), quota_today=f.quota_today,
+        fenced_writes=f.fenced_writes, duplicate_sends=f.duplicate_sends, webhook_counters=f.webhook_counters,
+        foreign=f.foreign, foreign_retention_days=config.policy.foreign_retention_days,
         audit_events=events, audit_head=head, pages_checked=pages_checked, now=now,
-        board=board, live=board.liveness(now, config.policy.worker_silence_seconds),
-        paused_remotes=pauses_store.paused_remotes(conn),
+        board=f.board, live=f.board.liveness(now, config.policy.worker_silence_seconds),
+        paused_remotes=f.paused_remotes,
         policy_held=held_policy.settings is not None, policy_event_id=held_policy.event_id,
         warnings=tuple(warnings), journal=_journal(conn, config, ledger),
     )

@@ -5,6 +5,7 @@ are read on the follower's thread, never on the UI thread."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 from console_demo import Demo
@@ -17,20 +18,21 @@ from console.app import make_app
 from console.screens.overview import OverviewScreen
 from console.widgets.ledger_header import LedgerHeader
 from ledger.db import connect
-from ledger.heartbeat import WorkerBeat, WorkerBoard
+from ledger.heartbeat import WorkerBeat
+from ledger.status import LiveFigures
 
 pytestmark = pytest.mark.anyio
 
 
 async def test_the_header_shows_the_workers_and_their_silence(demo: Demo, monkeypatch: pytest.MonkeyPatch) -> None:
     readers: list[str] = []
-    read = console.live.read_board
+    read = console.live.read_live_figures
 
-    def recording(conn: object) -> WorkerBoard:
+    def recording(*args: Any) -> LiveFigures:
         readers.append(threading.current_thread().name)
-        return read(conn)  # type: ignore[arg-type]
+        return read(*args)
 
-    monkeypatch.setattr(console.live, "read_board", recording)
+    monkeypatch.setattr(console.live, "read_live_figures", recording)
     app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_loaded(pilot, OverviewScreen)

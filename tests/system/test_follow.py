@@ -73,8 +73,8 @@ class _Lines:
 class _FollowerThread:
     """The console's Follower in its own thread, polling as the console's live loop does; records each pulse."""
 
-    def __init__(self, ledger: Path, poll_seconds: float = 0.1) -> None:
-        self.follower = Follower(LedgerSource(ledger), SystemClock(), feed_size=2)  # max 100 events a pulse
+    def __init__(self, ledger: Path, cfg: Config, poll_seconds: float = 0.1) -> None:
+        self.follower = Follower(LedgerSource(ledger), cfg, SystemClock(), feed_size=2)  # max 100 events a pulse
         self.pulses: list[Pulse] = []
         self.errors: list[BaseException] = []
         self._stop = threading.Event()
@@ -108,12 +108,12 @@ class _FollowerThread:
 
 def test_every_event_from_several_writers_is_shown_once_in_order_and_promptly(
     sim: Any, ledger_path: Path, make_config: Callable[..., dict[str, Any]], write_config: Callable[..., Path],
-    start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any],
+    start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any], cfg: Config,
 ) -> None:
     config = write_config(make_config(daily_quota=1000))
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
-    follower = _FollowerThread(ledger_path).start()
+    follower = _FollowerThread(ledger_path, cfg).start()
     wait_for(lambda: follower.pulses, timeout=10, what="the console follower's first look")
     assert follower.pulses[0].reset and follower.pulses[0].events == []  # an empty ledger: it follows from id 0
     cli = start_cli("events", "--follow", "--json", "--after", "0", config=config)
@@ -197,7 +197,7 @@ def test_a_burst_is_read_in_pages_each_event_once(ledger_path: Path, cfg: Config
 
 
 def test_the_follower_carries_on_from_its_cursor_after_a_reconnect(ledger_path: Path, cfg: Config) -> None:
-    follower = Follower(LedgerSource(ledger_path), SystemClock(), feed_size=2)
+    follower = Follower(LedgerSource(ledger_path), cfg, SystemClock(), feed_size=2)
     try:
         first = follower.poll()
         assert first is not None and first.reset

@@ -458,7 +458,7 @@ def test_the_live_console_follower_is_woken_by_notify(pg: str, cfg: Any) -> None
     """The console's follower waits on LISTEN: a commit wakes it long before its polling interval ends."""
     from console.live import Follower, LedgerSource
 
-    follower = Follower(LedgerSource(pg, read_only=True), ManualClock(T0), 10)
+    follower = Follower(LedgerSource(pg, read_only=True), cfg, ManualClock(T0), 10)
     assert follower.poll() is not None  # first look: loads the (empty) ledger
     writer = connect(pg)
     woke = threading.Event()

@@ -40,20 +40,3 @@ SELECT channel, state, COUNT(*) FROM outbox GROUP BY channel, state;
 -- Verified deliveries per type and whether they became evidence.
 SELECT COALESCE(type, ''), CASE WHEN evidence_id IS NULL THEN 0 ELSE 1 END AS recorded, COUNT(*)
 FROM webhook_deliveries GROUP BY COALESCE(type, ''), recorded;
-
--- name: webhook_refusals
-SELECT reason, n FROM webhook_refusals;
-
--- name: quota_used
-SELECT operation, used FROM quota_usage WHERE day = ?;
-
--- name: paused_remotes
-SELECT remote, paused_at FROM remote_pauses;
-
--- name: running_workers
--- The workers marked running, newest heartbeat first (index worker_heartbeats_running).
-SELECT worker_id, host, kind, updated_at FROM worker_heartbeats WHERE running = 1
-ORDER BY updated_at DESC, worker_id LIMIT ?;
-
--- name: last_pass_at
-SELECT MAX(last_pass_at) FROM worker_heartbeats;
