@@ -1,14 +1,18 @@
-"""What every `reclaim` command shares: the app, the common options, opening the ledger and the config, who
-acts, and turning the ledger's errors into one line and an exit code (`guard`)."""
+"""What every `reclaim` command shares: the app, the common options (`--ledger`, `--config`, `--operator`,
+`--json`) given to each command as one `Session`, opening the ledger and the config, who acts, and turning the
+ledger's errors into one line and an exit code (`guard`, run around every command by `command`)."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -81,22 +85,6 @@ PAGE_CHECK_SECONDS = 1.0  # status and events check the ledger's pages for damag
 DEFAULT_CONFIG = Path("reclaim.toml")
 
 
-def acting_identity(cfg: Config, name: str | None) -> Identity:
-    """Who acts: the config's identity source applied to --operator and a browser seat's name (if any)."""
-    return resolve_identity(cfg, name, os.environ.get(SEAT_ENV) or None)
-
-
-def operator_name(cfg: Config, name: str | None) -> str:
-    return acting_identity(cfg, name).name
-
-
-def sender_name(cfg: Config, name: str | None, what: str) -> str:
-    """The acting identity's name, after checking it holds the sender role `what` needs."""
-    who = acting_identity(cfg, name)
-    require_role(cfg, who, "sender", what)
-    return who.name
-
-
 def fail(e: LedgerError, as_json: bool) -> typer.Exit:
     output.error(str(e), as_json=as_json, code=e.exit_code)
     return typer.Exit(e.exit_code)
@@ -140,54 +128,143 @@ def guard(as_json: bool) -> Iterator[None]:
         raise fail(e, as_json) from None
 
 
-def load(config: Path) -> Config:
-    """Load the config, redact the secrets it names in everything printed from now on, and take the audit key
-    when this account may read it (every event this process writes is then authenticated)."""
-    cfg = load_config(config)
-    output.use_redactor(Redactor.from_config(cfg))
-    key_file = audit_key_path(cfg.key_file())
-    use_audit_key(read_audit_key(key_file) if key_file is not None else None)
-    return cfg
+@dataclass(frozen=True)
+class Session:
+    """The common options one run of a command was given, and what commands do with them: open the ledger,
+    load the config, name who acts. A command that does not take an option gets its default here."""
+
+    ledger: Path | str = DEFAULT_LEDGER
+    config: Path = DEFAULT_CONFIG
+    operator: str | None = None
+    as_json: bool = False
+
+    def load(self) -> Config:
+        """Load the config, redact the secrets it names in everything printed from now on, and take the audit
+        key when this account may read it (every event this process writes is then authenticated)."""
+        cfg = load_config(self.config)
+        output.use_redactor(Redactor.from_config(cfg))
+        key_file = audit_key_path(cfg.key_file())
+        use_audit_key(read_audit_key(key_file) if key_file is not None else None)
+        return cfg
+
+    def protect(self) -> Config | None:
+        """For commands that only read the ledger: redact the secrets the config names in what they print, when
+        it loads, and return it; without a usable config there is nothing to know (the ledger's text was redacted
+        when written): None."""
+        try:
+            return self.load()
+        except LedgerError:
+            return None
+
+    def connect(self, *, readonly: bool = False, **options: Any) -> Connection:
+        """The ledger, without its policy or the config (`options` go to `ledger.connect`)."""
+        return connect(self.ledger, readonly=readonly, **options)
+
+    def open(self, *, readonly: bool = False) -> tuple[Connection, Config, Clock]:
+        """The ledger, the config acting under the ledger's policy (ledger.policy), and the clock leases go by."""
+        cfg = self.load()
+        conn = self.connect(readonly=readonly)
+        try:
+            cfg = apply_policy(cfg, read_policy(conn))
+        except BaseException:
+            conn.close()
+            raise
+        return conn, cfg, ledger_clock(conn, process_clock())  # PostgreSQL: leases by the server's clock
+
+    def governed_config(self) -> Config:
+        """The config acting under the ledger's policy, for commands that open the ledger later (or not at all)."""
+        cfg = self.load()
+        conn = self.connect(readonly=True)
+        try:
+            return apply_policy(cfg, read_policy(conn))
+        finally:
+            conn.close()
+
+    def check_pages(self, budget_seconds: float) -> None:
+        """Check the ledger's pages for damage for at most `budget_seconds` (a corrupt file stops here)."""
+        conn = self.connect(readonly=True)
+        try:
+            check_pages(conn, budget_seconds)
+        finally:
+            conn.close()
+
+    def identity(self, cfg: Config) -> Identity:
+        """Who acts: the config's identity source applied to --operator and a browser seat's name (if any)."""
+        return resolve_identity(cfg, self.operator, os.environ.get(SEAT_ENV) or None)
+
+    def actor(self, cfg: Config) -> str:
+        """The acting identity's name."""
+        return self.identity(cfg).name
+
+    def sender(self, cfg: Config, what: str) -> str:
+        """The acting identity's name, after checking it holds the sender role `what` needs."""
+        who = self.identity(cfg)
+        require_role(cfg, who, "sender", what)
+        return who.name
 
 
-def protect(config: Path) -> Config | None:
-    """For commands that only read the ledger: redact the secrets `config` names in what they print, when
-    it loads, and return it; without a usable config there is nothing to know (the ledger's text was redacted
-    when written): None."""
-    try:
-        return load(config)
-    except LedgerError:
-        return None
+COMMON_OPTIONS: dict[str, tuple[str, Any, Any]] = {
+    "ledger": ("ledger", LedgerOpt, DEFAULT_LEDGER),
+    "config": ("config", ConfigOpt, DEFAULT_CONFIG),
+    "operator": ("operator", OperatorOpt, None),
+    "json": ("as_json", JsonOpt, False),
+}
+"""Each common option a command may ask for: its parameter (the `Session` field), its typer annotation, its
+default. A command's `--help` lists the ones it asks for after its own, in this order."""
+ALL_OPTIONS = tuple(COMMON_OPTIONS)
 
 
-def open_ledger(ledger: Path, config: Path, *, readonly: bool = False) -> tuple[Connection, Config, Clock]:
-    """The ledger, the config acting under the ledger's policy (ledger.policy), and the clock leases go by."""
-    cfg = load(config)
-    conn = connect(ledger, readonly=readonly)
-    try:
-        cfg = apply_policy(cfg, read_policy(conn))
-    except BaseException:
-        conn.close()
-        raise
-    return conn, cfg, ledger_clock(conn, process_clock())  # PostgreSQL: leases by the server's clock
+def with_session(options: tuple[str, ...] = ALL_OPTIONS) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Make a command function typer can run: its parameter annotated `Session` (if any) is replaced by the
+    common `options` it asks for (keyword-only, after its own), given back to it as one `Session`; and its body
+    runs inside `guard` (the UTF-8 check of every parameter, the ledger's errors as one line and an exit code).
+
+    A command that asks for no option may take no `Session`. `typer.Exit` passes through `guard` untouched.
+    """
+    unknown = [o for o in options if o not in COMMON_OPTIONS]
+    if unknown:
+        raise ValueError(f"with_session: unknown common options {unknown}; known: {list(COMMON_OPTIONS)}")
+    asked = [COMMON_OPTIONS[o] for o in COMMON_OPTIONS if o in options]  # always in the order of COMMON_OPTIONS
+
+    def decorate(fn: Callable[..., None]) -> Callable[..., None]:
+        own = list(inspect.signature(fn, eval_str=True).parameters.values())  # honours a built __signature__
+        takes = [p.name for p in own if p.annotation is Session]
+        if len(takes) > 1 or (asked and not takes):
+            raise TypeError(f"{fn.__name__}: a command asking for common options takes exactly one Session")
+        own = [p for p in own if p.annotation is not Session]
+        clash = {p.name for p in own} & {field for field, _, _ in asked}
+        if clash:
+            raise TypeError(f"{fn.__name__}: its own parameters {sorted(clash)} clash with the common options")
+        kw = inspect.Parameter.KEYWORD_ONLY
+        params = own + [inspect.Parameter(field, kw, default=default, annotation=annotation)
+                        for field, annotation, default in asked]
+
+        @functools.wraps(fn)
+        def run(**given: Any) -> None:
+            session = Session(**{field: given.pop(field) for field, _, _ in asked})
+            with guard(session.as_json):
+                if takes:
+                    given[takes[0]] = session
+                fn(**given)
+
+        run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in params}
+        return run
+
+    return decorate
 
 
-def governed_config(ledger: Path, config: Path) -> Config:
-    """The config acting under the ledger's policy, for commands that open the ledger later (or not at all)."""
-    cfg = load(config)
-    conn = connect(ledger, readonly=True)
-    try:
-        return apply_policy(cfg, read_policy(conn))
-    finally:
-        conn.close()
+def command(panel: str | None = None, *, name: str | None = None, options: tuple[str, ...] = ALL_OPTIONS,
+            on: typer.Typer = app, **settings: Any) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register a command function on `on` (the app, or a command group) as `with_session(options)` makes it,
+    listed under `panel` in the group's --help. `settings` go to `Typer.command` as given (e.g. `help`)."""
 
+    listed = {"rich_help_panel": panel} if panel is not None else {}
 
-def check_ledger_pages(ledger: Path, budget_seconds: float) -> None:
-    conn = connect(ledger, readonly=True)
-    try:
-        check_pages(conn, budget_seconds)
-    finally:
-        conn.close()
+    def register(fn: Callable[..., None]) -> Callable[..., None]:
+        return on.command(name=name, **listed, **settings)(with_session(options)(fn))
+
+    return register
 
 
 def within(option: str, value: float, low: float, high: float) -> None:

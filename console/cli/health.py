@@ -11,19 +11,9 @@ import typer
 
 from console import output
 from console.cli.common import (
-    DEFAULT_CONFIG,
-    DEFAULT_LEDGER,
     PAGE_CHECK_SECONDS,
-    ConfigOpt,
-    JsonOpt,
-    LedgerOpt,
-    OperatorOpt,
-    acting_identity,
-    app,
-    guard,
-    load,
-    open_ledger,
-    protect,
+    Session,
+    command,
 )
 from ledger import (
     EXIT_VERIFY_FAILED,
@@ -35,7 +25,6 @@ from ledger import (
     Redactor,
     WorkerBoard,
     audit_key_path,
-    connect,
     current_audit_key,
     duration_text,
     is_url,
@@ -52,18 +41,14 @@ PANEL = "Health"
 """Where `reclaim --help` lists this module's commands."""
 
 
-@app.command(rich_help_panel=PANEL)
-def status(
-    ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@command(PANEL)
+def status(s: Session) -> None:
     """Jobs per state and per operation, today's quota, the audit head, whether workers are passing, and who
     you are acting as."""
-    with guard(as_json):
-        conn, cfg, clock = open_ledger(ledger, config, readonly=True)
-        st = read_status(conn, cfg, ledger=ledger, identity=acting_identity(cfg, operator), now=clock.now(),
-                         page_check_seconds=PAGE_CHECK_SECONDS)
-    if as_json:
+    conn, cfg, clock = s.open(readonly=True)
+    st = read_status(conn, cfg, ledger=s.ledger, identity=s.identity(cfg), now=clock.now(),
+                     page_check_seconds=PAGE_CHECK_SECONDS)
+    if s.as_json:
         output.emit_json(st.to_dict())
         return
     for warning in st.warnings:
@@ -132,12 +117,9 @@ def _print_workers(board: WorkerBoard, live: Liveness, now: float) -> None:
         ])
 
 
-@app.command(rich_help_panel=PANEL)
+@command(PANEL)
 def verify(
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
+    s: Session,
     expect_head: Annotated[str | None, typer.Option(
         "--expect-head", help="COUNT:HASH, the head kept outside the ledger (status shows it, notifications carry "
                               "it): a deleted tail or a re-hashed chain no longer matches.")] = None,
@@ -150,34 +132,33 @@ def verify(
     """
     from ledger import parse_audit_head, verify_ledger
 
-    cfg = protect(config)
+    cfg = s.protect()
     verdict = None
-    with guard(as_json):
-        env_key = audit_key_path(None)
-        if cfg is None and env_key is not None:  # no usable config: the key file RECLAIM_AUDIT_KEY_FILE names
-            use_audit_key(read_audit_key(env_key))
+    env_key = audit_key_path(None)
+    if cfg is None and env_key is not None:  # no usable config: the key file RECLAIM_AUDIT_KEY_FILE names
+        use_audit_key(read_audit_key(env_key))
+    try:
+        head = parse_audit_head(expect_head) if expect_head is not None else None
+    except ValueError as e:
+        raise BadInput(f"--expect-head {e}") from None
+    try:
+        conn = s.connect(readonly=True)
+    except LedgerCorrupt as e:  # damage SQLite meets on opening (the schema) is a failed check too
+        damage = e.damage
+    else:
         try:
-            head = parse_audit_head(expect_head) if expect_head is not None else None
-        except ValueError as e:
-            raise BadInput(f"--expect-head {e}") from None
-        try:
-            conn = connect(ledger, readonly=True)
-        except LedgerCorrupt as e:  # damage SQLite meets on opening (the schema) is a failed check too
+            verdict = verify_ledger(conn, key=current_audit_key(), expect_head=head,
+                                    timezone=cfg.timezone if cfg else "UTC")
+        except LedgerCorrupt as e:  # damage met while reading: a failed check (locked: exit 8 as anywhere)
             damage = e.damage
-        else:
-            try:
-                verdict = verify_ledger(conn, key=current_audit_key(), expect_head=head,
-                                        timezone=cfg.timezone if cfg else "UTC")
-            except LedgerCorrupt as e:  # damage met while reading: a failed check (locked: exit 8 as anywhere)
-                damage = e.damage
-            finally:
-                conn.close()
-    engine = "PostgreSQL" if is_url(str(ledger)) else "SQLite"
+        finally:
+            conn.close()
+    engine = "PostgreSQL" if is_url(str(s.ledger)) else "SQLite"
     if verdict is None:
-        output.error(f"ledger {shown_ledger(ledger)}: {engine} cannot read it ({damage}); restore it from a backup",
-                     as_json=as_json, code=EXIT_VERIFY_FAILED)
+        output.error(f"ledger {shown_ledger(s.ledger)}: {engine} cannot read it ({damage}); restore it from a backup",
+                     as_json=s.as_json, code=EXIT_VERIFY_FAILED)
         raise typer.Exit(EXIT_VERIFY_FAILED)
-    if as_json:
+    if s.as_json:
         output.emit_json(verdict.to_dict())
     else:
         output.line(f"events {verdict.events}, jobs {verdict.jobs}, head {verdict.events}:{verdict.head_hash or '-'}")
@@ -200,8 +181,9 @@ REPORT_SINCE = "7d"
 """The report's window when --since is not given."""
 
 
-@app.command(rich_help_panel=PANEL, name="report")
+@command(PANEL, name="report")
 def report_cmd(
+    s: Session,
     since: Annotated[str | None, typer.Option(
         "--since", help="The window's start: ISO time, epoch seconds, or 7d, 12h back (default: 7d).")] = None,
     until: Annotated[str | None, typer.Option("--until", help="The window's end (same forms; default: now).")] = None,
@@ -211,10 +193,6 @@ def report_cmd(
         "--to", help="Write the history (jobs, events, holds, decisions, findings) to this new SQLite file instead; "
         "the whole history unless --since/--until are given.")] = None,
     force: Annotated[bool, typer.Option("--force", help="With --to: replace the file when it exists.")] = False,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
 ) -> None:
     """How holds came about and ended over a window, per operation and per remote (read-only).
 
@@ -224,38 +202,37 @@ def report_cmd(
     quota used per day. --to FILE writes the history as a SQLite file to explore instead."""
     from ledger import REPORT_CSV_COLUMNS, build_report, history_destination, write_history
 
-    with guard(as_json):
-        if as_json and as_csv:
-            raise BadInput("report: give --json or --csv, not both")
-        if to is None and force:
-            raise BadInput("report: --force only applies to --to FILE")
-        conn, cfg, clock = open_ledger(ledger, config, readonly=True)
-        try:
-            now = clock.now()
-            start = parse_when(since or REPORT_SINCE, now, name="--since")
-            end = parse_when(until, now, name="--until") if until is not None else now
-            if to is not None:
-                windowed = since is not None or until is not None
-                if windowed and start >= end:
-                    raise BadInput(f"--since {iso(start)} is not before --until {iso(end)}; give an earlier --since")
-                dest = history_destination(to, force=force, ledger=ledger)
-                window = (start, end) if windowed else (None, None)
-                written = write_history(conn, cfg, dest, since=window[0], until=window[1],
-                                        redactor=Redactor.from_config(cfg), replace=force)
-            else:
-                built = build_report(conn, cfg, start, end)
-        finally:
-            conn.close()
+    if s.as_json and as_csv:
+        raise BadInput("report: give --json or --csv, not both")
+    if to is None and force:
+        raise BadInput("report: --force only applies to --to FILE")
+    conn, cfg, clock = s.open(readonly=True)
+    try:
+        now = clock.now()
+        start = parse_when(since or REPORT_SINCE, now, name="--since")
+        end = parse_when(until, now, name="--until") if until is not None else now
+        if to is not None:
+            windowed = since is not None or until is not None
+            if windowed and start >= end:
+                raise BadInput(f"--since {iso(start)} is not before --until {iso(end)}; give an earlier --since")
+            dest = history_destination(to, force=force, ledger=s.ledger)
+            window = (start, end) if windowed else (None, None)
+            written = write_history(conn, cfg, dest, since=window[0], until=window[1],
+                                    redactor=Redactor.from_config(cfg), replace=force)
+        else:
+            built = build_report(conn, cfg, start, end)
+    finally:
+        conn.close()
     if to is not None:
         summary = {"to": str(written.path), "rows": written.rows, "events_in_ledger": written.events_in_ledger,
                    "head_hash": written.head_hash}
-        if as_json:
+        if s.as_json:
             output.emit_json(summary)
         else:
             counts = ", ".join(f"{n:,} {t}" for t, n in written.rows.items())
             output.line(f"history written to {written.path}: {counts}")
         return
-    if as_json:
+    if s.as_json:
         output.emit_json(built.to_dict())
     elif as_csv:
         from console.export import write_rows
@@ -297,14 +274,11 @@ def _print_hold_report(r: Any) -> None:
         [d.day, *[f.quota_used.get(d.day, 0) for f in ops], d.held, d.decided] for d in r.days])
 
 
-@app.command(rich_help_panel=PANEL, name="metrics")
+@command(PANEL, name="metrics")
 def metrics_cmd(
+    s: Session,
     listen: Annotated[str | None, typer.Option(
         "--listen", help="Serve /metrics on this loopback HOST:PORT (port 0: a free one) instead of printing once.")] = None,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
 ) -> None:
     """The ledger's figures in the Prometheus text format: printed once, or served at /metrics (read-only).
 
@@ -320,38 +294,37 @@ def metrics_cmd(
         metrics_server,
     )
 
-    with guard(as_json):
-        address = metrics_listen_address(listen) if listen is not None else None
-        cfg = load(config)
-        connect(ledger, readonly=True).close()  # a missing or unusable ledger is refused before anything else
-        collector = LedgerCollector(lambda: connect(ledger, readonly=True, check_same_thread=False), cfg,
-                                            process_clock(), journal_of=str(ledger), strict=True)
-        registry = metrics_registry(collector)
-        if address is None:
-            try:
-                if as_json:
-                    output.emit_json({"samples": metrics_samples(registry)})
-                else:
-                    sys.stdout.buffer.write(metrics_exposition(registry))
-                    sys.stdout.flush()
-            finally:
-                collector.close()
-            return
-        host, port = address
+    address = metrics_listen_address(listen) if listen is not None else None
+    cfg = s.load()
+    s.connect(readonly=True).close()  # a missing or unusable ledger is refused before anything else
+    collector = LedgerCollector(lambda: s.connect(readonly=True, check_same_thread=False), cfg, process_clock(),
+                                journal_of=str(s.ledger), strict=True)
+    registry = metrics_registry(collector)
+    if address is None:
         try:
-            server = metrics_server(registry, host, port)
-        except OSError as e:
+            if s.as_json:
+                output.emit_json({"samples": metrics_samples(registry)})
+            else:
+                sys.stdout.buffer.write(metrics_exposition(registry))
+                sys.stdout.flush()
+        finally:
             collector.close()
-            if e.errno == errno.EADDRINUSE:
-                raise BadInput(f"metrics: port {port} on {host} is in use; pick another with --listen") from None
-            raise BadInput(f"metrics: cannot listen on {listen} ({e.strerror})") from None
-        try:
-            metrics_exposition(registry)  # the first read counts every event once, before Prometheus's first scrape
-        except BaseException:
-            server.server_close()
-            collector.close()
-            raise
-        collector.strict = False  # from now on a failed read is reclaim_ledger_up 0, not the end of the server
+        return
+    host, port = address
+    try:
+        server = metrics_server(registry, host, port)
+    except OSError as e:
+        collector.close()
+        if e.errno == errno.EADDRINUSE:
+            raise BadInput(f"metrics: port {port} on {host} is in use; pick another with --listen") from None
+        raise BadInput(f"metrics: cannot listen on {listen} ({e.strerror})") from None
+    try:
+        metrics_exposition(registry)  # the first read counts every event once, before Prometheus's first scrape
+    except BaseException:
+        server.server_close()
+        collector.close()
+        raise
+    collector.strict = False  # from now on a failed read is reclaim_ledger_up 0, not the end of the server
 
     def on_signal(signum: int, frame: object) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()
@@ -360,7 +333,7 @@ def metrics_cmd(
     signal.signal(signal.SIGINT, on_signal)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{server.server_address[1]}/metrics"
-    if as_json:
+    if s.as_json:
         output.emit_json({"listening": url})
     else:
         output.line(f"metrics listening on {url}")

@@ -12,20 +12,10 @@ import typer
 
 from console import output, sanitize
 from console.cli.common import (
-    DEFAULT_CONFIG,
-    DEFAULT_LEDGER,
     PAGE_CHECK_SECONDS,
-    ConfigOpt,
-    JsonOpt,
-    LedgerOpt,
     OperationOpt,
-    OperatorOpt,
-    app,
-    governed_config,
-    guard,
-    open_ledger,
-    operator_name,
-    protect,
+    Session,
+    command,
     resolve_key,
     within,
 )
@@ -40,7 +30,6 @@ from ledger import (
     arrival_words,
     candidate_choices,
     check_pages,
-    connect,
     console_url_for,
     evidence_for_job,
     get_job,
@@ -73,29 +62,25 @@ def job_row(job: Job, now: float) -> list[Any]:
             job.owner or "", job.held_reason or job.last_error or ""]
 
 
-@app.command(rich_help_panel=PANEL)
+@command(PANEL)
 def show(
+    s: Session,
     job_id: Annotated[str, typer.Argument(help="The job id.")],
     operation: OperationOpt = None,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
 ) -> None:
     """Every field of one job, its event history and, when its remote has one, its remote-console URL (whole)."""
-    cfg = protect(config)
-    with guard(as_json):
-        conn = connect(ledger, readonly=True)
-        key = resolve_key(conn, job_id, operation)
-        job = get_job(conn, key)
-        events = job_events(conn, key)
-        found = evidence_for_job(conn, job)
-        arrives = may_arrive_until(conn, job)
-        if arrives is not None and arrives <= ledger_clock(conn, process_clock()).now():
-            arrives = None  # the moment has passed: nothing of the last request can still land
-        candidates = held_candidates(conn, cfg, job) if cfg is not None else None
+    cfg = s.protect()
+    conn = s.connect(readonly=True)
+    key = resolve_key(conn, job_id, operation)
+    job = get_job(conn, key)
+    events = job_events(conn, key)
+    found = evidence_for_job(conn, job)
+    arrives = may_arrive_until(conn, job)
+    if arrives is not None and arrives <= ledger_clock(conn, process_clock()).now():
+        arrives = None  # the moment has passed: nothing of the last request can still land
+    candidates = held_candidates(conn, cfg, job) if cfg is not None else None
     url = console_url_for(cfg, job.operation, job.idem_key) if cfg is not None else None
-    if as_json:
+    if s.as_json:
         output.emit_json({"job": job.to_dict(), "events": [e.to_dict() for e in events],
                           "evidence": [e.to_dict() for e in found], "console_url": url,
                           "may_arrive_until": iso(arrives) if arrives is not None else None,
@@ -145,8 +130,9 @@ def _print_events(events: list[Event]) -> None:
                    e.to_state, e.epoch, e.detail] for e in events], ids=("job",))
 
 
-@app.command(rich_help_panel=PANEL)
+@command(PANEL)
 def jobs(
+    s: Session,
     group: Annotated[str, typer.Argument(help="held, reserving, submitted, done, consumed, failed or resolved.")] = "held",
     filter_text: Annotated[str, typer.Option(
         "--filter", help="Keys owner:, op:, target:, reason: (why held / last error), text:; other words match id, "
@@ -155,32 +141,27 @@ def jobs(
     newest_first: Annotated[bool, typer.Option("--newest-first", help="Newest first (default oldest).")] = False,
     limit: Annotated[int, typer.Option("--limit", help="Rows per page.")] = 50,
     page: Annotated[int, typer.Option("--page", help="Page number, from 1.")] = 1,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
 ) -> None:
     """One page of a group's jobs, by age, filtered by typed terms or a saved view."""
     from ledger import GROUPS, get_view
 
-    protect(config)
-    with guard(as_json):
-        within("--limit", limit, 1, 1000)
-        within("--page", page, 1, 1_000_000)
-        # Who you are matters only for a saved view or `owner:me`: a plain listing needs no config.
-        needs_me = view is not None or "owner:me" in filter_text.split()
-        me = operator_name(governed_config(ledger, config), operator) if needs_me else None
-        conn = connect(ledger, readonly=True)
-        if view is not None:
-            assert me is not None
-            saved = get_view(conn, me, view)
-            group, filter_text = saved.group, saved.filter
-        if group not in GROUPS:
-            raise BadInput(f"group {group!r}: unknown (groups: {', '.join(GROUPS)})")
-        rows = list_jobs(conn, group, limit=limit, offset=(page - 1) * limit, oldest_first=not newest_first,
-                                 flt=JobFilter.parse(filter_text, me=me))
-        now = process_clock().now()
-    if as_json:
+    s.protect()
+    within("--limit", limit, 1, 1000)
+    within("--page", page, 1, 1_000_000)
+    # Who you are matters only for a saved view or `owner:me`: a plain listing needs no config.
+    needs_me = view is not None or "owner:me" in filter_text.split()
+    me = s.actor(s.governed_config()) if needs_me else None
+    conn = s.connect(readonly=True)
+    if view is not None:
+        assert me is not None
+        saved = get_view(conn, me, view)
+        group, filter_text = saved.group, saved.filter
+    if group not in GROUPS:
+        raise BadInput(f"group {group!r}: unknown (groups: {', '.join(GROUPS)})")
+    rows = list_jobs(conn, group, limit=limit, offset=(page - 1) * limit, oldest_first=not newest_first,
+                     flt=JobFilter.parse(filter_text, me=me))
+    now = process_clock().now()
+    if s.as_json:
         output.emit_json({"group": group, "page": page, "jobs": [j.to_dict() for j in rows]})
         return
     output.table(f"{group} jobs (page {page})", ["job", "operation", "state", "target", "attempt", "age", "owner",
@@ -189,29 +170,25 @@ def jobs(
                  + (" match the filter" if filter_text.strip() else ""))
 
 
-@app.command(rich_help_panel=PANEL)
+@command(PANEL)
 def views(
+    s: Session,
     save: Annotated[str | None, typer.Option("--save", help="Save a view under this name.")] = None,
     group: Annotated[str, typer.Option("--group", help="The view's group.")] = "held",
     filter_text: Annotated[str, typer.Option("--filter", help="The view's filter.")] = "",
     delete: Annotated[str | None, typer.Option("--delete", help="Delete the view with this name.")] = None,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
 ) -> None:
     """List your saved views, or save / delete one (kept in the ledger, per operator)."""
     from ledger import delete_view, list_views, save_view
 
-    with guard(as_json):
-        me = operator_name(governed_config(ledger, config), operator)
-        conn = connect(ledger, readonly=save is None and delete is None)
-        if save is not None:
-            save_view(conn, me, save, group, filter_text, clock=process_clock())
-        if delete is not None:
-            delete_view(conn, me, delete)
-        saved = list_views(conn, me)
-    if as_json:
+    me = s.actor(s.governed_config())
+    conn = s.connect(readonly=save is None and delete is None)
+    if save is not None:
+        save_view(conn, me, save, group, filter_text, clock=process_clock())
+    if delete is not None:
+        delete_view(conn, me, delete)
+    saved = list_views(conn, me)
+    if s.as_json:
         output.emit_json([{"name": v.name, "group": v.group, "filter": v.filter} for v in saved])
         return
     if save is not None:
@@ -222,20 +199,16 @@ def views(
                  ids=("name", "filter"), empty=f"saved views of {me}: none")
 
 
-@app.command(rich_help_panel=PANEL)
+@command(PANEL)
 def quota(
+    s: Session,
     days: Annotated[int, typer.Option("--days", help="How many days back.")] = 1,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
 ) -> None:
     """Daily operation quotas: used, limit, remaining."""
-    with guard(as_json):
-        within("--days", days, 1, 366)
-        conn, cfg, clock = open_ledger(ledger, config, readonly=True)
-        hist = quota_history(conn, cfg, clock.now(), days=days)
-    if as_json:
+    within("--days", days, 1, 366)
+    conn, cfg, clock = s.open(readonly=True)
+    hist = quota_history(conn, cfg, clock.now(), days=days)
+    if s.as_json:
         output.emit_json({op: [{"day": d.day, "used": d.used, "limit": d.limit, "remaining": d.remaining}
                                for d in ds] for op, ds in hist.items()})
         return
@@ -243,33 +216,29 @@ def quota(
                  [[d.operation, d.day, d.used, d.limit, d.remaining] for ds in hist.values() for d in ds])
 
 
-@app.command(rich_help_panel=PANEL)
+@command(PANEL)
 def events(
+    s: Session,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new events until Ctrl-C.")] = False,
     after: Annotated[int, typer.Option("--after", help="Start after this event id.")] = -1,
     limit: Annotated[int, typer.Option("--limit", help="How many recent events without --after.")] = 20,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
 ) -> None:
     """Print the event log (newest `limit`, or after an id), and follow it with --follow.
 
     Following prints every event committed later exactly once, in id order, within about 0.1 s (see
     ledger.follow: the wake-up never depends on a later commit).
     """
-    protect(config)
-    with guard(as_json):
-        within("--after", after, -1, 2**63 - 1)
-        within("--limit", limit, 1, 10_000)
-        conn = connect(ledger, readonly=True)
-        check_pages(conn, PAGE_CHECK_SECONDS)
-        events = EventCursor(conn, after=max(after, 0))
-        batch = events.poll(limit=10_000) if after >= 0 else events.tail(limit)
+    s.protect()
+    within("--after", after, -1, 2**63 - 1)
+    within("--limit", limit, 1, 10_000)
+    conn = s.connect(readonly=True)
+    check_pages(conn, PAGE_CHECK_SECONDS)
+    events = EventCursor(conn, after=max(after, 0))
+    batch = events.poll(limit=10_000) if after >= 0 else events.tail(limit)
 
     def show_batch(evs: list[Event]) -> None:
         for e in evs:
-            if as_json:
+            if s.as_json:
                 output.emit_json(e.to_dict())
             else:
                 output.line(f"{e.id} {iso(e.at)} {e.job_id} / {e.operation} #{e.seq} {e.actor} {e.kind} "
@@ -282,15 +251,15 @@ def events(
         while True:
             if not events.behind:
                 wait_for_change(conn, FOLLOW_POLL_SECONDS)  # PostgreSQL: woken at once by NOTIFY
-            with guard(as_json):
-                batch = events.poll(limit=10_000)
+            batch = events.poll(limit=10_000)
             show_batch(batch)
     except KeyboardInterrupt:
         return
 
 
-@app.command(rich_help_panel=PANEL, name="export")
+@command(PANEL, name="export", options=("ledger", "config", "operator"))
 def export_cmd(
+    s: Session,
     what: Annotated[str, typer.Argument(
         help="jobs (the projection: one row per job) or events (the append-only log, with prev_hash and hash).")],
     fmt: Annotated[str | None, typer.Option(
@@ -310,9 +279,6 @@ def export_cmd(
     until: Annotated[str | None, typer.Option("--until", help="... and before this time (same forms).")] = None,
     after: Annotated[int | None, typer.Option(
         "--after", help="Events only: ids after this one (continue an earlier export).")] = None,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="The summary on stderr as one JSON object (stdout holds only the export).")] = False,
 ) -> None:
@@ -335,47 +301,46 @@ def export_cmd(
         parse_export_states,
     )
 
-    cfg = protect(config)
+    cfg = s.protect()
     redactor = Redactor.from_config(cfg) if cfg is not None else Redactor()
-    with guard(False):
-        chosen = choose_format(fmt, output_to)
-        me = operator_name(governed_config(ledger, config), operator) if "owner:me" in filter_text.split() else None
-        now = process_clock().now()
-        flt = ExportFilter(
-            states=parse_export_states(state or []), operation=operation, target=target, job_id=job,
-            since=parse_when(since, now, name="--since") if since is not None else None,
-            until=parse_when(until, now, name="--until") if until is not None else None,
-            after_id=after, typed=JobFilter.parse(filter_text, me=me) if filter_text.strip() else None,
-        )
-        check_export_filter(what, flt)
-        dest = check_target(output_to, force=force, ledger=ledger)
-        terminal = dest.path is None and sys.stdout.isatty()
-        redactions = 0
+    chosen = choose_format(fmt, output_to)
+    me = s.actor(s.governed_config()) if "owner:me" in filter_text.split() else None
+    now = process_clock().now()
+    flt = ExportFilter(
+        states=parse_export_states(state or []), operation=operation, target=target, job_id=job,
+        since=parse_when(since, now, name="--since") if since is not None else None,
+        until=parse_when(until, now, name="--until") if until is not None else None,
+        after_id=after, typed=JobFilter.parse(filter_text, me=me) if filter_text.strip() else None,
+    )
+    check_export_filter(what, flt)
+    dest = check_target(output_to, force=force, ledger=s.ledger)
+    terminal = dest.path is None and sys.stdout.isatty()
+    redactions = 0
 
-        def source(conn: Connection) -> Iterator[dict[str, Any]]:
-            nonlocal redactions
-            for row in export_rows(conn, what, flt):
-                row, changed = export_redacted(row, redactor)
-                redactions += changed
-                yield row
+    def source(conn: Connection) -> Iterator[dict[str, Any]]:
+        nonlocal redactions
+        for row in export_rows(conn, what, flt):
+            row, changed = export_redacted(row, redactor)
+            redactions += changed
+            yield row
 
-        conn = connect(ledger, readonly=True)
-        try:
-            with export_snapshot(conn) as anchor, opened(dest) as out, closing(source(conn)) as rows:
-                written = write_rows(out, chosen, EXPORT_TABLES[what], rows, terminal=terminal)
-        except BrokenPipeError:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-            output.notice(f"export stopped: the reader closed the pipe before the end ({what})")
-            raise typer.Exit(EXIT_BROKEN_PIPE) from None
-        except OSError as e:  # the output's disk is full, or the file system failed: nothing is left behind
-            raise BadInput(f"--output {dest.shown}: cannot write ({e.strerror or e}); nothing was written "
-                           "under that name") from None
-        except KeyboardInterrupt:
-            output.notice(f"export interrupted; nothing was written under {dest.shown}" if dest.path is not None
-                          else "export interrupted")
-            raise typer.Exit(130) from None
-        finally:
-            conn.close()
+    conn = s.connect(readonly=True)
+    try:
+        with export_snapshot(conn) as anchor, opened(dest) as out, closing(source(conn)) as rows:
+            written = write_rows(out, chosen, EXPORT_TABLES[what], rows, terminal=terminal)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        output.notice(f"export stopped: the reader closed the pipe before the end ({what})")
+        raise typer.Exit(EXIT_BROKEN_PIPE) from None
+    except OSError as e:  # the output's disk is full, or the file system failed: nothing is left behind
+        raise BadInput(f"--output {dest.shown}: cannot write ({e.strerror or e}); nothing was written "
+                       "under that name") from None
+    except KeyboardInterrupt:
+        output.notice(f"export interrupted; nothing was written under {dest.shown}" if dest.path is not None
+                      else "export interrupted")
+        raise typer.Exit(130) from None
+    finally:
+        conn.close()
     if as_json:
         sys.stderr.write(sanitize.json_text({
             "exported": written, "what": what, "format": chosen, "output": dest.shown, "redacted_rows": redactions,
@@ -386,26 +351,22 @@ def export_cmd(
         f"; secrets replaced in {redactions} row(s)" + (" (those events no longer match their hash)"
                                                          if what == "events" else ""))
     if cfg is None:
-        note += f"; config {config} not read, so no secret was looked for (the ledger's text was redacted when written)"
+        note += f"; config {s.config} not read, so no secret was looked for (the ledger's text was redacted when written)"
     if terminal and chosen == "csv":
         note += "; control characters shown escaped for the terminal"
     output.notice(f"exported {written} {what if written != 1 else what[:-1]} as {chosen} to {dest.shown}; audit head at export: "
                   f"{anchor.events} events, hash {anchor.head_hash or '-'}{note}")
 
 
-@app.command(rich_help_panel=PANEL)
-def notifications(
-    ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@command(PANEL)
+def notifications(s: Session) -> None:
     """The notification outbox, uncertain ones first."""
     from ledger import list_outbox
 
-    protect(config)
-    with guard(as_json):
-        conn = connect(ledger, readonly=True)
-        rows = list_outbox(conn)
-    if as_json:
+    s.protect()
+    conn = s.connect(readonly=True)
+    rows = list_outbox(conn)
+    if s.as_json:
         output.emit_json(rows)
         return
     output.table("notifications", ["event id", "channel", "job", "kind", "state", "tries", "last error"],
@@ -414,24 +375,20 @@ def notifications(
                  empty="notifications: none (the outbox is empty)")
 
 
-@app.command(rich_help_panel=PANEL, name="notification")
+@command(PANEL, name="notification")
 def notification_cmd(
+    s: Session,
     event_id: Annotated[str, typer.Argument(help="The notification's event id.")],
     decision: Annotated[str, typer.Option("--mark", help="confirmed (triage) or resend (approver).")],
     note: Annotated[str, typer.Option("--note")] = "",
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
 ) -> None:
     """Settle an uncertain notification: confirmed received, or sent again by another route."""
     from ledger import resolve_uncertain
 
-    with guard(as_json):
-        conn, cfg, clock = open_ledger(ledger, config)
-        actor = operator_name(cfg, operator)
-        resolve_uncertain(conn, cfg, event_id, decision, actor=actor, clock=clock, note=note)
-    if as_json:
+    conn, cfg, clock = s.open()
+    actor = s.actor(cfg)
+    resolve_uncertain(conn, cfg, event_id, decision, actor=actor, clock=clock, note=note)
+    if s.as_json:
         output.emit_json({"event_id": event_id, "decision": decision, "actor": actor, "note": note})
     else:
         said = {"confirmed": "confirmed received", "resend": "sent again by another route"}.get(decision, decision)

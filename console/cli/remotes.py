@@ -8,16 +8,10 @@ import typer
 
 from console import output
 from console.cli.common import (
-    DEFAULT_CONFIG,
-    DEFAULT_LEDGER,
-    ConfigOpt,
-    JsonOpt,
-    LedgerOpt,
-    OperatorOpt,
+    Session,
     app,
-    guard,
-    load,
-    open_ledger,
+    command,
+    with_session,
     within,
 )
 from ledger import (
@@ -34,13 +28,8 @@ app.add_typer(remotes_app, name="remotes", rich_help_panel=PANEL)
 
 
 @remotes_app.callback(invoke_without_command=True)
-def remotes_cmd(
-    ctx: typer.Context,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@with_session()
+def remotes_cmd(ctx: typer.Context, s: Session) -> None:
     """What each remote can answer: lookup by key or by handle, idem key honoured, webhooks, record retention,
     paused or not, last probe, last answer (read-only; no remote is called). `remotes probe NAME` checks a
     gemini remote's assumptions against the live service."""
@@ -48,13 +37,12 @@ def remotes_cmd(
         return
     from ledger import what_remotes_answer
 
-    with guard(as_json):
-        conn, cfg, clock = open_ledger(ledger, config, readonly=True)
-        try:
-            found = what_remotes_answer(conn, cfg, clock.now())
-        finally:
-            conn.close()
-    if as_json:
+    conn, cfg, clock = s.open(readonly=True)
+    try:
+        found = what_remotes_answer(conn, cfg, clock.now())
+    finally:
+        conn.close()
+    if s.as_json:
         output.emit_json({"remotes": [a.to_dict() for a in found]})
         return
 
@@ -78,15 +66,13 @@ PROBE_WAIT_LIMIT = 3600.0
 """The longest --wait `remotes probe` takes (seconds)."""
 
 
-@remotes_app.command(name="probe")
+@command(name="probe", on=remotes_app, options=("ledger", "config", "json"))
 def remotes_probe_cmd(
+    s: Session,
     name: Annotated[str, typer.Argument(help="The gemini remote to probe, by its name in the config.")],
     wait: Annotated[float, typer.Option(
         "--wait", help="Seconds to wait for the webhook delivery to reach the ledger (a remote with "
         "webhook_secret_env; `reclaim receiver` must be running).")] = PROBE_WAIT_SECONDS,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    as_json: JsonOpt = False,
 ) -> None:
     """Check against the live remote every assumption reclaim makes of it: costs one tiny interaction.
 
@@ -100,13 +86,12 @@ def remotes_probe_cmd(
     2 for a remote that is not declared or not a gemini one (nothing sent)."""
     from ledger import probe_remote
 
-    with guard(as_json):
-        within("--wait", wait, 0, PROBE_WAIT_LIMIT)
-        # An undeclared or non-gemini remote, a missing key, or (with a webhook) an unreadable ledger is refused
-        # before anything is sent.
-        report = probe_remote(load(config), name, ledger=ledger, wait_seconds=wait, notice=output.notice)
+    within("--wait", wait, 0, PROBE_WAIT_LIMIT)
+    # An undeclared or non-gemini remote, a missing key, or (with a webhook) an unreadable ledger is refused
+    # before anything is sent.
+    report = probe_remote(s.load(), name, ledger=s.ledger, wait_seconds=wait, notice=output.notice)
     failing = [a.name for a in report.failing]
-    if as_json:
+    if s.as_json:
         output.emit_json(report.to_dict())
     else:
         output.table(f"remote {report.remote}: what reclaim assumes (probe {report.idem_key}, interaction "

@@ -10,18 +10,9 @@ import typer
 
 from console import output
 from console.cli.common import (
-    DEFAULT_CONFIG,
-    DEFAULT_LEDGER,
-    ConfigOpt,
-    LedgerOpt,
     OperationOpt,
-    OperatorOpt,
-    acting_identity,
-    app,
-    check_ledger_pages,
-    fail,
-    governed_config,
-    guard,
+    Session,
+    command,
     within,
 )
 from console.job_link import check_link_part
@@ -37,7 +28,7 @@ PANEL = "Seats and tools"
 CONSOLE_PAGE_CHECK_SECONDS = 0.5  # ... and the console, before its first paint
 
 
-@app.command(rich_help_panel=PANEL)
+@command(PANEL, options=())
 def simulator(
     port: Annotated[int, typer.Option("--port", help="Port (0 picks a free one).")] = 8765,
     host: Annotated[str, typer.Option("--host", help="Loopback address only.")] = "127.0.0.1",
@@ -48,11 +39,10 @@ def simulator(
     """Serve the loopback simulator of the Gemini Interactions API (and a clean-up API) until Ctrl-C."""
     from ledger import simulator as sim
 
-    with guard(False):
-        within("--port", port, 0, 65535)
-        within("--complete-after", complete_after, 0, 86400)
-        if seed is not None:
-            within("--seed", seed, 0, 2**63 - 1)
+    within("--port", port, 0, 65535)
+    within("--complete-after", complete_after, 0, 86400)
+    if seed is not None:
+        within("--seed", seed, 0, 2**63 - 1)
     argv = ["--host", host, "--port", str(port), "--complete-after", str(complete_after)]
     for fr in fault_rate or []:
         argv += ["--fault-rate", fr]
@@ -65,16 +55,13 @@ def simulator(
 
         if e.errno != errno.EADDRINUSE:
             raise
-        raise fail(BadInput(f"simulator: port {port} on {host} is in use; pick another with --port or use --port 0"),
-                    False) from None
+        raise BadInput(f"simulator: port {port} on {host} is in use; pick another with --port or use --port 0") from None
     raise typer.Exit(code)
 
 
-@app.command(rich_help_panel=PANEL)
+@command(PANEL, options=("ledger", "config", "operator"))
 def console(
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
+    s: Session,
     read_only: Annotated[bool, typer.Option("--read-only", help="Open the ledger read-only; no actions.")] = False,
     job: Annotated[str | None, typer.Option(
         "--job", help="Open this job's screen once the console is up (when it is in the ledger).")] = None,
@@ -83,62 +70,59 @@ def console(
     """Open the operator console (Textual) over a live ledger (--job: straight to one job, as a seat link does)."""
     from console.app import run_console
 
-    with guard(False):
-        if job is not None:
-            check_link_part("--job", job)
-        if operation is not None:
-            check_link_part("--operation", operation)
-        cfg = governed_config(ledger, config)
-        check_ledger_pages(ledger, CONSOLE_PAGE_CHECK_SECONDS)  # a corrupt file stops here, before the UI
-        run_console(ledger, cfg, acting_identity(cfg, operator), read_only, config_path=config,
-                    start_job=(job, operation) if job is not None else None)
+    if job is not None:
+        check_link_part("--job", job)
+    if operation is not None:
+        check_link_part("--operation", operation)
+    cfg = s.governed_config()
+    s.check_pages(CONSOLE_PAGE_CHECK_SECONDS)  # a corrupt file stops here, before the UI
+    run_console(s.ledger, cfg, s.identity(cfg), read_only, config_path=s.config,
+                start_job=(job, operation) if job is not None else None)
 
 
-@app.command(rich_help_panel=PANEL)
+@command(PANEL, options=("ledger", "config"))
 def serve(
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
+    s: Session,
     listen: Annotated[str | None, typer.Option(
         "--listen", help="Loopback HOST:PORT to listen on (port 0: a free one), behind the proxy.")] = None,
     socket: Annotated[Path | None, typer.Option(
         "--socket", help="Unix socket to listen on (list it in [serve] trusted_proxies as unix:PATH).")] = None,
 ) -> None:
     """The browser seat: one console per browser connection, as the user an authenticating proxy names."""
-    with guard(False):
-        cfg = governed_config(ledger, config)
-        if cfg.identity_source != "proxy":
-            raise BadInput(f"serve: this config's [identity] source is {cfg.identity_source!r}; the browser seat "
-                           "needs source = \"proxy\" with [serve] account, trusted_proxies and allowed_origins")
-        account = os_account()
-        if account != cfg.serve.account:
-            raise BadInput(f"serve: runs only as the seat account [serve] account = {cfg.serve.account!r}, not as "
-                           f"{account!r} (e.g. sudo -u {cfg.serve.account} reclaim serve ...)")
-        if not cfg.serve.trusted_proxies or not cfg.serve.allowed_origins:
-            raise BadInput("serve: [serve] trusted_proxies and allowed_origins must each name at least one entry")
-        if (listen is None) == (socket is None):
-            raise BadInput("serve: give exactly one of --listen 127.0.0.1:PORT or --socket /path/seat.sock")
-        from console.serve import Seat, parse_listen, run
+    cfg = s.governed_config()
+    if cfg.identity_source != "proxy":
+        raise BadInput(f"serve: this config's [identity] source is {cfg.identity_source!r}; the browser seat "
+                       "needs source = \"proxy\" with [serve] account, trusted_proxies and allowed_origins")
+    account = os_account()
+    if account != cfg.serve.account:
+        raise BadInput(f"serve: runs only as the seat account [serve] account = {cfg.serve.account!r}, not as "
+                       f"{account!r} (e.g. sudo -u {cfg.serve.account} reclaim serve ...)")
+    if not cfg.serve.trusted_proxies or not cfg.serve.allowed_origins:
+        raise BadInput("serve: [serve] trusted_proxies and allowed_origins must each name at least one entry")
+    if (listen is None) == (socket is None):
+        raise BadInput("serve: give exactly one of --listen 127.0.0.1:PORT or --socket /path/seat.sock")
+    from console.serve import Seat, parse_listen, run
 
-        host, port = parse_listen(listen) if listen is not None else (None, None)
-        sock = socket.absolute() if socket is not None else None
-        if sock is not None and f"unix:{sock}" not in cfg.serve.trusted_proxies:
-            output.stderr.print(f"reclaim serve: note: unix:{sock} is not in [serve] trusted_proxies; every "
-                                "request will be refused", markup=False, highlight=False)
-        check_ledger_pages(ledger, CONSOLE_PAGE_CHECK_SECONDS)
-        seat = Seat(ledger.absolute(), config.absolute(), cfg, socket_path=sock)
-        import asyncio
+    host, port = parse_listen(listen) if listen is not None else (None, None)
+    sock = socket.absolute() if socket is not None else None
+    if sock is not None and f"unix:{sock}" not in cfg.serve.trusted_proxies:
+        output.stderr.print(f"reclaim serve: note: unix:{sock} is not in [serve] trusted_proxies; every "
+                            "request will be refused", markup=False, highlight=False)
+    s.check_pages(CONSOLE_PAGE_CHECK_SECONDS)
+    seat = Seat(s.ledger.absolute(), s.config.absolute(), cfg, socket_path=sock)
+    import asyncio
 
-        def announce(line: str) -> None:
-            output.line(line)
-            sys.stdout.flush()
+    def announce(line: str) -> None:
+        output.line(line)
+        sys.stdout.flush()
 
-        try:
-            asyncio.run(run(seat, host=host, port=port, socket_path=sock, announce=announce))
-        except OSError as e:
-            raise BadInput(f"serve: cannot listen on {listen or sock}: {e.strerror}") from None
+    try:
+        asyncio.run(run(seat, host=host, port=port, socket_path=sock, announce=announce))
+    except OSError as e:
+        raise BadInput(f"serve: cannot listen on {listen or sock}: {e.strerror}") from None
 
 
-@app.command(rich_help_panel=PANEL)
+@command(PANEL, options=())
 def demo(
     folder: Annotated[Path, typer.Option("--dir", help="Where the demo writes its config, ledger and results.")] = Path(
         "demo"
@@ -155,23 +139,22 @@ def demo(
     from console.demo import ledger_holders, run_demo
     from ledger import LedgerLocked
 
-    with guard(False):
-        within("--seconds", seconds, 0.1, 86400)
-        within("--rate", rate, 0.01, 100)
-        within("--workers", workers, 1, 16)
-        if pg is not None and not is_url(pg):
-            raise BadInput(f"--pg {pg!r}: not a postgresql:// URL")
-        holders = ledger_holders(folder / "reclaim.db") if pg is None else []
-        if holders:
-            pid, argv = holders[0]
-            more = f" and {len(holders) - 1} more process(es)" if len(holders) > 1 else ""
-            raise LedgerLocked(
-                f"demo: {folder / 'reclaim.db'} is open in process {pid} ({argv[:120]}){more}: a console, seat or "
-                f"demo still uses it; quit it first, or start another demo beside it with --dir "
-                f"{folder.name or 'demo'}-2; nothing was removed")
-        for old in ("reclaim.db", "reclaim.db-wal", "reclaim.db-shm", "reclaim.db.outcomes") if pg is None else ():
-            if (folder / old).exists():
-                (folder / old).unlink()
-                output.line(f"demo: removed the previous demo ledger {folder / old}; starting fresh")
+    within("--seconds", seconds, 0.1, 86400)
+    within("--rate", rate, 0.01, 100)
+    within("--workers", workers, 1, 16)
+    if pg is not None and not is_url(pg):
+        raise BadInput(f"--pg {pg!r}: not a postgresql:// URL")
+    holders = ledger_holders(folder / "reclaim.db") if pg is None else []
+    if holders:
+        pid, argv = holders[0]
+        more = f" and {len(holders) - 1} more process(es)" if len(holders) > 1 else ""
+        raise LedgerLocked(
+            f"demo: {folder / 'reclaim.db'} is open in process {pid} ({argv[:120]}){more}: a console, seat or "
+            f"demo still uses it; quit it first, or start another demo beside it with --dir "
+            f"{folder.name or 'demo'}-2; nothing was removed")
+    for old in ("reclaim.db", "reclaim.db-wal", "reclaim.db-shm", "reclaim.db.outcomes") if pg is None else ():
+        if (folder / old).exists():
+            (folder / old).unlink()
+            output.line(f"demo: removed the previous demo ledger {folder / old}; starting fresh")
     raise typer.Exit(run_demo(folder, ui=not no_ui, seconds=seconds, operator=operator, rate=rate, ledger_url=pg,
                               workers=workers))

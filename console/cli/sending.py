@@ -21,7 +21,6 @@ from ledger import (
     EXIT_RESERVED_NOT_SENT,
     EXIT_SEND_TAKEN_OVER,
     BadInput,
-    connect,
     evidence_for_job,
     get_job,
     iso,
@@ -33,21 +32,10 @@ from ledger import (
 if TYPE_CHECKING:
     from ledger import TickReport
 from console.cli.common import (
-    DEFAULT_CONFIG,
-    DEFAULT_LEDGER,
-    ConfigOpt,
-    JsonOpt,
-    LedgerOpt,
     OperationOpt,
-    OperatorOpt,
-    app,
-    guard,
-    load,
-    open_ledger,
-    operator_name,
-    protect,
+    Session,
+    command,
     resolve_key,
-    sender_name,
     within,
 )
 
@@ -57,8 +45,9 @@ PANEL = "Sending (the scheduler's account)"
 ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (recorded with the action).")]
 
 
-@app.command(rich_help_panel=PANEL)
+@command(PANEL)
 def submit(
+    s: Session,
     operation: Annotated[str, typer.Argument(help="A declared operation, e.g. article.generate.")],
     payload: Annotated[str, typer.Option("--payload", help=(
         "The job's JSON payload (an object): the JSON text itself, @FILE to read it from a UTF-8 file, or - to "
@@ -66,10 +55,6 @@ def submit(
         "with '@' or is '-' is never taken for JSON text."))],
     job_id: Annotated[str | None, typer.Option("--job-id", help="Your business key (default: hash of the spec).")] = None,
     target: Annotated[str | None, typer.Option("--target", help="What the job acts on (for hold blocking).")] = None,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
 ) -> None:
     """Reserve a job (committed first), then send it once. A duplicate sends nothing.
 
@@ -79,20 +64,19 @@ def submit(
     or the remote is paused: a worker pass sends it), 10 this command's send was taken over (fenced) and
     the job moved on without it.
     """
-    with guard(as_json):
-        text = payload_text(payload)  # read before the ledger is opened: bad input there touches nothing
-        conn, cfg, clock = open_ledger(ledger, config)
-        actor = sender_name(cfg, operator, "submit jobs")
-        from ledger import submit_now  # the remotes (and their SDKs) load only for commands that send
+    text = payload_text(payload)  # read before the ledger is opened: bad input there touches nothing
+    conn, cfg, clock = s.open()
+    actor = s.sender(cfg, "submit jobs")
+    from ledger import submit_now  # the remotes (and their SDKs) load only for commands that send
 
-        res = submit_now(conn, cfg, operation, text, clock=clock, job_id=job_id, target=target, actor=actor)
+    res = submit_now(conn, cfg, operation, text, clock=clock, job_id=job_id, target=target, actor=actor)
     doc: dict[str, Any] = {"outcome": res.outcome, "state": res.state, "job_id": res.key.job_id,
                            "operation": res.key.operation}
     if res.blocking:
         doc["blocking"] = {"job_id": res.blocking.job_id, "operation": res.blocking.operation}
     if res.outcome == "quota_exceeded":
         doc["quota"] = {"used": res.used, "limit": res.limit}
-    if as_json:
+    if s.as_json:
         output.emit_json(doc)
     else:
         msg = f"{res.outcome}: {res.key.job_id} / {res.key.operation}"
@@ -156,33 +140,26 @@ def _print_report(report: TickReport, as_json: bool) -> None:
     output.line(tick_line(report.as_dict()))
 
 
-@app.command(rich_help_panel=PANEL, name="tick")
-def tick_cmd(
-    ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@command(PANEL, name="tick")
+def tick_cmd(s: Session) -> None:
     """Run one worker pass and exit: recover stale sends, send due jobs, poll, deliver, notify."""
-    progress, finish = _progress_for(as_json)
+    progress, finish = _progress_for(s.as_json)
     try:
-        with guard(as_json):
-            conn, cfg, clock = open_ledger(ledger, config)
-            sender_name(cfg, operator, "run a worker pass (it sends)")
-            from ledger import tick
+        conn, cfg, clock = s.open()
+        s.sender(cfg, "run a worker pass (it sends)")
+        from ledger import tick
 
-            report = tick(conn, cfg, clock=clock, progress=progress)
+        report = tick(conn, cfg, clock=clock, progress=progress)
     finally:
         finish()
-    _print_report(report, as_json)
+    _print_report(report, s.as_json)
     raise typer.Exit(EXIT_HELD if report.held or report.orphans_held else 0)
 
 
-@app.command(rich_help_panel=PANEL)
+@command(PANEL)
 def worker(
+    s: Session,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between passes.")] = 1.0,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
 ) -> None:
     """Run passes until SIGINT/SIGTERM; the job under way is finished and recorded first (sender role)."""
     stop = threading.Event()
@@ -194,32 +171,27 @@ def worker(
         stop.set()
         output.notice("stopping after the job under way (signal again to leave at once)")
 
-    with guard(as_json):
-        within("--interval", interval, 0.01, 86400)
+    within("--interval", interval, 0.01, 86400)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    with guard(as_json):
-        conn, cfg, clock = open_ledger(ledger, config)
-        sender_name(cfg, operator, "run a worker (it sends)")
-        from ledger import run_worker
+    conn, cfg, clock = s.open()
+    s.sender(cfg, "run a worker (it sends)")
+    from ledger import run_worker
 
-        def on_outage(error: BaseException, wait: float) -> None:
-            output.notice(f"the ledger is not usable now ({error}); the worker waits {wait:.3g} s and tries again")
+    def on_outage(error: BaseException, wait: float) -> None:
+        output.notice(f"the ledger is not usable now ({error}); the worker waits {wait:.3g} s and tries again")
 
-        passes = run_worker(conn, cfg, clock=clock, stop=stop, interval=interval,
-                            on_pass=(lambda r: _print_report(r, as_json)) if as_json else None, on_outage=on_outage)
-    if not as_json:
+    passes = run_worker(conn, cfg, clock=clock, stop=stop, interval=interval,
+                        on_pass=(lambda r: _print_report(r, s.as_json)) if s.as_json else None, on_outage=on_outage)
+    if not s.as_json:
         output.line(f"worker stopped after {passes} passes")
 
 
-@app.command(rich_help_panel=PANEL)
+@command(PANEL)
 def receiver(
+    s: Session,
     host: Annotated[str, typer.Option("--host", help="Address to listen on (put TLS in front for the internet).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port (0 = any free one).")] = 8766,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
 ) -> None:
     """Serve the webhook endpoint: verified deliveries become evidence; the rest get a 4xx and a counter.
 
@@ -229,17 +201,16 @@ def receiver(
 
     from ledger import make_webhook_server as make_server
 
-    with guard(as_json):
-        within("--port", port, 0, 65535)
-        cfg = load(config)
-        sender_name(cfg, operator, "run the webhook receiver (it writes evidence)")
-        connect(ledger).close()
-        try:
-            server = make_server(ledger, cfg, clock=process_clock(), host=host, port=port)
-        except OSError as e:
-            if e.errno == errno.EADDRINUSE:
-                raise BadInput(f"receiver: port {port} on {host} is in use; pick another with --port") from None
-            raise BadInput(f"receiver: cannot listen on {host}:{port} ({e.strerror})") from None
+    within("--port", port, 0, 65535)
+    cfg = s.load()
+    s.sender(cfg, "run the webhook receiver (it writes evidence)")
+    s.connect().close()
+    try:
+        server = make_server(s.ledger, cfg, clock=process_clock(), host=host, port=port)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise BadInput(f"receiver: port {port} on {host} is in use; pick another with --port") from None
+        raise BadInput(f"receiver: cannot listen on {host}:{port} ({e.strerror})") from None
 
     def on_signal(signum: int, frame: object) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()
@@ -247,7 +218,7 @@ def receiver(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     url = f"http://{host}:{server.server_address[1]}/"
-    if as_json:
+    if s.as_json:
         output.emit_json({"listening": url})
     else:
         output.line(f"receiver listening on {url}")
@@ -256,25 +227,21 @@ def receiver(
     server.server_close()
 
 
-@app.command(rich_help_panel=PANEL, name="evidence")
+@command(PANEL, name="evidence")
 def evidence_cmd(
+    s: Session,
     job_id: Annotated[str | None, typer.Argument(help="A job id (or --orphans).")] = None,
     orphans: Annotated[bool, typer.Option("--orphans", help="Evidence that names no job of this ledger, and why.")] = False,
     operation: OperationOpt = None,
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
 ) -> None:
     """What the remote said about a job (queries, webhooks, fenced outcomes), or the orphan evidence."""
-    protect(config)
-    with guard(as_json):
-        conn = connect(ledger, readonly=True)
-        if orphans or job_id is None:
-            items = orphan_evidence(conn)
-        else:
-            items = evidence_for_job(conn, get_job(conn, resolve_key(conn, job_id, operation)))
-    if as_json:
+    s.protect()
+    conn = s.connect(readonly=True)
+    if orphans or job_id is None:
+        items = orphan_evidence(conn)
+    else:
+        items = evidence_for_job(conn, get_job(conn, resolve_key(conn, job_id, operation)))
+    if s.as_json:
         output.emit_json({"evidence": [e.to_dict() for e in items]})
         return
     if orphans or job_id is None:
@@ -290,20 +257,16 @@ def evidence_cmd(
                  empty=f"evidence for {job_id}: none (no query answer, webhook or fenced outcome recorded)")
 
 
-@app.command(rich_help_panel=PANEL)
+@command(PANEL)
 def resume(
+    s: Session,
     remote: Annotated[str, typer.Argument(help="The paused remote, as named under [remotes].")],
     reason: ReasonOpt = "",
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
 ) -> None:
     """Lift a remote's pause (approver): its due jobs are sent again from the next pass."""
-    with guard(as_json):
-        conn, cfg, clock = open_ledger(ledger, config)
-        resume_remote(conn, cfg, remote, actor=operator_name(cfg, operator), reason=reason, now=clock.now())
-    if as_json:
+    conn, cfg, clock = s.open()
+    resume_remote(conn, cfg, remote, actor=s.actor(cfg), reason=reason, now=clock.now())
+    if s.as_json:
         output.emit_json({"remote": remote, "paused": False})
     else:
         output.line(f"remote {remote} resumed: its due jobs are sent from the next worker pass")

@@ -10,18 +10,10 @@ import typer
 
 from console import output
 from console.cli.common import (
-    DEFAULT_CONFIG,
-    DEFAULT_LEDGER,
     PAGE_CHECK_SECONDS,
-    ConfigOpt,
-    JsonOpt,
-    LedgerOpt,
-    OperatorOpt,
+    Session,
     app,
-    check_ledger_pages,
-    guard,
-    load,
-    protect,
+    command,
 )
 from ledger import (
     POLICY_SETTINGS,
@@ -81,38 +73,35 @@ sink = "results"
 """
 
 
-@app.command(rich_help_panel=PANEL)
-def init(
-    ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@command(PANEL)
+def init(s: Session) -> None:
     """Create the ledger file (or migrate an older one forward).
 
     The config is checked if present; if missing, a starter config pointing at the bundled simulator
     on 127.0.0.1:8765 is written there.
     """
+    ledger, config = s.ledger, s.config
     wrote_config = False
     wrote_key: Path | None = None
-    with guard(as_json):
-        if config.exists():
-            cfg = load(config)
-        elif config.parent.is_dir():
-            config.write_text(STARTER_CONFIG.replace("{account}", json.dumps(os_account())), encoding="utf-8")
-            wrote_config = True
-            cfg = load(config)
-        else:
-            cfg = None
-        if cfg is not None and current_audit_key() is None:
-            key_file = audit_key_path(cfg.key_file())
-            if key_file is not None and not key_file.exists():
-                use_audit_key(create_audit_key(key_file))
-                wrote_key = key_file
-        created = create_ledger(ledger)
-        if not created:
-            check_ledger_pages(ledger, PAGE_CHECK_SECONDS)
-        seeded = _seed_policy(ledger, cfg, config) if cfg is not None else "no config: the ledger holds no policy yet"
-        loose = loose_permissions(ledger)
-    if as_json:
+    if config.exists():
+        cfg = s.load()
+    elif config.parent.is_dir():
+        config.write_text(STARTER_CONFIG.replace("{account}", json.dumps(os_account())), encoding="utf-8")
+        wrote_config = True
+        cfg = s.load()
+    else:
+        cfg = None
+    if cfg is not None and current_audit_key() is None:
+        key_file = audit_key_path(cfg.key_file())
+        if key_file is not None and not key_file.exists():
+            use_audit_key(create_audit_key(key_file))
+            wrote_key = key_file
+    created = create_ledger(ledger)
+    if not created:
+        s.check_pages(PAGE_CHECK_SECONDS)
+    seeded = _seed_policy(ledger, cfg, config) if cfg is not None else "no config: the ledger holds no policy yet"
+    loose = loose_permissions(ledger)
+    if s.as_json:
         output.emit_json({"ledger": shown_ledger(ledger), "created": created, "wrote_config": wrote_config,
                           "wrote_audit_key": str(wrote_key) if wrote_key else None, "policy": seeded,
                           "permission_warnings": loose})
@@ -154,19 +143,17 @@ policy_app = typer.Typer(help="The ledger's policy: identity source, roles, four
 app.add_typer(policy_app, name="policy", rich_help_panel=PANEL)
 
 
-@policy_app.command("show")
-def policy_show(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG,
-                as_json: JsonOpt = False) -> None:
+@command(name="show", on=policy_app, options=("ledger", "config", "json"))
+def policy_show(s: Session) -> None:
     """Print the policy the ledger holds (and who owns the ledger)."""
-    protect(config)
-    with guard(as_json):
-        conn = connect(ledger, readonly=True)
-        try:
-            held = read_policy(conn)
-            owner, _ = policy_owner(conn, str(ledger))
-        finally:
-            conn.close()
-    if as_json:
+    s.protect()
+    conn = s.connect(readonly=True)
+    try:
+        held = read_policy(conn)
+        owner, _ = policy_owner(conn, str(s.ledger))
+    finally:
+        conn.close()
+    if s.as_json:
         output.emit_json({"owner": owner, "event_id": held.event_id, "policy": held.settings})
         return
     output.line(f"ledger owner: {owner}")
@@ -179,28 +166,27 @@ def policy_show(ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_
         output.line(f"  {name} = {json.dumps(held.settings[name], ensure_ascii=False, sort_keys=True)}")
 
 
-@policy_app.command("set")
+@command(name="set", on=policy_app, options=("ledger", "config", "json"))
 def policy_set(
+    s: Session,
     from_config: Annotated[bool, typer.Option(
         "--from-config", help="Record the policy settings of --config (the shared config) as the ledger's.")] = False,
-    ledger: LedgerOpt = DEFAULT_LEDGER, config: ConfigOpt = DEFAULT_CONFIG, as_json: JsonOpt = False,
 ) -> None:
     """Change the ledger's policy (owner only; recorded as an event): identity source, roles, four-eyes."""
-    with guard(as_json):
-        if not from_config:
-            raise BadInput("policy set: pass --from-config: edit [identity], [serve], [operators] and "
-                           "policy.four_eyes in the shared config, then record them with it")
-        cfg = load(config)
-        conn = connect(ledger)
-        try:
-            require_policy_owner(conn, str(ledger), "policy set")
+    if not from_config:
+        raise BadInput("policy set: pass --from-config: edit [identity], [serve], [operators] and "
+                       "policy.four_eyes in the shared config, then record them with it")
+    cfg = s.load()
+    conn = s.connect()
+    try:
+        require_policy_owner(conn, str(s.ledger), "policy set")
 
-            with write_tx(conn):
-                event_id = record_policy(conn, cfg, actor=os_account(), now=process_clock().now(),
-                                         how="policy set --from-config")
-        finally:
-            conn.close()
-    if as_json:
+        with write_tx(conn):
+            event_id = record_policy(conn, cfg, actor=os_account(), now=process_clock().now(),
+                                     how="policy set --from-config")
+    finally:
+        conn.close()
+    if s.as_json:
         output.emit_json({"recorded": event_id is not None, "event_id": event_id})
     else:
         output.line(f"policy recorded (event {event_id})" if event_id is not None

@@ -11,17 +11,9 @@ import typer
 
 from console import output
 from console.cli.common import (
-    DEFAULT_CONFIG,
-    DEFAULT_LEDGER,
-    ConfigOpt,
-    JsonOpt,
-    LedgerOpt,
     OperationOpt,
-    OperatorOpt,
-    app,
-    guard,
-    open_ledger,
-    operator_name,
+    Session,
+    command,
     resolve_key,
 )
 from ledger import (
@@ -57,59 +49,53 @@ def _field_option(field: Field) -> Any:
 
 def _triage_command(name: str) -> Callable[..., None]:
     """The `reclaim NAME JOB_ID` command of the job action `name`: its options are the table's required fields,
-    its flags, --operation, --dry-run and the common ones; every run goes through `_take`."""
+    its flags, --operation, --dry-run and (added by `command`) the common ones; every run goes through `_take`."""
     spec = ACTION_TABLE[name]
     kw = inspect.Parameter.KEYWORD_ONLY
-    params = [inspect.Parameter("job_id", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    params = [inspect.Parameter("s", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Session),
+              inspect.Parameter("job_id", inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                 annotation=Annotated[str, typer.Argument(help="The job id.")])]
     params += [inspect.Parameter(f.name, kw, default="", annotation=_field_option(f)) for f in spec.fields]
     params.append(inspect.Parameter("operation", kw, default=None, annotation=OperationOpt))
     params += [inspect.Parameter(flag, kw, default=False, annotation=Annotated[bool, typer.Option(option, help=what)])
                for flag, option, what in spec.flags]
-    params += [
-        inspect.Parameter("dry_run", kw, default=False, annotation=DryRunOpt),
-        inspect.Parameter("ledger", kw, default=DEFAULT_LEDGER, annotation=LedgerOpt),
-        inspect.Parameter("config", kw, default=DEFAULT_CONFIG, annotation=ConfigOpt),
-        inspect.Parameter("operator", kw, default=None, annotation=OperatorOpt),
-        inspect.Parameter("as_json", kw, default=False, annotation=JsonOpt),
-    ]
+    params.append(inspect.Parameter("dry_run", kw, default=False, annotation=DryRunOpt))
 
-    def command(**options: Any) -> None:
-        _take(name, options)
+    def action(s: Session, **options: Any) -> None:
+        _take(name, s, options)
 
-    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    command.__name__ = name
-    command.__doc__ = (f"{spec.help}\n\nIt {spec.summary}. With --dry-run it says that, and whether you may, and "
-                       "writes nothing.")
-    return command
+    action.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    action.__name__ = name
+    action.__doc__ = (f"{spec.help}\n\nIt {spec.summary}. With --dry-run it says that, and whether you may, and "
+                      "writes nothing.")
+    return action
 
 
-def _take(name: str, options: dict[str, Any]) -> None:
+def _take(name: str, s: Session, options: dict[str, Any]) -> None:
     """Run one job action from the CLI: the table's required fields first (one line naming the option), then the
     ledger function itself (or, with --dry-run, `triage.dry_run` on a read-only connection)."""
     from ledger import RemoteCache, parse_due
 
     spec = ACTION_TABLE[name]
-    as_json, dry = options["as_json"], options["dry_run"]
+    as_json, dry = s.as_json, options["dry_run"]
     unverified = bool(options.get("unverified", False))
     given: dict[str, Any] = {f.name: options[f.name] for f in spec.fields}
-    with guard(as_json):
-        check_action_input(name, given)
-        conn, cfg, clock = open_ledger(options["ledger"], options["config"], readonly=dry)
-        if "due" in given:
-            given["due"] = parse_due(given["due"], clock.now(), cfg.timezone, name="--due")
-        actor = operator_name(cfg, options["operator"])
-        key = resolve_key(conn, options["job_id"], options["operation"])
-        asks = (name == "reconcile" and not unverified) or (name == "query" and not dry)
-        remote = RemoteCache(cfg).for_operation(key.operation) if asks else None
-        if dry:
-            would = dry_run_action(conn, cfg, key, name, given, actor=actor, clock=clock, remote=remote,
-                                   unverified=unverified)
-        else:
-            result = take(conn, cfg, key, name, given, actor=actor, clock=clock, remote=remote,
-                                 unverified=unverified)
-        job = get_job(conn, key)
-        left = held_candidates(conn, cfg, job) if name == "dismiss-candidate" and not dry else []
+    check_action_input(name, given)
+    conn, cfg, clock = s.open(readonly=dry)
+    if "due" in given:
+        given["due"] = parse_due(given["due"], clock.now(), cfg.timezone, name="--due")
+    actor = s.actor(cfg)
+    key = resolve_key(conn, options["job_id"], options["operation"])
+    asks = (name == "reconcile" and not unverified) or (name == "query" and not dry)
+    remote = RemoteCache(cfg).for_operation(key.operation) if asks else None
+    if dry:
+        would = dry_run_action(conn, cfg, key, name, given, actor=actor, clock=clock, remote=remote,
+                               unverified=unverified)
+    else:
+        result = take(conn, cfg, key, name, given, actor=actor, clock=clock, remote=remote,
+                             unverified=unverified)
+    job = get_job(conn, key)
+    left = held_candidates(conn, cfg, job) if name == "dismiss-candidate" and not dry else []
     doc: dict[str, Any] = {"job_id": key.job_id, "operation": key.operation, "state": job.state,
                            "attempt": job.attempt}
     if dry:
@@ -169,7 +155,7 @@ def _print_dry_run(name: str, doc: dict[str, Any], would: Preview, words: list[s
 
 
 for _name in ("query", "finding", "dismiss-candidate", "assign"):
-    app.command(rich_help_panel=PANEL, name=_name)(_triage_command(_name))
+    command(PANEL, name=_name)(_triage_command(_name))
 
 _BULK = {f.name: f for f in ACTION_TABLE["bulk-assign"].fields}
 BulkOwnerOpt = _field_option(_BULK["owner"])
@@ -177,30 +163,26 @@ BulkDueOpt = _field_option(_BULK["due"])
 BulkReasonOpt = _field_option(_BULK["reason"])
 
 
-@app.command(rich_help_panel=PANEL, name="bulk-assign", help=ACTION_TABLE["bulk-assign"].help + "\n\nWithout --yes it only says how many "
-             "jobs would change, and writes nothing.")
+@command(PANEL, name="bulk-assign", help=ACTION_TABLE["bulk-assign"].help + "\n\nWithout --yes it only says how many "
+         "jobs would change, and writes nothing.")
 def bulk_assign(
+    s: Session,
     owner: BulkOwnerOpt = "",
     due: BulkDueOpt = "",
     filter_text: Annotated[str, typer.Option("--filter", help="Which held jobs, e.g. 'op:storage.* bucket-a'.")] = "",
     yes: Annotated[bool, typer.Option("--yes", help="Do it; without --yes only the count is shown.")] = False,
     reason: BulkReasonOpt = "",
-    ledger: LedgerOpt = DEFAULT_LEDGER,
-    config: ConfigOpt = DEFAULT_CONFIG,
-    operator: OperatorOpt = None,
-    as_json: JsonOpt = False,
 ) -> None:
     from ledger import parse_due
 
-    with guard(as_json):
-        check_action_input("bulk-assign", {"reason": reason, "owner": owner, "due": due})
-        conn, cfg, clock = open_ledger(ledger, config, readonly=not yes)
-        due_at = parse_due(due, clock.now(), cfg.timezone, name="--due")
-        me = operator_name(cfg, operator)
-        flt = JobFilter.parse(filter_text, me=me)
-        done = assign_jobs(conn, cfg, flt, owner, due_at, actor=me, clock=clock, reason=reason, apply=yes)
+    check_action_input("bulk-assign", {"reason": reason, "owner": owner, "due": due})
+    conn, cfg, clock = s.open(readonly=not yes)
+    due_at = parse_due(due, clock.now(), cfg.timezone, name="--due")
+    me = s.actor(cfg)
+    flt = JobFilter.parse(filter_text, me=me)
+    done = assign_jobs(conn, cfg, flt, owner, due_at, actor=me, clock=clock, reason=reason, apply=yes)
     doc = {"matched": len(done.matched), "assigned": done.assigned, "owner": owner, "due": iso(due_at)}
-    if as_json:
+    if s.as_json:
         output.emit_json(doc)
     elif yes:
         output.line(f"assigned {done.assigned} held jobs to {owner}, due {iso(due_at)}")
@@ -209,4 +191,4 @@ def bulk_assign(
 
 
 for _name in ("release", "reconcile", "reject", "remediate"):
-    app.command(rich_help_panel=PANEL, name=_name)(_triage_command(_name))
+    command(PANEL, name=_name)(_triage_command(_name))
