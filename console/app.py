@@ -378,7 +378,9 @@ class ReclaimApp(App[int]):
         self.awaiting_me = pulse.awaiting_me
         self.last_seen = pulse.seen_at
         screen = self.shown_screen()
-        if isinstance(screen, ReclaimScreen):
+        # A screen pushed but not yet composed has no widgets to update: it reads the app's counts and feed, kept
+        # above, when it resumes (after its mount).
+        if isinstance(screen, ReclaimScreen) and screen.is_mounted:
             screen.ledger_changed(pulse)
 
     def shown_screen(self) -> Screen[object] | None:

@@ -175,3 +175,27 @@ async def test_a_live_change_or_a_worker_reply_arriving_as_the_app_closes_change
     app._live_changed(ReclaimApp.LiveChanged(pulses[-1].pulse))  # the late message, handled as the app would
     app.say("a worker's late reply")
     assert app.pulses == seen + 1  # handled (counted), and nothing raised
+
+
+async def test_a_live_change_arriving_before_a_pushed_screen_is_composed_waits_for_its_resume(demo: Demo) -> None:
+    """A pulse can land between a screen's push and its compose (the follower posts from its own thread): the screen
+    is not asked to draw widgets it does not have yet, and shows the counts kept by the app once it resumes."""
+    app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
+    pulses: list[ReclaimApp.LiveChanged] = []
+
+    def hook(message: Message) -> None:
+        if isinstance(message, ReclaimApp.LiveChanged):
+            pulses.append(message)
+
+    async with app.run_test(size=(120, 40), message_hook=hook) as pilot:
+        await wait_loaded(pilot, OverviewScreen)
+        await wait_until(pilot, lambda: bool(pulses), what="the follower's first pulse")
+        fresh = OverviewScreen()
+        app.push_screen(fresh)
+        assert not fresh.is_mounted
+        app._live_changed(ReclaimApp.LiveChanged(pulses[-1].pulse))  # before its compose: nothing raised
+        await wait_loaded(pilot, OverviewScreen)
+        counts = fresh.query_one(GroupCounts)
+        await wait_until(pilot, lambda: str(pulses[-1].pulse.counts["held"]) in screen_text(app),
+                         what="the kept counts shown after the resume")
+        assert counts.is_mounted and app.screen is fresh
