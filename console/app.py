@@ -22,6 +22,7 @@ from textual.actions import parse as parse_action
 from textual.app import App
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -378,10 +379,14 @@ class ReclaimApp(App[int]):
         self.awaiting_me = pulse.awaiting_me
         self.last_seen = pulse.seen_at
         screen = self.shown_screen()
-        # A screen pushed but not yet composed has no widgets to update: it reads the app's counts and feed, kept
-        # above, when it resumes (after its mount).
-        if isinstance(screen, ReclaimScreen) and screen.is_mounted:
+        if not isinstance(screen, ReclaimScreen):
+            return
+        try:
             screen.ledger_changed(pulse)
+        except NoMatches:
+            # A screen between states (pushed but not yet composed, or its widgets being removed as the app closes)
+            # has nothing to draw on: it reads the counts and feed kept above when it resumes.
+            pass
 
     def shown_screen(self) -> Screen[object] | None:
         """The screen on top, or None while the app closes: a message from a worker or the follower may still

@@ -177,9 +177,10 @@ async def test_a_live_change_or_a_worker_reply_arriving_as_the_app_closes_change
     assert app.pulses == seen + 1  # handled (counted), and nothing raised
 
 
-async def test_a_live_change_arriving_before_a_pushed_screen_is_composed_waits_for_its_resume(demo: Demo) -> None:
-    """A pulse can land between a screen's push and its compose (the follower posts from its own thread): the screen
-    is not asked to draw widgets it does not have yet, and shows the counts kept by the app once it resumes."""
+async def test_a_live_change_arriving_while_a_screen_lacks_its_widgets_waits_for_its_resume(demo: Demo) -> None:
+    """A pulse can land between a screen's push and its compose, or while its widgets are removed as the app closes
+    (the follower posts from its own thread): nothing raises, and the screen shows the counts kept by the app once it
+    resumes."""
     app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
     pulses: list[ReclaimApp.LiveChanged] = []
 
@@ -199,3 +200,6 @@ async def test_a_live_change_arriving_before_a_pushed_screen_is_composed_waits_f
         await wait_until(pilot, lambda: str(pulses[-1].pulse.counts["held"]) in screen_text(app),
                          what="the kept counts shown after the resume")
         assert counts.is_mounted and app.screen is fresh
+        await counts.remove()  # as the app's closing removes a screen's widgets while it is still on the stack
+        app._live_changed(ReclaimApp.LiveChanged(pulses[-1].pulse))  # nothing raised
+        assert app.screen is fresh
