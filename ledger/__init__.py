@@ -116,6 +116,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "check_pages": ("ledger.store", "check_pages"), "loose_permissions": ("ledger.store", "loose_permissions"),
     # ledger.status
     "Status": ("ledger.status", "Status"), "read_status": ("ledger.status", "read_status"),
+    "Ledger": ("ledger.service", "Ledger"),
     "LiveFigures": ("ledger.status", "LiveFigures"), "read_live_figures": ("ledger.status", "read_live_figures"),
     "JournalReport": ("ledger.status", "JournalReport"),
     # ledger.leases
@@ -317,6 +318,7 @@ if TYPE_CHECKING:
     from ledger.seal import key_path as audit_key_path
     from ledger.seal import read_key as read_audit_key
     from ledger.seal import use_key as use_audit_key
+    from ledger.service import Ledger
     from ledger.stages import Stage, awaiting_count, job_stage
     from ledger.status import JournalReport, LiveFigures, Status, read_live_figures, read_status
     from ledger.store import check_pages, is_url, ledger_clock, loose_permissions, shown_ledger, wait_for_change
@@ -424,6 +426,7 @@ __all__ = [
     "JobKey",
     "JobNotFound",
     "JournalReport",
+    "Ledger",
     "LedgerCollector",
     "LedgerCorrupt",
     "LedgerError",

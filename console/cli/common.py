@@ -30,19 +30,16 @@ from ledger import (
     Connection,
     Identity,
     JobKey,
+    Ledger,
     LedgerError,
     Redactor,
-    apply_policy,
     audit_key_path,
     check_pages,
     connect,
     is_url,
-    ledger_clock,
     load_config,
     operations_of,
-    process_clock,
     read_audit_key,
-    read_policy,
     require_role,
     resolve_identity,
     use_audit_key,
@@ -160,25 +157,18 @@ class Session:
         """The ledger, without its policy or the config (`options` go to `ledger.connect`)."""
         return connect(self.ledger, readonly=readonly, **options)
 
+    def open_ledger(self, *, readonly: bool = False) -> Ledger:
+        """The ledger open with the config acting under its policy, and the clock leases go by (`ledger.Ledger`)."""
+        return Ledger.open(self.ledger, self.load(), readonly=readonly)
+
     def open(self, *, readonly: bool = False) -> tuple[Connection, Config, Clock]:
-        """The ledger, the config acting under the ledger's policy (ledger.policy), and the clock leases go by."""
-        cfg = self.load()
-        conn = self.connect(readonly=readonly)
-        try:
-            cfg = apply_policy(cfg, read_policy(conn))
-        except BaseException:
-            conn.close()
-            raise
-        return conn, cfg, ledger_clock(conn, process_clock())  # PostgreSQL: leases by the server's clock
+        """`open_ledger`'s connection, config and clock."""
+        opened = self.open_ledger(readonly=readonly)
+        return opened.conn, opened.config, opened.clock
 
     def governed_config(self) -> Config:
         """The config acting under the ledger's policy, for commands that open the ledger later (or not at all)."""
-        cfg = self.load()
-        conn = self.connect(readonly=True)
-        try:
-            return apply_policy(cfg, read_policy(conn))
-        finally:
-            conn.close()
+        return Ledger.governed_config(self.ledger, self.load())
 
     def check_pages(self, budget_seconds: float) -> None:
         """Check the ledger's pages for damage for at most `budget_seconds` (a corrupt file stops here)."""

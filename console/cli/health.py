@@ -32,7 +32,6 @@ from ledger import (
     parse_when,
     process_clock,
     read_audit_key,
-    read_status,
     shown_ledger,
     use_audit_key,
 )
@@ -45,9 +44,8 @@ PANEL = "Health"
 def status(s: Session) -> None:
     """Jobs per state and per operation, today's quota, the audit head, whether workers are passing, and who
     you are acting as."""
-    conn, cfg, clock = s.open(readonly=True)
-    st = read_status(conn, cfg, ledger=s.ledger, identity=s.identity(cfg), now=clock.now(),
-                     page_check_seconds=PAGE_CHECK_SECONDS)
+    opened = s.open_ledger(readonly=True)
+    st = opened.status(s.identity(opened.config), page_check_seconds=PAGE_CHECK_SECONDS)
     if s.as_json:
         output.emit_json(st.to_dict())
         return

@@ -1,0 +1,63 @@
+"""ledger.Ledger, an open ledger: the config acts under the policy the ledger holds (a setting the caller's config
+leaves out is the ledger's; one it states otherwise is refused and nothing is written), leases go by the given
+clock, and its status and live figures are the status document's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ledger_reads import fresh, job_fingerprint
+
+from ledger import Ledger, policy
+from ledger.clock import ManualClock
+from ledger.config import parse_config
+from ledger.db import write_tx
+from ledger.identity import Identity
+from ledger.reservation import reserve
+from ledger.status import read_live_figures
+
+BACKENDS = ("sqlite", "postgresql")  # each test runs on each (tests/conftest.py)
+OP = "article.generate"
+
+
+def _hold_policy(ledger_path: Path, config: dict[str, Any], tmp_path: Path) -> None:
+    """Record `config`'s policy settings as the ledger's own."""
+    with fresh(ledger_path) as conn, write_tx(conn):
+        assert policy.record(conn, parse_config(config, base_dir=tmp_path), actor="owner", now=1.0e9, how="test")
+
+
+def test_the_ledger_policy_governs_the_config_and_a_contradicting_one_is_refused(
+    ledger_path: Path, make_config: Callable[..., dict[str, Any]], tmp_path: Path,
+) -> None:
+    _hold_policy(ledger_path, make_config(policy={"four_eyes": False}), tmp_path)
+    silent = make_config()
+    silent["policy"].pop("four_eyes", None)
+    with Ledger.open(ledger_path, parse_config(silent, base_dir=tmp_path)) as opened:
+        assert opened.config.policy.four_eyes is False  # the ledger's, not the default
+    assert Ledger.governed_config(ledger_path, parse_config(silent, base_dir=tmp_path)).policy.four_eyes is False
+    with fresh(ledger_path) as conn:
+        before = job_fingerprint(conn)
+    contradicting = parse_config(make_config(policy={"four_eyes": True}), base_dir=tmp_path)
+    with pytest.raises(policy.PolicyConflict, match=r"policy\.four_eyes"):
+        Ledger.open(ledger_path, contradicting)
+    with fresh(ledger_path) as conn:
+        assert job_fingerprint(conn) == before
+
+
+def test_its_status_and_live_figures_are_the_status_documents(
+    ledger_path: Path, make_config: Callable[..., dict[str, Any]], tmp_path: Path,
+) -> None:
+    cfg = parse_config(make_config(), base_dir=tmp_path)
+    clock = ManualClock(1.0e9)
+    with Ledger.open(ledger_path, cfg, clock=clock) as opened:
+        assert opened.clock is clock and opened.name == ledger_path
+        assert reserve(opened.conn, opened.config, OP, {"input": "x"}, clock=clock, job_id="j1").outcome == "reserved"
+        figures = opened.live_figures()
+        assert figures == read_live_figures(opened.conn, opened.config, clock.now())
+        assert figures.states["reserving"] == 1 and figures.groups()["reserving"] == 1
+        status = opened.status(Identity("bob", "declared"), page_check_seconds=1.0)
+        assert status.states == figures.states and status.quota_today == figures.quota_today
+        assert status.pages_checked and status.identity.name == "bob"
