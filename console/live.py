@@ -3,8 +3,9 @@
 `LedgerSource` hands each unit of work its own connection (sqlite connections are per-thread).
 `Follower` keeps one dedicated connection for the live loop: it polls `PRAGMA data_version` (cheap), reads
 the new events by id cursor when it moved (and every second regardless), and with a change the group counts
-and the worker heartbeats. The `load_*` functions build the read models each screen draws; `perform()` runs
-one operator action. None of this touches Textual, so it is safe to call from any thread.
+and the worker heartbeats. The `load_*` functions build the read models each screen draws (a job's whole story
+is the ledger's own: `ledger.read_job_detail`); `perform()` runs one operator action. None of this touches
+Textual, so it is safe to call from any thread.
 """
 
 from __future__ import annotations
@@ -19,62 +20,42 @@ from typing import Any, NamedTuple, TypeVar, cast
 
 from ledger import (
     GROUPS,
-    JOB_ACTIONS,
     BadInput,
-    Candidate,
     Clock,
     Config,
     Connection,
     Event,
     EventCursor,
-    Evidence,
     Job,
     JobFilter,
     JobKey,
     LedgerError,
     LiveFigures,
     Liveness,
-    Preview,
     QuotaDay,
     Refused,
-    RemoteAnswers,
     RemoteCache,
     RemoteStatus,
     Stage,
     WorkerBoard,
-    arrival_words,
     clock_time,
     close_quietly,
     connect,
-    console_url_for,
-    evidence_for_job,
-    fenced_writes_for,
-    find_job,
     get_action,
     held_by_operation,
-    held_candidates,
     held_jobs,
     is_url,
-    job_events,
     job_stage,
-    known_handle,
     last_event_id,
-    latest_finding,
-    latest_query,
     list_jobs,
     list_outbox,
-    may_arrive_until,
     preload_adapters,
-    preview_action,
     quota_history,
     quota_today,
     read_live_figures,
-    remote_capabilities,
     span,
     take,
     wait_for_change,
-    what_remotes_answer,
-    where_to_look,
 )
 from ledger import parse_due as parse_due_text
 
@@ -351,193 +332,6 @@ def load_page(
     page = rows[:page_size]
     return JobPage(group, page, offset, len(rows) > page_size, oldest_first, filter_text,
                    stages=stages_of(conn, page, tz))
-
-
-# The three ways a send can end unknown, in the words operators use.
-HELD_CASES: tuple[tuple[str, str, str], ...] = (
-    ("not_received", "Not delivered", "the request never reached the remote: a release sends it (once) again."),
-    ("in_progress", "Delivered and running", "the remote has it and is working: find its handle and reconcile."),
-    (
-        "completed_reply_lost",
-        "Completed, reply lost",
-        "the remote finished, the answer was lost: reconcile with its handle; never release.",
-    ),
-)
-
-
-@dataclass(frozen=True)
-class JobDetail:
-    """Everything the job and triage screens show about one job."""
-
-    job: Job
-    events: list[Event]
-    fenced: list[dict[str, Any]]
-    latest_query: Event | None
-    latest_finding: Event | None
-    can_answer: list[str]
-    previews: dict[str, Preview] = field(default_factory=dict)
-    evidence: list[Evidence] = field(default_factory=list)
-    console_url: str | None = None
-    """Where a person checks the remote's own records of this job (shown whole, copyable), if anywhere."""
-    query_helps: bool = True
-    """Whether a query can ask the remote anything: a handle is recorded, evidence names one, or the remote can be
-    searched by idem key. When not, the screens offer no query and say what is known instead."""
-    answers: RemoteAnswers | None = None
-    """What the job's remote can answer, from the config and the ledger (no adapter built)."""
-    arrives_until: float | None = None
-    """Until when the held job's last request could still reach the remote, when that was still ahead at the read
-    (release, reject and remediate wait for it; the screens read the job again then)."""
-    arrival: str = ""
-    """That, in words ('attempt 1 could still arrive until 12:04:31 (UTC)'), or ''."""
-    candidates: list[Candidate] = field(default_factory=list)
-    """Orphan deliveries that could be this held job's own and that nobody has decided yet (a release waits)."""
-
-    @property
-    def duplicates(self) -> list[Event]:
-        """Second remote interactions detected for this job's idem key (a send twice), oldest first."""
-        return [e for e in self.events if e.kind == "duplicate_send"]
-
-    def known_state(self) -> Evidence | None:
-        """The newest evidence for the current attempt that says what the remote did (running, completed, absent,
-        gone, failed), if any."""
-        for ev in reversed(self.evidence):
-            if ev.attempt in (None, self.job.attempt) and ev.remote_state:
-                return ev
-        return None
-
-    def suggested_handle(self) -> str | None:
-        """The handle evidence names for the current attempt (a webhook, a fenced accepted send, a query)."""
-        for ev in reversed(self.evidence):
-            if ev.handle and ev.attempt in (None, self.job.attempt):
-                return ev.handle
-        return None
-
-    @property
-    def findings(self) -> list[Event]:
-        """Every finding recorded on the job, oldest first."""
-        return [e for e in self.events if e.kind == "finding"]
-
-    @property
-    def blocked_new_jobs(self) -> list[Event]:
-        """The new jobs on this job's target that reserve() refused while it was held, oldest first."""
-        return [e for e in self.events if e.kind == "blocked_new_job"]
-
-    def suspected_case(self) -> str | None:
-        """Which of the three cases the latest finding or query points to, if any."""
-        if self.latest_finding is not None:
-            category = self.latest_finding.detail.get("category")
-            if category in {c for c, _, _ in HELD_CASES}:
-                return str(category)
-        if self.latest_query is not None:
-            state = self.latest_query.detail.get("remote_state")
-            if state == "running":
-                return "in_progress"
-            if state == "completed":
-                return "completed_reply_lost"
-            if state == "not_found" and not self.latest_query.detail.get("handle"):
-                return "not_received"  # a search by key found nothing; a 404 for a handle says nothing
-        return None
-
-
-def remote_lines(
-    config: Config, remotes: RemoteCache, job: Job, conn: Connection | None = None
-) -> list[str]:
-    """What the remote can and cannot answer for this job, in plain sentences (never pretending)."""
-    op = config.operations.get(job.operation)
-    if op is None:
-        return [f"operation {job.operation} is not declared in the config: its remote cannot be asked"]
-    try:
-        remote = remotes.for_operation(job.operation)
-    except Exception as e:
-        return [f"remote {op.remote}: cannot be built ({e})"]
-    lines = [f"remote {remote.name} ({remote.kind}): " + "; ".join(remote.capabilities.explain())]
-    caps = remote.capabilities
-    found = known_handle(conn, job) if conn is not None else None
-    if not job.handle and found is not None and found.handle:
-        lines.append(f"no handle recorded, but {found.source} evidence names {found.handle}: a query asks the remote "
-                     "about it")
-        return lines
-    if job.handle:
-        if caps.lookup_by_handle:
-            lines.append(f"handle {job.handle} is recorded: a query asks the remote about it")
-        else:
-            lines.append(f"handle {job.handle} is recorded, but {remote.kind} cannot look it up")
-    elif caps.search_by_key:
-        lines.append(f"no handle recorded; a query searches {remote.kind} by idem key {job.idem_key}")
-    else:
-        lines.append(where_to_look(config, job, remote, url_apart=True))
-    rc = config.remotes.get(op.remote)
-    if remote.kind == "gemini" and rc is not None:
-        lines.append(
-            "signed webhooks are on: a delivery for this job's idem key becomes evidence and is acted on"
-            if rc.webhook_secret_env else
-            "webhooks are off (no webhook_secret_env on this remote): nothing tells reclaim what happened"
-        )
-    return lines
-
-
-def load_job(
-    conn: Connection, config: Config, remotes: RemoteCache, key: JobKey, *, operator: str, clock: Clock,
-    read_only: bool, with_previews: bool = False, with_remote: bool = True,
-) -> JobDetail | None:
-    """Read one job's fields, timeline, fenced writes, latest query/finding, and what the remote can answer.
-
-    `with_remote=False` leaves `can_answer` empty: building the remote's adapter the first time imports its SDK
-    (seconds on a loaded machine), so the screens read the ledger first and ask `remote_lines` after."""
-    job = find_job(conn, key)
-    if job is None:
-        return None
-    helps, cannot_ask = query_helps(conn, config, job)
-    previews: dict[str, Preview] = {}
-    if with_previews:
-        for action in JOB_ACTIONS:
-            p = preview_action(conn, config, key, action, operator, clock)
-            if read_only:
-                p = Preview(action, False, READ_ONLY_REASON, p.summary)
-            elif action == "query" and p.allowed and not helps:
-                p = Preview(action, False, cannot_ask, p.summary)
-            previews[action] = p
-    rc_name = config.operations[job.operation].remote if job.operation in config.operations else None
-    answers = next((a for a in what_remotes_answer(conn, config, clock.now()) if a.name == rc_name), None)
-    arrives = may_arrive_until(conn, job)
-    if arrives is not None and arrives <= clock.now():
-        arrives = None
-    return JobDetail(
-        job=job,
-        events=job_events(conn, key),
-        fenced=fenced_writes_for(conn, key),
-        latest_query=latest_query(conn, key),
-        latest_finding=latest_finding(conn, key),
-        can_answer=remote_lines(config, remotes, job, conn) if with_remote else [],
-        previews=previews,
-        evidence=evidence_for_job(conn, job),
-        console_url=console_url_for(config, job.operation, job.idem_key),
-        query_helps=helps,
-        answers=answers,
-        arrives_until=arrives,
-        arrival=arrival_words(job, arrives, config.timezone) if arrives is not None else "",
-        candidates=held_candidates(conn, config, job),
-    )
-
-
-def query_helps(conn: Connection, config: Config, job: Job) -> tuple[bool, str]:
-    """Whether a query can ask the job's remote anything (a handle recorded, evidence naming one, or a search by
-    idem key), and when not, why, in one line. Reads the config and the ledger; builds no adapter."""
-    op = config.operations.get(job.operation)
-    rc = config.remotes.get(op.remote) if op is not None else None
-    if rc is None:
-        return False, f"operation {job.operation} has no declared remote: a query cannot ask anything"
-    caps = remote_capabilities(rc)
-    if job.handle:
-        return (True, "") if caps.lookup_by_handle else (
-            False, f"{rc.kind} remote {rc.name} cannot look a handle up: a query cannot ask anything")
-    found = known_handle(conn, job)
-    if found is not None and found.handle and caps.lookup_by_handle:
-        return True, ""
-    if caps.search_by_key:
-        return True, ""
-    return False, (f"a query cannot help: no handle is recorded, no evidence names one, and {rc.kind} cannot be "
-                   "searched by idem key: record what you found (step 2)")
 
 
 def warm_remote(remotes: RemoteCache, operation: str) -> None:

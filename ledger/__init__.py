@@ -117,6 +117,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # ledger.status
     "Status": ("ledger.status", "Status"), "read_status": ("ledger.status", "read_status"),
     "Ledger": ("ledger.service", "Ledger"),
+    "JobDetail": ("ledger.job_detail", "JobDetail"), "HELD_CASES": ("ledger.job_detail", "HELD_CASES"),
+    "read_job_detail": ("ledger.job_detail", "read_job_detail"), "remote_lines": ("ledger.job_detail", "remote_lines"),
     "LiveFigures": ("ledger.status", "LiveFigures"), "read_live_figures": ("ledger.status", "read_live_figures"),
     "JournalReport": ("ledger.status", "JournalReport"),
     # ledger.leases
@@ -278,6 +280,7 @@ if TYPE_CHECKING:
     from ledger.identity import (
         resolve as resolve_identity,
     )
+    from ledger.job_detail import HELD_CASES, JobDetail, read_job_detail, remote_lines
     from ledger.journal import JOURNAL_BYTES
     from ledger.journal import kept_reason as journal_kept_reason
     from ledger.journal import state as journal_state
@@ -397,6 +400,7 @@ __all__ = [
     "EXPORT_TABLES",
     "FINDING_CATEGORIES",
     "GROUPS",
+    "HELD_CASES",
     "INVALID",
     "JOB_ACTIONS",
     "JOURNAL_BYTES",
@@ -422,6 +426,7 @@ __all__ = [
     "ForeignTally",
     "Identity",
     "Job",
+    "JobDetail",
     "JobFilter",
     "JobKey",
     "JobNotFound",
@@ -550,6 +555,7 @@ __all__ = [
     "quota_today",
     "read_audit_key",
     "read_board",
+    "read_job_detail",
     "read_live_figures",
     "read_policy",
     "read_status",
@@ -557,6 +563,7 @@ __all__ = [
     "record_policy",
     "reject",
     "remote_capabilities",
+    "remote_lines",
     "require_policy_owner",
     "require_role",
     "reserve",

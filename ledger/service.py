@@ -4,7 +4,8 @@ judged by. What a command, the console or an exporter holds while it works with 
 `Ledger.open` is the one way to open a ledger with a config: the policy the ledger holds (identity source, roles,
 four-eyes, kept with the ledger by its owner) takes precedence over the config the caller passes (`ledger.policy`),
 so no caller chooses who it is through its own config. On PostgreSQL, when the caller runs on the host's wall
-clock, leases are judged by the server's clock (`ledger.store.ledger_clock`).
+clock, leases are judged by the server's clock (`ledger.store.ledger_clock`). What it answers: the status document
+and the live figures (`ledger.status`), and a job's whole story as the triage screens read it (`ledger.job_detail`).
 """
 
 from __future__ import annotations
@@ -12,15 +13,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from ledger.clock import Clock, process_clock
 from ledger.config import Config
 from ledger.db import connect
 from ledger.identity import Identity
+from ledger.job_detail import JobDetail, read_job_detail
+from ledger.model import JobKey
 from ledger.policy import apply_to as apply_policy
 from ledger.policy import read as read_policy
 from ledger.status import LiveFigures, Status, read_live_figures, read_status
 from ledger.store import Connection, ledger_clock
+
+if TYPE_CHECKING:
+    from ledger.worker import RemoteCache
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,15 @@ class Ledger:
         for at most `page_check_seconds` first. Raises LedgerCorrupt when damage is found."""
         return read_status(self.conn, self.config, ledger=self.name, identity=identity, now=self.clock.now(),
                            page_check_seconds=page_check_seconds)
+
+    def job_detail(
+        self, key: JobKey, remotes: RemoteCache, *, operator: str, refused_because: str | None = None,
+        with_previews: bool = False, with_remote: bool = True,
+    ) -> JobDetail | None:
+        """One job's whole story as the triage screens read it (`ledger.job_detail.read_job_detail`); None when the
+        ledger has no such job."""
+        return read_job_detail(self.conn, self.config, remotes, key, operator=operator, clock=self.clock,
+                               refused_because=refused_because, with_previews=with_previews, with_remote=with_remote)
 
     def close(self) -> None:
         """Close the connection."""

@@ -10,7 +10,7 @@ from textual.widgets import Label, Static
 
 from console.bindings import JOB
 from console.job_link import job_link
-from console.live import JobDetail, Pulse, clock_time
+from console.live import Pulse, clock_time
 from console.sanitize import clean, compact_json, safe_json, safe_text
 from console.screens.base import ReclaimScreen
 from console.screens.job_read import JobRead, RemoteAnswer, read_job_then_remote
@@ -24,7 +24,7 @@ from console.widgets.held_explanation import HeldExplanation
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
 from console.widgets.timeline import Timeline
-from ledger import INVALID, JobKey, valid_time
+from ledger import INVALID, JobDetail, JobKey, valid_time
 
 TRIAGE_STATES = ("held", "failed")
 COPY_NAMES = {"id": "job id", "idem": "idem key", "handle": "handle"}

@@ -6,9 +6,9 @@ from __future__ import annotations
 from textual.message import Message
 from textual.worker import get_current_worker
 
-from console.live import JobDetail, load_job, remote_lines, warm_remote
+from console.live import READ_ONLY_REASON, warm_remote
 from console.screens.base import ReclaimScreen
-from ledger import JobKey
+from ledger import JobDetail, JobKey, read_job_detail, remote_lines
 
 
 class JobRead(Message):
@@ -37,8 +37,9 @@ def read_job_then_remote(
     app = screen.reclaim
     worker = get_current_worker()
     with app.source.reading() as conn:
-        detail = load_job(conn, app.config, app.remotes, key, operator=app.operator, clock=app.clock,
-                          read_only=app.source.read_only, with_previews=with_previews, with_remote=False)
+        detail = read_job_detail(conn, app.config, app.remotes, key, operator=app.operator, clock=app.clock,
+                                 refused_because=READ_ONLY_REASON if app.source.read_only else None,
+                                 with_previews=with_previews, with_remote=False)
     if worker.is_cancelled:
         return
     screen.post_message(loaded(detail))

@@ -27,7 +27,6 @@ from console.bindings import TRIAGE, TRIAGE_ACTIONS
 from console.live import (
     Abandoned,
     ActionInput,
-    JobDetail,
     Pulse,
     check_input,
     clock_time,
@@ -46,7 +45,7 @@ from console.widgets.guarded_action import GuardedAction
 from console.widgets.held_explanation import HeldExplanation
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
-from ledger import FINDING_CATEGORIES, JobKey, LedgerError, Preview, preview_action
+from ledger import FINDING_CATEGORIES, JobDetail, JobKey, LedgerError, Preview, preview_action
 
 _NO = Preview("", False, None, "")
 DECISIONS = ("release", "reconcile", "reject", "remediate", "assign")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from console.live import HELD_CASES, JobDetail
 from console.sanitize import safe_text
 from console.times import full_time
+from ledger import HELD_CASES, JobDetail
 
 
 def candidate_lines(detail: JobDetail, tz: str = "UTC") -> Text:

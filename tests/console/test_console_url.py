@@ -160,13 +160,13 @@ def _slow_reads(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """Hold every job read (both screens read through job_read) until the returned event is set, as a loaded
     machine would."""
     release = threading.Event()
-    real = job_read.load_job
+    real = job_read.read_job_detail
 
     def held(*args: Any, **kwargs: Any) -> Any:
         assert release.wait(30), "the test never let the read land"
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(job_read, "load_job", held)
+    monkeypatch.setattr(job_read, "read_job_detail", held)
     return release
 
 

@@ -16,8 +16,10 @@ from ledger.clock import ManualClock
 from ledger.config import parse_config
 from ledger.db import write_tx
 from ledger.identity import Identity
+from ledger.model import JobKey
 from ledger.reservation import reserve
 from ledger.status import read_live_figures
+from ledger.worker import RemoteCache
 
 BACKENDS = ("sqlite", "postgresql")  # each test runs on each (tests/conftest.py)
 OP = "article.generate"
@@ -61,3 +63,19 @@ def test_its_status_and_live_figures_are_the_status_documents(
         status = opened.status(Identity("bob", "declared"), page_check_seconds=1.0)
         assert status.states == figures.states and status.quota_today == figures.quota_today
         assert status.pages_checked and status.identity.name == "bob"
+
+
+def test_a_jobs_whole_story_is_read_through_it_and_an_unknown_job_is_none(
+    ledger_path: Path, make_config: Callable[..., dict[str, Any]], tmp_path: Path,
+) -> None:
+    cfg = parse_config(make_config(), base_dir=tmp_path)
+    clock = ManualClock(1.0e9)
+    with Ledger.open(ledger_path, cfg, clock=clock) as opened:
+        assert reserve(opened.conn, opened.config, OP, {"input": "x"}, clock=clock, job_id="j1").outcome == "reserved"
+        remotes = RemoteCache(opened.config)
+        detail = opened.job_detail(JobKey("j1", OP), remotes, operator="bob", refused_because="read-only",
+                                   with_previews=True, with_remote=False)
+        assert detail is not None and detail.job.state == "reserving" and detail.can_answer == []
+        assert [e.kind for e in detail.events] == ["reserve"]
+        assert detail.previews and all(p.reason == "read-only" and not p.allowed for p in detail.previews.values())
+        assert opened.job_detail(JobKey("nope", OP), remotes, operator="bob") is None
