@@ -14,49 +14,38 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar, cast
 
 from ledger import (
     GROUPS,
-    BadInput,
     Clock,
     Config,
     Connection,
     Event,
     EventCursor,
-    Job,
-    JobFilter,
     JobKey,
     LedgerError,
     LiveFigures,
     Liveness,
-    QuotaDay,
     Refused,
     RemoteCache,
     RemoteStatus,
-    Stage,
     WorkerBoard,
-    clock_time,
     close_quietly,
     connect,
     get_action,
-    held_by_operation,
-    held_jobs,
     is_url,
-    job_stage,
     last_event_id,
-    list_jobs,
     list_outbox,
     preload_adapters,
-    quota_history,
-    quota_today,
     read_live_figures,
     span,
     take,
     wait_for_change,
 )
+from ledger import clock_time as clock_time  # the screens take the time format from here too
 from ledger import parse_due as parse_due_text
 
 T = TypeVar("T")
@@ -267,47 +256,6 @@ class Follower:
 # -- read models ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class OverviewData:
-    """The overview's paged reads: the oldest held jobs and today's quota per operation."""
-
-    held: list[Job]
-    quotas: list[QuotaDay]
-    stages: dict[JobKey, Stage] = field(default_factory=dict)
-
-
-def stages_of(conn: Connection, jobs: list[Job], tz: str) -> dict[JobKey, Stage]:
-    """The stage of each held or failed job among `jobs` (due times absolute, in `tz`)."""
-    out: dict[JobKey, Stage] = {}
-    for job in jobs:
-        stage = job_stage(conn, job, clock_time(job.due_at, tz, with_date=True) if job.due_at is not None else "")
-        if stage is not None:
-            out[job.key] = stage
-    return out
-
-
-def load_overview(conn: Connection, config: Config, now: float, held_limit: int = 50) -> OverviewData:
-    """Held jobs (oldest hold first) with their stages, and today's quotas."""
-    held = held_jobs(conn, limit=held_limit)
-    return OverviewData(held, quota_today(conn, config, now), stages_of(conn, held, config.timezone))
-
-
-@dataclass(frozen=True)
-class JobPage:
-    """One page of a group's jobs, and whether there is a next one."""
-
-    group: str
-    jobs: list[Job]
-    offset: int
-    has_more: bool
-    oldest_first: bool
-    filter_text: str
-    error: str | None = None
-    """Why the filter was refused (an unknown key): the page is then empty."""
-    stages: dict[JobKey, Stage] = field(default_factory=dict)
-    """The stage of each held or failed job on the page."""
-
-
 class PageRequest(NamedTuple):
     """Which page of which group a job list asks for."""
 
@@ -316,22 +264,6 @@ class PageRequest(NamedTuple):
     oldest_first: bool
     filter_text: str
     page_size: int = PAGE_SIZE
-
-
-def load_page(
-    conn: Connection, group: str, *, offset: int, oldest_first: bool, filter_text: str, me: str,
-    page_size: int = PAGE_SIZE, four_eyes: bool = True, tz: str = "UTC",
-) -> JobPage:
-    """Read one page (plus one row to know if another page follows), with the stage of its held and failed jobs;
-    never the whole group. A filter that cannot be parsed reads nothing: the page is empty and says why."""
-    try:
-        flt = JobFilter.parse(filter_text, me=me, four_eyes=four_eyes) if filter_text.strip() else None
-    except BadInput as e:
-        return JobPage(group, [], offset, False, oldest_first, filter_text, error=str(e))
-    rows = list_jobs(conn, group, limit=page_size + 1, offset=offset, oldest_first=oldest_first, flt=flt)
-    page = rows[:page_size]
-    return JobPage(group, page, offset, len(rows) > page_size, oldest_first, filter_text,
-                   stages=stages_of(conn, page, tz))
 
 
 def warm_remote(remotes: RemoteCache, operation: str) -> None:
@@ -355,19 +287,6 @@ def warm_remotes(config: Config, remotes: RemoteCache) -> tuple[str, ...]:
     for operation in config.operations:  # one build per remote: the operations sharing it find it cached
         warm_remote(remotes, operation)
     return kinds
-
-
-@dataclass(frozen=True)
-class QuotaData:
-    """Per operation: the last days of use (oldest first) and how many jobs are held."""
-
-    history: dict[str, list[QuotaDay]]
-    held: dict[str, int]
-
-
-def load_quotas(conn: Connection, config: Config, now: float, days: int = 14) -> QuotaData:
-    """Quota history and held counts per operation."""
-    return QuotaData(quota_history(conn, config, now, days=days), held_by_operation(conn))
 
 
 def load_outbox(conn: Connection, limit: int = 100) -> list[dict[str, object]]:

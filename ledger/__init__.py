@@ -117,6 +117,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # ledger.status
     "Status": ("ledger.status", "Status"), "read_status": ("ledger.status", "read_status"),
     "Ledger": ("ledger.service", "Ledger"),
+    "OverviewData": ("ledger.job_lists", "OverviewData"), "JobPage": ("ledger.job_lists", "JobPage"),
+    "QuotaData": ("ledger.job_lists", "QuotaData"), "read_overview": ("ledger.job_lists", "read_overview"),
+    "read_page": ("ledger.job_lists", "read_page"), "read_quotas": ("ledger.job_lists", "read_quotas"),
     "JobDetail": ("ledger.job_detail", "JobDetail"), "HELD_CASES": ("ledger.job_detail", "HELD_CASES"),
     "read_job_detail": ("ledger.job_detail", "read_job_detail"), "remote_lines": ("ledger.job_detail", "remote_lines"),
     "LiveFigures": ("ledger.status", "LiveFigures"), "read_live_figures": ("ledger.status", "read_live_figures"),
@@ -281,6 +284,7 @@ if TYPE_CHECKING:
         resolve as resolve_identity,
     )
     from ledger.job_detail import HELD_CASES, JobDetail, read_job_detail, remote_lines
+    from ledger.job_lists import JobPage, OverviewData, QuotaData, read_overview, read_page, read_quotas
     from ledger.journal import JOURNAL_BYTES
     from ledger.journal import kept_reason as journal_kept_reason
     from ledger.journal import state as journal_state
@@ -430,6 +434,7 @@ __all__ = [
     "JobFilter",
     "JobKey",
     "JobNotFound",
+    "JobPage",
     "JournalReport",
     "Ledger",
     "LedgerCollector",
@@ -441,10 +446,12 @@ __all__ = [
     "Liveness",
     "ManualClock",
     "NotYet",
+    "OverviewData",
     "PayloadError",
     "Policy",
     "Preview",
     "ProbeReport",
+    "QuotaData",
     "QuotaDay",
     "Redactor",
     "Refused",
@@ -557,7 +564,10 @@ __all__ = [
     "read_board",
     "read_job_detail",
     "read_live_figures",
+    "read_overview",
+    "read_page",
     "read_policy",
+    "read_quotas",
     "read_status",
     "record_finding",
     "record_policy",

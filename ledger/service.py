@@ -5,7 +5,8 @@ judged by. What a command, the console or an exporter holds while it works with 
 four-eyes, kept with the ledger by its owner) takes precedence over the config the caller passes (`ledger.policy`),
 so no caller chooses who it is through its own config. On PostgreSQL, when the caller runs on the host's wall
 clock, leases are judged by the server's clock (`ledger.store.ledger_clock`). What it answers: the status document
-and the live figures (`ledger.status`), and a job's whole story as the triage screens read it (`ledger.job_detail`).
+and the live figures (`ledger.status`), the lists of jobs (`ledger.job_lists`: the overview, a page of a group, the
+quotas), and a job's whole story as the triage screens read it (`ledger.job_detail`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ledger.config import Config
 from ledger.db import connect
 from ledger.identity import Identity
 from ledger.job_detail import JobDetail, read_job_detail
+from ledger.job_lists import JobPage, OverviewData, QuotaData, read_overview, read_page, read_quotas
 from ledger.model import JobKey
 from ledger.policy import apply_to as apply_policy
 from ledger.policy import read as read_policy
@@ -82,6 +84,23 @@ class Ledger:
         ledger has no such job."""
         return read_job_detail(self.conn, self.config, remotes, key, operator=operator, clock=self.clock,
                                refused_because=refused_because, with_previews=with_previews, with_remote=with_remote)
+
+    def overview(self, held_limit: int = 50) -> OverviewData:
+        """The oldest held jobs (at most `held_limit`) with their stages, and today's quotas
+        (`ledger.job_lists.read_overview`)."""
+        return read_overview(self.conn, self.config, self.clock.now(), held_limit)
+
+    def page(
+        self, group: str, *, offset: int, oldest_first: bool, filter_text: str, me: str, page_size: int,
+    ) -> JobPage:
+        """One page of a console group's jobs, filtered by the typed filter `filter_text` as `me` writes it, under
+        the policy's four-eyes rule, in the config's time zone (`ledger.job_lists.read_page`)."""
+        return read_page(self.conn, group, offset=offset, oldest_first=oldest_first, filter_text=filter_text, me=me,
+                         page_size=page_size, four_eyes=self.config.policy.four_eyes, tz=self.config.timezone)
+
+    def quotas(self, days: int = 14) -> QuotaData:
+        """Each operation's quota use over the last `days` days and its held jobs (`ledger.job_lists`)."""
+        return read_quotas(self.conn, self.config, self.clock.now(), days)
 
     def close(self) -> None:
         """Close the connection."""

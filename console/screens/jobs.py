@@ -20,7 +20,7 @@ from textual.widgets import Input, Label
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from console.bindings import APP, GROUP_ORDER, JOBS
-from console.live import PAGE_SIZE, JobPage, PageRequest, Pulse, load_page
+from console.live import PAGE_SIZE, PageRequest, Pulse
 from console.sanitize import clean
 from console.screens.base import ReclaimScreen, job_left_text
 from console.screens.bulk_assign import ACTION as BULK_ASSIGN
@@ -35,7 +35,7 @@ from console.widgets.group_tile import GroupTile
 from console.widgets.job_table import JobTable
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
-from ledger import Job, SavedView, builtin_views, list_views
+from ledger import Job, JobPage, SavedView, builtin_views, list_views, read_page
 
 JOBS_BY_ID = {b.id: b for b in JOBS}
 HELD_KEY = next(b for b in APP if b.id == "app.group.held")
@@ -137,7 +137,7 @@ class JobListScreen(ReclaimScreen):
         """Read one page (page size + 1 rows) off the UI thread."""
         app = self.reclaim
         with app.source.reading() as conn:
-            page = load_page(conn, request.group, offset=request.offset, oldest_first=request.oldest_first,
+            page = read_page(conn, request.group, offset=request.offset, oldest_first=request.oldest_first,
                              filter_text=request.filter_text, me=app.operator, page_size=request.page_size,
                              four_eyes=app.config.policy.four_eyes, tz=app.config.timezone)
         if not get_current_worker().is_cancelled:

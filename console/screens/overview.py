@@ -11,7 +11,7 @@ from textual.widgets import Label
 from textual.worker import get_current_worker
 
 from console.bindings import OVERVIEW
-from console.live import OverviewData, Pulse, load_overview
+from console.live import Pulse
 from console.screens.base import ReclaimScreen, job_left_text
 from console.widgets.event_feed import EventFeed
 from console.widgets.feedback_line import FeedbackLine
@@ -21,7 +21,7 @@ from console.widgets.held_table import HeldTable
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
 from console.widgets.quota_table import QuotaTable
-from ledger import JobKey
+from ledger import JobKey, OverviewData, read_overview
 
 
 class OverviewScreen(ReclaimScreen):
@@ -100,7 +100,7 @@ class OverviewScreen(ReclaimScreen):
         """Read the held jobs and today's quotas (paged, indexed queries) off the UI thread."""
         app = self.reclaim
         with app.source.reading() as conn:
-            data = load_overview(conn, app.config, app.clock.now())
+            data = read_overview(conn, app.config, app.clock.now())
         if not get_current_worker().is_cancelled:
             self.post_message(self.Loaded(data))
 

@@ -10,11 +10,11 @@ from textual.widgets import Label
 from textual.worker import get_current_worker
 
 from console.bindings import QUOTAS
-from console.live import QuotaData, load_quotas
 from console.screens.base import ReclaimScreen
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
 from console.widgets.quota_history import QuotaHistory
+from ledger import QuotaData, read_quotas
 
 
 class QuotasScreen(ReclaimScreen):
@@ -45,7 +45,7 @@ class QuotasScreen(ReclaimScreen):
         """Read 14 days of quota use and the held count per operation off the UI thread."""
         app = self.reclaim
         with app.source.reading() as conn:
-            data = load_quotas(conn, app.config, app.clock.now())
+            data = read_quotas(conn, app.config, app.clock.now())
         if not get_current_worker().is_cancelled:
             self.post_message(self.Loaded(data))
 

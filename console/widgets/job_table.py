@@ -6,11 +6,11 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import DataTable
 
-from console.live import JobPage, age
+from console.live import age
 from console.sanitize import safe_text
 from console.widgets.column_fit import columns_in_use, ellipsised, fit_widths
 from console.widgets.held_table import stage_text
-from ledger import Job, JobKey
+from ledger import Job, JobKey, JobPage
 
 
 class JobTable(DataTable[Text]):

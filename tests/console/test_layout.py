@@ -56,8 +56,8 @@ async def test_overview_at_80x24_shows_ten_held_rows_and_tile_names(demo: Demo) 
 
 
 async def test_held_panel_says_how_many_it_does_not_show(demo: Demo, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = overview_module.load_overview
-    monkeypatch.setattr(overview_module, "load_overview", lambda conn, config, now: real(conn, config, now, 3))
+    real = overview_module.read_overview
+    monkeypatch.setattr(overview_module, "read_overview", lambda conn, config, now: real(conn, config, now, 3))
     app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_loaded(pilot, OverviewScreen)

@@ -79,3 +79,24 @@ def test_a_jobs_whole_story_is_read_through_it_and_an_unknown_job_is_none(
         assert [e.kind for e in detail.events] == ["reserve"]
         assert detail.previews and all(p.reason == "read-only" and not p.allowed for p in detail.previews.values())
         assert opened.job_detail(JobKey("nope", OP), remotes, operator="bob") is None
+
+
+def test_the_lists_of_jobs_are_read_through_it_a_page_at_a_time(
+    ledger_path: Path, make_config: Callable[..., dict[str, Any]], tmp_path: Path,
+) -> None:
+    cfg = parse_config(make_config(), base_dir=tmp_path)
+    clock = ManualClock(1.0e9)
+    with Ledger.open(ledger_path, cfg, clock=clock) as opened:
+        for n in range(3):
+            assert reserve(opened.conn, opened.config, OP, {"input": str(n)}, clock=clock, job_id=f"j{n}").outcome \
+                == "reserved"
+        first = opened.page("reserving", offset=0, oldest_first=True, filter_text="", me="bob", page_size=2)
+        assert [j.key.job_id for j in first.jobs] == ["j0", "j1"] and first.has_more
+        rest = opened.page("reserving", offset=2, oldest_first=True, filter_text="", me="bob", page_size=2)
+        assert [j.key.job_id for j in rest.jobs] == ["j2"] and not rest.has_more
+        refused = opened.page("reserving", offset=0, oldest_first=True, filter_text="nokey:x", me="bob", page_size=2)
+        assert refused.jobs == [] and refused.error is not None
+        overview = opened.overview()
+        assert overview.held == [] and [q.used for q in overview.quotas] == [3]
+        quotas = opened.quotas(days=2)
+        assert [d.used for d in quotas.history[OP]][-1] == 3 and quotas.held == {}

@@ -1,0 +1,87 @@
+"""What the lists of jobs read: the overview's oldest held jobs and today's quotas, one page of a console group
+(filtered by the typed filter, never the whole group), and each operation's quota history with its held count; each
+held or failed job with its stage. Only reads, each an index lookup or a page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ledger.clock import clock_time
+from ledger.config import Config
+from ledger.errors import BadInput
+from ledger.model import Job, JobFilter, JobKey
+from ledger.queries import QuotaDay, quota_history, quota_today
+from ledger.stages import Stage, job_stage
+from ledger.store import Connection
+from ledger.store.jobs import held_by_operation, held_jobs, list_jobs
+
+
+@dataclass(frozen=True)
+class OverviewData:
+    """The overview's paged reads: the oldest held jobs and today's quota per operation."""
+
+    held: list[Job]
+    quotas: list[QuotaDay]
+    stages: dict[JobKey, Stage] = field(default_factory=dict)
+
+
+def stages_of(conn: Connection, jobs: list[Job], tz: str) -> dict[JobKey, Stage]:
+    """The stage of each held or failed job among `jobs` (due times absolute, in `tz`)."""
+    out: dict[JobKey, Stage] = {}
+    for job in jobs:
+        stage = job_stage(conn, job, clock_time(job.due_at, tz, with_date=True) if job.due_at is not None else "")
+        if stage is not None:
+            out[job.key] = stage
+    return out
+
+
+def read_overview(conn: Connection, config: Config, now: float, held_limit: int = 50) -> OverviewData:
+    """Held jobs (oldest hold first) with their stages, and today's quotas."""
+    held = held_jobs(conn, limit=held_limit)
+    return OverviewData(held, quota_today(conn, config, now), stages_of(conn, held, config.timezone))
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """One page of a group's jobs, and whether there is a next one."""
+
+    group: str
+    jobs: list[Job]
+    offset: int
+    has_more: bool
+    oldest_first: bool
+    filter_text: str
+    error: str | None = None
+    """Why the filter was refused (an unknown key): the page is then empty."""
+    stages: dict[JobKey, Stage] = field(default_factory=dict)
+    """The stage of each held or failed job on the page."""
+
+
+def read_page(
+    conn: Connection, group: str, *, offset: int, oldest_first: bool, filter_text: str, me: str,
+    page_size: int, four_eyes: bool = True, tz: str = "UTC",
+) -> JobPage:
+    """Read one page (plus one row to know if another page follows), with the stage of its held and failed jobs;
+    never the whole group. A filter that cannot be parsed reads nothing: the page is empty and says why."""
+    try:
+        flt = JobFilter.parse(filter_text, me=me, four_eyes=four_eyes) if filter_text.strip() else None
+    except BadInput as e:
+        return JobPage(group, [], offset, False, oldest_first, filter_text, error=str(e))
+    rows = list_jobs(conn, group, limit=page_size + 1, offset=offset, oldest_first=oldest_first, flt=flt)
+    page = rows[:page_size]
+    return JobPage(group, page, offset, len(rows) > page_size, oldest_first, filter_text,
+                   stages=stages_of(conn, page, tz))
+
+
+@dataclass(frozen=True)
+class QuotaData:
+    """Per operation: the last days of use (oldest first) and how many jobs are held."""
+
+    history: dict[str, list[QuotaDay]]
+    held: dict[str, int]
+
+
+def read_quotas(conn: Connection, config: Config, now: float, days: int = 14) -> QuotaData:
+    """Quota history and held counts per operation."""
+    return QuotaData(quota_history(conn, config, now, days=days), held_by_operation(conn))
