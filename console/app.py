@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
@@ -52,6 +53,7 @@ from ledger import (
     Identity,
     Job,
     JobKey,
+    Ledger,
     LedgerError,
     Liveness,
     Redactor,
@@ -387,6 +389,13 @@ class ReclaimApp(App[int]):
             # A screen between states (pushed but not yet composed, or its widgets being removed as the app closes)
             # has nothing to draw on: it reads the counts and feed kept above when it resumes.
             pass
+
+    @contextmanager
+    def ledger(self) -> Iterator[Ledger]:
+        """The ledger for one read on the calling thread (a worker's): a fresh connection, closed afterwards, with the
+        console's config (under the ledger's policy since the console started) and clock."""
+        with self.source.reading() as conn:
+            yield Ledger(self.source.path, conn, self.config, self.clock)
 
     def shown_screen(self) -> Screen[object] | None:
         """The screen on top, or None while the app closes: a message from a worker or the follower may still

@@ -8,7 +8,7 @@ from textual.worker import get_current_worker
 
 from console.live import READ_ONLY_REASON, warm_remote
 from console.screens.base import ReclaimScreen
-from ledger import JobDetail, JobKey, read_job_detail, remote_lines
+from ledger import JobDetail, JobKey, remote_lines
 
 
 class JobRead(Message):
@@ -36,10 +36,10 @@ def read_job_then_remote(
     `answered(lines)` (ending with what the remote can answer, as `reclaim remotes` says). Nothing is posted once the worker is cancelled, nor a remote for a job not in the ledger."""
     app = screen.reclaim
     worker = get_current_worker()
-    with app.source.reading() as conn:
-        detail = read_job_detail(conn, app.config, app.remotes, key, operator=app.operator, clock=app.clock,
-                                 refused_because=READ_ONLY_REASON if app.source.read_only else None,
-                                 with_previews=with_previews, with_remote=False)
+    with app.ledger() as ledger:
+        detail = ledger.job_detail(key, app.remotes, operator=app.operator,
+                                   refused_because=READ_ONLY_REASON if app.source.read_only else None,
+                                   with_previews=with_previews, with_remote=False)
     if worker.is_cancelled:
         return
     screen.post_message(loaded(detail))

@@ -35,7 +35,7 @@ from console.widgets.group_tile import GroupTile
 from console.widgets.job_table import JobTable
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
-from ledger import Job, JobPage, SavedView, builtin_views, list_views, read_page
+from ledger import Job, JobPage, SavedView, builtin_views, list_views
 
 JOBS_BY_ID = {b.id: b for b in JOBS}
 HELD_KEY = next(b for b in APP if b.id == "app.group.held")
@@ -136,10 +136,9 @@ class JobListScreen(ReclaimScreen):
     def load(self, request: PageRequest) -> None:
         """Read one page (page size + 1 rows) off the UI thread."""
         app = self.reclaim
-        with app.source.reading() as conn:
-            page = read_page(conn, request.group, offset=request.offset, oldest_first=request.oldest_first,
-                             filter_text=request.filter_text, me=app.operator, page_size=request.page_size,
-                             four_eyes=app.config.policy.four_eyes, tz=app.config.timezone)
+        with app.ledger() as ledger:
+            page = ledger.page(request.group, offset=request.offset, oldest_first=request.oldest_first,
+                               filter_text=request.filter_text, me=app.operator, page_size=request.page_size)
         if not get_current_worker().is_cancelled:
             self.post_message(self.Loaded(page))
 

@@ -21,7 +21,7 @@ from console.widgets.held_table import HeldTable
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
 from console.widgets.quota_table import QuotaTable
-from ledger import JobKey, OverviewData, read_overview
+from ledger import JobKey, OverviewData
 
 
 class OverviewScreen(ReclaimScreen):
@@ -99,8 +99,8 @@ class OverviewScreen(ReclaimScreen):
     def load(self) -> None:
         """Read the held jobs and today's quotas (paged, indexed queries) off the UI thread."""
         app = self.reclaim
-        with app.source.reading() as conn:
-            data = read_overview(conn, app.config, app.clock.now())
+        with app.ledger() as ledger:
+            data = ledger.overview()
         if not get_current_worker().is_cancelled:
             self.post_message(self.Loaded(data))
 

@@ -14,7 +14,7 @@ from console.screens.base import ReclaimScreen
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
 from console.widgets.quota_history import QuotaHistory
-from ledger import QuotaData, read_quotas
+from ledger import QuotaData
 
 
 class QuotasScreen(ReclaimScreen):
@@ -44,8 +44,8 @@ class QuotasScreen(ReclaimScreen):
     def load(self) -> None:
         """Read 14 days of quota use and the held count per operation off the UI thread."""
         app = self.reclaim
-        with app.source.reading() as conn:
-            data = read_quotas(conn, app.config, app.clock.now())
+        with app.ledger() as ledger:
+            data = ledger.quotas()
         if not get_current_worker().is_cancelled:
             self.post_message(self.Loaded(data))
 

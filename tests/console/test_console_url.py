@@ -16,12 +16,12 @@ from console_helpers import screen_text, wait_loaded, wait_until
 from test_triage import T
 from textual.pilot import Pilot
 
-import console.screens.job_read as job_read
 from console.app import ReclaimApp, make_app
 from console.screens.job import JobScreen
 from console.screens.overview import OverviewScreen
 from console.screens.triage import TriageScreen
 from console.widgets.console_link import ConsoleLink
+from ledger import Ledger
 from ledger.clock import ManualClock
 from ledger.config import Config, load_config
 from ledger.db import connect, create_ledger
@@ -160,13 +160,13 @@ def _slow_reads(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """Hold every job read (both screens read through job_read) until the returned event is set, as a loaded
     machine would."""
     release = threading.Event()
-    real = job_read.read_job_detail
+    real = Ledger.job_detail
 
     def held(*args: Any, **kwargs: Any) -> Any:
         assert release.wait(30), "the test never let the read land"
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(job_read, "read_job_detail", held)
+    monkeypatch.setattr(Ledger, "job_detail", held)
     return release
 
 

@@ -10,12 +10,12 @@ from console_helpers import screen_text, wait_loaded, wait_until, widget_text
 from textual.widgets import Static
 
 from console.app import make_app
-from console.screens import overview as overview_module
 from console.screens.job import JobScreen
 from console.screens.overview import OverviewScreen
 from console.screens.triage import TriageScreen
 from console.widgets.held_table import HeldTable
 from console.widgets.timeline import Timeline
+from ledger import Ledger
 from ledger.db import connect
 from ledger.leases import claim_for_send
 from ledger.reservation import reserve
@@ -56,8 +56,8 @@ async def test_overview_at_80x24_shows_ten_held_rows_and_tile_names(demo: Demo) 
 
 
 async def test_held_panel_says_how_many_it_does_not_show(demo: Demo, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = overview_module.read_overview
-    monkeypatch.setattr(overview_module, "read_overview", lambda conn, config, now: real(conn, config, now, 3))
+    real = Ledger.overview
+    monkeypatch.setattr(Ledger, "overview", lambda self, held_limit=50: real(self, 3))
     app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_loaded(pilot, OverviewScreen)
