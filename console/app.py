@@ -60,12 +60,7 @@ from ledger import (
     RemoteCache,
     SavedView,
     awaiting_count,
-    builtin_views,
     connect,
-    find_job,
-    get_view,
-    list_views,
-    operations_of,
     process_clock,
     shown_ledger,
 )
@@ -391,10 +386,11 @@ class ReclaimApp(App[int]):
             pass
 
     @contextmanager
-    def ledger(self) -> Iterator[Ledger]:
-        """The ledger for one read on the calling thread (a worker's): a fresh connection, closed afterwards, with the
-        console's config (under the ledger's policy since the console started) and clock."""
-        with self.source.reading() as conn:
+    def ledger(self, *, write: bool = False) -> Iterator[Ledger]:
+        """The ledger for one read, or with `write` one operator action, on the calling thread (a worker's): a fresh
+        connection, closed afterwards, with the console's config (under the ledger's policy since the console
+        started) and clock. A write in a read-only console raises Refused before anything is opened."""
+        with (self.source.writing() if write else self.source.reading()) as conn:
             yield Ledger(self.source.path, conn, self.config, self.clock)
 
     def shown_screen(self) -> Screen[object] | None:
@@ -529,14 +525,9 @@ class ReclaimApp(App[int]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="command")
     def find_jobs(self, rest: str) -> None:
         """`:job`: the jobs the typed id names, trying the whole text as an id first (ids may hold spaces)."""
-        with self.source.reading() as conn:
+        with self.ledger() as ledger:
             for job_id, operation in job_candidates(rest, self.config.operations):
-                if operation is not None:
-                    job = find_job(conn, JobKey(job_id, operation))
-                    jobs = [job] if job is not None else []
-                else:
-                    jobs = [j for op in operations_of(conn, job_id)
-                            if (j := find_job(conn, JobKey(job_id, op))) is not None]
+                jobs = ledger.jobs_named(job_id, operation)
                 if jobs:
                     self.post_message(self.JobsFound(job_id, jobs))
                     return
@@ -548,9 +539,8 @@ class ReclaimApp(App[int]):
     def open_linked_job(self, job_id: str, operation: str | None) -> None:
         """`reclaim console --job ID [--operation OP]` (a seat link): open that job's screen when it is in the
         ledger (one per operation sharing the id: a choice), else say it is not; nothing else is done with it."""
-        with self.source.reading() as conn:
-            ops = [operation] if operation is not None else operations_of(conn, job_id)
-            jobs = [j for op in ops if (j := find_job(conn, JobKey(job_id, op))) is not None]
+        with self.ledger() as ledger:
+            jobs = ledger.jobs_named(job_id, operation)
         if jobs:
             self.post_message(self.JobsFound(job_id, jobs))
         else:
@@ -561,13 +551,9 @@ class ReclaimApp(App[int]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="command")
     def read_view(self, name: str) -> None:
         """`:view NAME`: the operator's saved view."""
-        built_in = {v.name: v for v in builtin_views(self.config, self.operator)}
         try:
-            if name in built_in:
-                view = built_in[name]
-            else:
-                with self.source.reading() as conn:
-                    view = get_view(conn, self.operator, name)
+            with self.ledger() as ledger:
+                view = ledger.view(self.operator, name)
         except LedgerError as e:
             self.post_message(self.CommandFailed(str(e)))
             return
@@ -576,9 +562,8 @@ class ReclaimApp(App[int]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="command")
     def read_views(self) -> None:
         """`:view` alone: the operator's saved views."""
-        with self.source.reading() as conn:
-            self.post_message(self.ViewsListed(builtin_views(self.config, self.operator)
-                                               + list_views(conn, self.operator)))
+        with self.ledger() as ledger:
+            self.post_message(self.ViewsListed(ledger.views(self.operator)))
 
     @on(JobsFound)
     def _jobs_found(self, message: JobsFound) -> None:

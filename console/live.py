@@ -26,6 +26,7 @@ from ledger import (
     Event,
     EventCursor,
     JobKey,
+    Ledger,
     LedgerError,
     LiveFigures,
     Liveness,
@@ -38,11 +39,9 @@ from ledger import (
     get_action,
     is_url,
     last_event_id,
-    list_outbox,
     preload_adapters,
     read_live_figures,
     span,
-    take,
     wait_for_change,
 )
 from ledger import clock_time as clock_time  # the screens take the time format from here too
@@ -289,11 +288,6 @@ def warm_remotes(config: Config, remotes: RemoteCache) -> tuple[str, ...]:
     return kinds
 
 
-def load_outbox(conn: Connection, limit: int = 100) -> list[dict[str, object]]:
-    """Notifications, uncertain first."""
-    return list_outbox(conn, limit=limit)
-
-
 # -- operator actions ----------------------------------------------------------------------------------------
 
 
@@ -333,17 +327,14 @@ def describe_input(action: str, given: ActionInput) -> list[str]:
     return get_action(action).describe(given.fields())
 
 
-def perform(
-    conn: Connection, config: Config, remotes: RemoteCache, key: JobKey, action: str, given: ActionInput,
-    *, actor: str, clock: Clock,
-) -> str:
-    """Run one operator action through the ledger (`triage.take`, the CLI's path too); return what happened.
+def perform(ledger: Ledger, remotes: RemoteCache, key: JobKey, action: str, given: ActionInput, *, actor: str) -> str:
+    """Run one operator action through the ledger (`Ledger.take`, the CLI's path too); return what happened.
     Raises Refused / BadInput, writing nothing."""
     fields: dict[str, Any] = dict(given.fields())
     if action == "assign":
-        fields["due"] = parse_due(given.due, clock.now(), config.timezone)
+        fields["due"] = parse_due(given.due, ledger.clock.now(), ledger.config.timezone)
     remote = remotes.for_operation(key.operation) if action in ("query", "reconcile") else None
-    result = take(conn, config, key, action, fields, actor=actor, clock=clock, remote=remote)
+    result = ledger.take(key, action, fields, actor=actor, remote=remote)
     if isinstance(result, RemoteStatus):
         said = result.error or (f"handle {result.handle}" if result.handle else "")
         return f"remote says {result.state}" + (f": {said}" if said else "")

@@ -11,24 +11,37 @@ quotas), and a job's whole story as the triage screens read it (`ledger.job_deta
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledger.clock import Clock, process_clock
 from ledger.config import Config
 from ledger.db import connect
+from ledger.dispatch import list_outbox, resolve_uncertain
 from ledger.identity import Identity
-from ledger.job_detail import JobDetail, read_job_detail
+from ledger.job_detail import JobDetail, read_job_detail, remote_lines
 from ledger.job_lists import JobPage, OverviewData, QuotaData, read_overview, read_page, read_quotas
-from ledger.model import JobKey
+from ledger.model import Evidence, Job, JobFilter, JobKey
 from ledger.policy import apply_to as apply_policy
 from ledger.policy import read as read_policy
+from ledger.remotes.base import RemoteStatus
+from ledger.report import Report
+from ledger.report import build as build_report
 from ledger.status import LiveFigures, Status, read_live_figures, read_status
 from ledger.store import Connection, ledger_clock
+from ledger.store.evidence import orphans as orphan_evidence
+from ledger.store.jobs import find_job, operations_of
+from ledger.store.views import SavedView, list_views
+from ledger.transitions import Applied
+from ledger.triage import BulkAssigned, Preview, bulk_assign, take
+from ledger.triage import preview as preview_action
+from ledger.views import builtin_views, delete_view, get_view, save_view
 
 if TYPE_CHECKING:
+    from ledger.remotes.base import Remote
     from ledger.worker import RemoteCache
 
 
@@ -101,6 +114,88 @@ class Ledger:
     def quotas(self, days: int = 14) -> QuotaData:
         """Each operation's quota use over the last `days` days and its held jobs (`ledger.job_lists`)."""
         return read_quotas(self.conn, self.config, self.clock.now(), days)
+
+    def jobs_named(self, job_id: str, operation: str | None = None) -> list[Job]:
+        """The jobs with the id `job_id`: the one under `operation`, or, without it, one per operation the id exists
+        under (sorted by operation); [] when the ledger has none."""
+        operations = [operation] if operation is not None else operations_of(self.conn, job_id)
+        return [job for op in operations if (job := find_job(self.conn, JobKey(job_id, op))) is not None]
+
+    def remote_lines(self, remotes: RemoteCache, job: Job) -> list[str]:
+        """What `job`'s remote is and whether it can be reached now, in the console's words
+        (`ledger.job_detail.remote_lines`)."""
+        return remote_lines(self.config, remotes, job, self.conn)
+
+    # -- triage ----------------------------------------------------------------------------------------------------
+
+    def preview(self, key: JobKey, action: str, actor: str) -> Preview:
+        """What `action` on the job `key` would do now and whether `actor` may take it (`ledger.triage.preview`);
+        writes nothing. Raises NotFound for a job the ledger does not have."""
+        return preview_action(self.conn, self.config, key, action, actor, self.clock)
+
+    def take(
+        self, key: JobKey, action: str, given: Mapping[str, Any], *, actor: str, remote: Remote | None = None,
+    ) -> Applied | RemoteStatus:
+        """Take one job action as `actor` with the input under the action table's field names (`due` in epoch
+        seconds): `ledger.triage.take`, the same checks and refusals as the action's own function. A query
+        returns the remote's reply, every other action what it applied; `remote` is needed by a query and a
+        verified reconcile. Raises Refused / BadInput / NotFound, writing nothing."""
+        return take(self.conn, self.config, key, action, given, actor=actor, clock=self.clock, remote=remote)
+
+    def bulk_assign(
+        self, flt: JobFilter | None, owner: str, due_at: float, *, actor: str, reason: str, apply: bool,
+        only: Collection[JobKey] | None = None,
+    ) -> BulkAssigned:
+        """Assign every held job `flt` matches (only those of `only`, when given) to `owner`, due at `due_at`, as
+        `actor`, each its own assign event; with `apply` false, count them and write nothing
+        (`ledger.triage.bulk_assign`). Raises Refused when `actor` lacks the role, BadInput for bad input."""
+        return bulk_assign(self.conn, self.config, flt, owner, due_at, actor=actor, clock=self.clock, reason=reason,
+                           apply=apply, only=only)
+
+    # -- saved views -----------------------------------------------------------------------------------------------
+
+    def saved_views(self, operator: str) -> list[SavedView]:
+        """The views `operator` saved, by name ([] when none)."""
+        return list_views(self.conn, operator)
+
+    def views(self, operator: str) -> list[SavedView]:
+        """The views `operator` can open: the built-in ones their roles give, then those they saved."""
+        return builtin_views(self.config, operator) + list_views(self.conn, operator)
+
+    def view(self, operator: str, name: str) -> SavedView:
+        """`operator`'s view called `name`, built-in or saved; BadInput when there is none."""
+        for view in builtin_views(self.config, operator):
+            if view.name == name:
+                return view
+        return get_view(self.conn, operator, name)
+
+    def save_view(self, operator: str, name: str, group: str, filter_text: str) -> SavedView:
+        """Save (or replace) `operator`'s view `name` of `group` under `filter_text`; BadInput for a bad name, group
+        or filter."""
+        return save_view(self.conn, operator, name, group, filter_text, clock=self.clock)
+
+    def delete_view(self, operator: str, name: str) -> None:
+        """Delete `operator`'s saved view `name`; BadInput when there is none."""
+        delete_view(self.conn, operator, name)
+
+    # -- notifications, evidence, the report -----------------------------------------------------------------------
+
+    def outbox(self, limit: int = 100) -> list[dict[str, object]]:
+        """The notifications, uncertain ones first, then newest (`ledger.dispatch.list_outbox`)."""
+        return list_outbox(self.conn, limit=limit)
+
+    def settle_notification(self, event_id: str, decision: str, *, actor: str, note: str = "") -> None:
+        """Settle the uncertain notification of `event_id` by hand as `actor` (`ledger.dispatch.resolve_uncertain`).
+        Raises Refused (no role, not uncertain) or BadInput, writing nothing."""
+        resolve_uncertain(self.conn, self.config, event_id, decision, actor=actor, clock=self.clock, note=note)
+
+    def orphan_evidence(self, limit: int = 200) -> list[Evidence]:
+        """Evidence that names no job of this ledger, the newest `limit`, newest first (`ledger.store`)."""
+        return orphan_evidence(self.conn, limit)
+
+    def report(self, since: float, until: float) -> Report:
+        """The hold report over [since, until) (`ledger.report.build`); BadInput for a window it refuses."""
+        return build_report(self.conn, self.config, since, until)
 
     def close(self) -> None:
         """Close the connection."""

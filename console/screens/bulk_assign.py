@@ -18,7 +18,7 @@ from console.sanitize import clean, safe_text
 from console.screens.confirm import ConfirmScreen
 from console.screens.form import FormScreen, field
 from ledger import ACTION_TABLE as ACTIONS
-from ledger import JobFilter, JobKey, LedgerError, bulk_assign, iso, parse_due
+from ledger import JobFilter, JobKey, LedgerError, iso, parse_due
 
 ACTION = ACTIONS["bulk-assign"]
 FIELDS = {f.name: f for f in ACTION.fields}
@@ -109,9 +109,9 @@ class BulkAssignScreen(FormScreen):
         try:
             due_at = parse_due(given["due"], app.clock.now(), app.config.timezone, name="due")
             flt = JobFilter.parse(self.filter_text, me=app.operator) if self.filter_text.strip() else None
-            with app.source.reading() as conn:
-                done = bulk_assign(conn, app.config, flt, given["owner"], due_at, actor=app.operator,
-                                          clock=app.clock, reason=given["reason"], apply=False)
+            with app.ledger() as ledger:
+                done = ledger.bulk_assign(flt, given["owner"], due_at, actor=app.operator, reason=given["reason"],
+                                          apply=False)
         except Exception as e:  # refused or bad input: said in the form; nothing was written
             self.post_message(self.Failed(_why(e)))
             return
@@ -149,10 +149,9 @@ class BulkAssignScreen(FormScreen):
         app = self.reclaim
         try:
             flt = JobFilter.parse(self.filter_text, me=app.operator) if self.filter_text.strip() else None
-            with app.source.writing() as conn:
-                done = bulk_assign(conn, app.config, flt, given["owner"], due_at, actor=app.operator,
-                                          clock=app.clock, reason=given["reason"], apply=True,
-                                          only=previewed)
+            with app.ledger(write=True) as ledger:
+                done = ledger.bulk_assign(flt, given["owner"], due_at, actor=app.operator, reason=given["reason"],
+                                          apply=True, only=previewed)
         except Exception as e:  # each assign is its own transaction: what was refused wrote nothing
             self.post_message(self.Failed(_why(e)))
             return

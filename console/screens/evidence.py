@@ -22,7 +22,7 @@ from console.sanitize import safe_text
 from console.screens.base import ReclaimScreen
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
-from ledger import Evidence, orphan_evidence
+from ledger import Evidence
 
 
 class EvidenceScreen(ReclaimScreen):
@@ -57,8 +57,8 @@ class EvidenceScreen(ReclaimScreen):
     def load(self) -> None:
         """Read the orphan evidence off the UI thread."""
         app = self.reclaim
-        with app.source.reading() as conn:
-            rows = orphan_evidence(conn)
+        with app.ledger() as ledger:
+            rows = ledger.orphan_evidence()
         if not get_current_worker().is_cancelled:
             self.post_message(self.Loaded(rows))
 

@@ -8,7 +8,7 @@ from textual.worker import get_current_worker
 
 from console.live import READ_ONLY_REASON, warm_remote
 from console.screens.base import ReclaimScreen
-from ledger import JobDetail, JobKey, remote_lines
+from ledger import JobDetail, JobKey
 
 
 class JobRead(Message):
@@ -46,8 +46,8 @@ def read_job_then_remote(
     if detail is None:
         return
     warm_remote(app.remotes, detail.job.operation)
-    with app.source.reading() as conn:
-        lines = remote_lines(app.config, app.remotes, detail.job, conn)
+    with app.ledger() as ledger:
+        lines = ledger.remote_lines(app.remotes, detail.job)
     if detail.answers is not None:
         lines.append(detail.answers.line())
     if not worker.is_cancelled:

@@ -35,7 +35,7 @@ from console.widgets.group_tile import GroupTile
 from console.widgets.job_table import JobTable
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
-from ledger import Job, JobPage, SavedView, builtin_views, list_views
+from ledger import Job, JobPage, SavedView
 
 JOBS_BY_ID = {b.id: b for b in JOBS}
 HELD_KEY = next(b for b in APP if b.id == "app.group.held")
@@ -295,8 +295,8 @@ class JobListScreen(ReclaimScreen):
     def read_views(self) -> None:
         """The operator's saved views, read off the UI thread."""
         app = self.reclaim
-        with app.source.reading() as conn:
-            views = builtin_views(app.config, app.operator) + list_views(conn, app.operator)
+        with app.ledger() as ledger:
+            views = ledger.views(app.operator)
         self.post_message(self.ViewsRead(views))
 
     def on_job_list_screen_views_read(self, message: ViewsRead) -> None:

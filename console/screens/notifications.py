@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Input, Label, Static
 from textual.worker import get_current_worker
 
 from console.bindings import NOTIFICATIONS
-from console.live import READ_ONLY_REASON, clock_time, load_outbox
+from console.live import READ_ONLY_REASON, clock_time
 from console.sanitize import clean, compact_json, safe_text
 from console.screens.base import ReclaimScreen
 from console.screens.confirm import ConfirmScreen
@@ -21,7 +21,7 @@ from console.widgets.feedback_line import FeedbackLine
 from console.widgets.guarded_action import GuardedAction
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
-from ledger import LedgerError, resolve_uncertain
+from ledger import LedgerError
 
 SETTLE = {
     # decision: (role, label, what happens)
@@ -83,8 +83,8 @@ class NotificationsScreen(ReclaimScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="outbox")
     def load(self) -> None:
         """Read the outbox (bounded) off the UI thread."""
-        with self.reclaim.source.reading() as conn:
-            rows = load_outbox(conn)
+        with self.reclaim.ledger() as ledger:
+            rows = ledger.outbox()
         if not get_current_worker().is_cancelled:
             self.post_message(self.Loaded(rows))
 
@@ -193,9 +193,8 @@ class NotificationsScreen(ReclaimScreen):
         """Write the decision through `dispatch.resolve_uncertain`."""
         app = self.reclaim
         try:
-            with app.source.writing() as conn:
-                resolve_uncertain(conn, app.config, event_id, decision, actor=app.operator, clock=app.clock,
-                                           note=note)
+            with app.ledger(write=True) as ledger:
+                ledger.settle_notification(event_id, decision, actor=app.operator, note=note)
         except Exception as e:  # the transaction rolled back; the reason is shown
             self.post_message(self.Settled(decision, str(e) if isinstance(e, LedgerError) else repr(e)))
             return

@@ -19,7 +19,6 @@ from console.widgets.ledger_header import LedgerHeader
 from ledger import REPORT_ENDINGS as ENDINGS
 from ledger import Report, iso, span
 from ledger import ReportFigures as Figures
-from ledger import build_report as build
 
 WINDOW_SECONDS = 7 * 86_400.0
 """The screen's window: the last seven days, as `reclaim report` by default."""
@@ -87,8 +86,8 @@ class ReportScreen(ReclaimScreen):
         """Read the last 7 days' report off the UI thread (one read snapshot)."""
         app = self.reclaim
         now = app.clock.now()
-        with app.source.reading() as conn:
-            report = build(conn, app.config, now - WINDOW_SECONDS, now)
+        with app.ledger() as ledger:
+            report = ledger.report(now - WINDOW_SECONDS, now)
         if not get_current_worker().is_cancelled:
             self.post_message(self.Loaded(report))
 

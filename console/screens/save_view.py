@@ -10,7 +10,7 @@ from textual.widgets import Input
 
 from console.sanitize import safe_text
 from console.screens.form import FormScreen, field
-from ledger import LedgerError, SavedView, save_view
+from ledger import LedgerError, SavedView
 
 
 def view_words(group: str, filter_text: str) -> Text:
@@ -64,8 +64,8 @@ class SaveViewScreen(FormScreen):
         """Write the view through the ledger, as this operator."""
         app = self.reclaim
         try:
-            with app.source.writing() as conn:
-                view = save_view(conn, app.operator, name, self.group, self.filter_text, clock=app.clock)
+            with app.ledger(write=True) as ledger:
+                view = ledger.save_view(app.operator, name, self.group, self.filter_text)
         except LedgerError as e:
             self.post_message(self.Failed(str(e)))
             return

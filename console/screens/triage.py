@@ -45,7 +45,7 @@ from console.widgets.guarded_action import GuardedAction
 from console.widgets.held_explanation import HeldExplanation
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
-from ledger import FINDING_CATEGORIES, JobDetail, JobKey, LedgerError, Preview, preview_action
+from ledger import FINDING_CATEGORIES, JobDetail, JobKey, LedgerError, Preview
 
 _NO = Preview("", False, None, "")
 DECISIONS = ("release", "reconcile", "reject", "remediate", "assign")
@@ -512,8 +512,8 @@ class TriageScreen(ReclaimScreen):
         """Ask the ledger what `action` would do now and whether it may."""
         app = self.reclaim
         try:
-            with app.source.reading() as conn:
-                preview = preview_action(conn, app.config, self.key, action, app.operator, app.clock)
+            with app.ledger() as ledger:
+                preview = ledger.preview(self.key, action, app.operator)
         except Exception as e:  # any failure is shown; nothing was written
             self.post_message(self.Refused(action, _reason(e)))
             return
@@ -560,9 +560,8 @@ class TriageScreen(ReclaimScreen):
         worker = get_current_worker()
 
         def act() -> str:
-            with app.source.writing() as conn:
-                return perform(conn, app.config, app.remotes, self.key, action, given, actor=app.operator,
-                               clock=app.clock)
+            with app.ledger(write=True) as ledger:
+                return perform(ledger, app.remotes, self.key, action, given, actor=app.operator)
 
         try:
             if action == "query":

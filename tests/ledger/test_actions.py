@@ -14,7 +14,7 @@ import pytest
 
 from console import live
 from console.bindings import TRIAGE_ACTIONS
-from ledger import actions, triage
+from ledger import Ledger, actions, triage
 from ledger.clock import ManualClock, iso, parse_due, parse_time
 from ledger.config import Config
 from ledger.errors import BadInput, Refused
@@ -191,7 +191,8 @@ def test_the_console_refuses_a_missing_reason_through_the_ledger_too(
     before = fingerprint(ledger_path)
     for name in ("release", "reject", "assign", "reconcile", "remediate"):
         with pytest.raises(BadInput, match="required"):
-            live.perform(conn, cfg, RemoteCache(cfg), key, name, _form(name, note=""), actor="carol", clock=clock)
+            live.perform(Ledger(ledger_path, conn, cfg, clock), RemoteCache(cfg), key, name, _form(name, note=""),
+                         actor="carol")
     assert fingerprint(ledger_path) == before
 
 

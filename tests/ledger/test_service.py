@@ -15,11 +15,14 @@ from ledger import Ledger, policy
 from ledger.clock import ManualClock
 from ledger.config import parse_config
 from ledger.db import write_tx
+from ledger.errors import BadInput, Refused
 from ledger.identity import Identity
 from ledger.model import JobKey
 from ledger.reservation import reserve
+from ledger.simulator import Simulator
 from ledger.status import read_live_figures
-from ledger.worker import RemoteCache
+from ledger.views import builtin_views
+from ledger.worker import RemoteCache, submit_now
 
 BACKENDS = ("sqlite", "postgresql")  # each test runs on each (tests/conftest.py)
 OP = "article.generate"
@@ -100,3 +103,50 @@ def test_the_lists_of_jobs_are_read_through_it_a_page_at_a_time(
         assert overview.held == [] and [q.used for q in overview.quotas] == [3]
         quotas = opened.quotas(days=2)
         assert [d.used for d in quotas.history[OP]][-1] == 3 and quotas.held == {}
+
+
+def test_the_console_acts_through_it_on_a_held_job_and_a_refusal_writes_nothing(
+    ledger_path: Path, make_config: Callable[..., dict[str, Any]], tmp_path: Path, sim: Simulator,
+) -> None:
+    """A held job found by its id, previewed, assigned in bulk and given a finding; saved views, the outbox, the
+    orphan evidence and the hold report read through the same object; a refused action changes nothing."""
+    cfg = parse_config(make_config(), base_dir=tmp_path)
+    clock = ManualClock(1.0e9)
+    sim.add_fault("status", status=503)
+    with Ledger.open(ledger_path, cfg, clock=clock) as opened:
+        held = submit_now(opened.conn, opened.config, OP, {"input": "h"}, clock=clock, job_id="h1",
+                          remotes=RemoteCache(opened.config))
+        assert held.state == "held"
+        assert [j.key for j in opened.jobs_named("h1")] == [held.key] == [j.key for j in opened.jobs_named("h1", OP)]
+        assert opened.jobs_named("h1", "other.op") == [] and opened.jobs_named("nope") == []
+        assert opened.preview(held.key, "assign", "alice").allowed
+        refused = opened.preview(held.key, "release", "alice")  # alice is no approver
+        assert not refused.allowed and "approver" in refused.reason
+        with fresh(ledger_path) as conn:
+            before = job_fingerprint(conn)
+        with pytest.raises(Refused):
+            opened.take(held.key, "release", {"reason": "looked"}, actor="alice")
+        with pytest.raises(BadInput, match="not in the outbox"):
+            opened.settle_notification("no-such-event", "confirmed", actor="bob")
+        with fresh(ledger_path) as conn:
+            assert job_fingerprint(conn) == before
+        counted = opened.bulk_assign(None, "alice", clock.now() + 3600, actor="bob", reason="r", apply=False)
+        assert counted.matched == [held.key] and counted.assigned == 0
+        done = opened.bulk_assign(None, "alice", clock.now() + 3600, actor="bob", reason="r", apply=True,
+                                  only=[held.key])
+        assert done.assigned == 1
+        opened.take(held.key, "finding", {"category": "not_received", "note": "absent"}, actor="alice")
+        assert opened.job_detail(held.key, RemoteCache(opened.config), operator="bob", with_remote=False) is not None
+        with fresh(ledger_path) as conn:
+            assert job_fingerprint(conn) != before
+        assert [v.name for v in opened.saved_views("bob")] == []
+        opened.save_view("bob", "mine", "held", "owner:me")
+        assert [v.name for v in opened.saved_views("bob")] == ["mine"]
+        assert opened.view("bob", "mine").filter == "owner:me"
+        assert {v.name for v in opened.views("bob")} >= {"mine"} | {v.name for v in builtin_views(cfg, "bob")}
+        opened.delete_view("bob", "mine")
+        with pytest.raises(BadInput, match="mine"):
+            opened.view("bob", "mine")
+        assert opened.outbox() == [] and opened.orphan_evidence() == []
+        report = opened.report(clock.now() - 3600, clock.now() + 1)
+        assert report.total.holds == 1
