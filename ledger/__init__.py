@@ -120,6 +120,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "OverviewData": ("ledger.job_lists", "OverviewData"), "JobPage": ("ledger.job_lists", "JobPage"),
     "QuotaData": ("ledger.job_lists", "QuotaData"), "read_overview": ("ledger.job_lists", "read_overview"),
     "read_page": ("ledger.job_lists", "read_page"), "read_quotas": ("ledger.job_lists", "read_quotas"),
+    "job_key_of": ("ledger.job_lists", "key_of"),
     "JobDetail": ("ledger.job_detail", "JobDetail"), "HELD_CASES": ("ledger.job_detail", "HELD_CASES"),
     "read_job_detail": ("ledger.job_detail", "read_job_detail"), "remote_lines": ("ledger.job_detail", "remote_lines"),
     "LiveFigures": ("ledger.status", "LiveFigures"), "read_live_figures": ("ledger.status", "read_live_figures"),
@@ -285,6 +286,7 @@ if TYPE_CHECKING:
     )
     from ledger.job_detail import HELD_CASES, JobDetail, read_job_detail, remote_lines
     from ledger.job_lists import JobPage, OverviewData, QuotaData, read_overview, read_page, read_quotas
+    from ledger.job_lists import key_of as job_key_of
     from ledger.journal import JOURNAL_BYTES
     from ledger.journal import kept_reason as journal_kept_reason
     from ledger.journal import state as journal_state
@@ -519,6 +521,7 @@ __all__ = [
     "is_url",
     "iso",
     "job_events",
+    "job_key_of",
     "job_stage",
     "journal_kept_reason",
     "journal_state",

@@ -14,7 +14,7 @@ from ledger.model import Job, JobFilter, JobKey
 from ledger.queries import QuotaDay, quota_history, quota_today
 from ledger.stages import Stage, job_stage
 from ledger.store import Connection
-from ledger.store.jobs import held_by_operation, held_jobs, list_jobs
+from ledger.store.jobs import held_by_operation, held_jobs, list_jobs, operations_of
 
 
 @dataclass(frozen=True)
@@ -85,3 +85,16 @@ class QuotaData:
 def read_quotas(conn: Connection, config: Config, now: float, days: int = 14) -> QuotaData:
     """Quota history and held counts per operation."""
     return QuotaData(quota_history(conn, config, now, days=days), held_by_operation(conn))
+
+
+def key_of(conn: Connection, job_id: str, operation: str | None = None) -> JobKey:
+    """The key of the job `job_id`: under `operation` when given (not looked up), else the one operation the id
+    exists under. Raises BadInput when the id is not in the ledger, or exists under several operations."""
+    if operation:
+        return JobKey(job_id, operation)
+    ops = operations_of(conn, job_id)
+    if len(ops) == 1:
+        return JobKey(job_id, ops[0])
+    if not ops:
+        raise BadInput(f"job {job_id!r}: not in the ledger (check the id, or pass --operation)")
+    raise BadInput(f"job {job_id!r}: exists for several operations ({', '.join(ops)}); pass --operation")

@@ -11,22 +11,31 @@ quotas), and a job's whole story as the triage screens read it (`ledger.job_deta
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import threading
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from ledger.candidates import Candidate
+from ledger.candidates import candidates as held_candidates
 from ledger.clock import Clock, process_clock
 from ledger.config import Config
 from ledger.db import connect
 from ledger.dispatch import list_outbox, resolve_uncertain
+from ledger.history import Written
+from ledger.history import write as write_history
 from ledger.identity import Identity
 from ledger.job_detail import JobDetail, read_job_detail, remote_lines
-from ledger.job_lists import JobPage, OverviewData, QuotaData, read_overview, read_page, read_quotas
+from ledger.job_lists import JobPage, OverviewData, QuotaData, key_of, read_overview, read_page, read_quotas
 from ledger.model import Evidence, Job, JobFilter, JobKey
 from ledger.policy import apply_to as apply_policy
 from ledger.policy import read as read_policy
+from ledger.redaction import Redactor
+from ledger.remote_answers import RemoteAnswers
+from ledger.remote_answers import answers as remote_answers
+from ledger.remote_health import resume as resume_remote
 from ledger.remotes.base import RemoteStatus
 from ledger.report import Report
 from ledger.report import build as build_report
@@ -36,13 +45,13 @@ from ledger.store.evidence import orphans as orphan_evidence
 from ledger.store.jobs import find_job, operations_of
 from ledger.store.views import SavedView, list_views
 from ledger.transitions import Applied
-from ledger.triage import BulkAssigned, Preview, bulk_assign, take
+from ledger.triage import BulkAssigned, Preview, bulk_assign, dry_run, get_job, take
 from ledger.triage import preview as preview_action
 from ledger.views import builtin_views, delete_view, get_view, save_view
 
 if TYPE_CHECKING:
     from ledger.remotes.base import Remote
-    from ledger.worker import RemoteCache
+    from ledger.worker import Progress, RemoteCache, SubmitResult, TickReport
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,20 @@ class Ledger:
         operations = [operation] if operation is not None else operations_of(self.conn, job_id)
         return [job for op in operations if (job := find_job(self.conn, JobKey(job_id, op))) is not None]
 
+    def key_of(self, job_id: str, operation: str | None = None) -> JobKey:
+        """The key of the job `job_id` (under `operation` when given, else the one operation it exists under).
+        Raises BadInput when the id is not in the ledger, or exists under several operations and none is given."""
+        return key_of(self.conn, job_id, operation)
+
+    def job(self, key: JobKey) -> Job:
+        """The job `key`, every field; JobNotFound when the ledger has none."""
+        return get_job(self.conn, key)
+
+    def candidates(self, job: Job) -> list[Candidate]:
+        """The orphan deliveries that could be `job`'s own and nobody dismissed for it, oldest first
+        (`ledger.candidates`); [] for a job with no send window."""
+        return held_candidates(self.conn, self.config, job)
+
     def remote_lines(self, remotes: RemoteCache, job: Job) -> list[str]:
         """What `job`'s remote is and whether it can be reached now, in the console's words
         (`ledger.job_detail.remote_lines`)."""
@@ -135,12 +158,24 @@ class Ledger:
 
     def take(
         self, key: JobKey, action: str, given: Mapping[str, Any], *, actor: str, remote: Remote | None = None,
+        unverified: bool = False,
     ) -> Applied | RemoteStatus:
         """Take one job action as `actor` with the input under the action table's field names (`due` in epoch
         seconds): `ledger.triage.take`, the same checks and refusals as the action's own function. A query
         returns the remote's reply, every other action what it applied; `remote` is needed by a query and a
-        verified reconcile. Raises Refused / BadInput / NotFound, writing nothing."""
-        return take(self.conn, self.config, key, action, given, actor=actor, clock=self.clock, remote=remote)
+        verified reconcile (`unverified`: a reconcile the remote is not asked about). Raises Refused / BadInput /
+        JobNotFound, writing nothing."""
+        return take(self.conn, self.config, key, action, given, actor=actor, clock=self.clock, remote=remote,
+                    unverified=unverified)
+
+    def dry_run(
+        self, key: JobKey, action: str, given: Mapping[str, Any], *, actor: str, remote: Remote | None = None,
+        unverified: bool = False,
+    ) -> Preview:
+        """What `take` with this input would do now, and whether it would be allowed, writing nothing
+        (`ledger.triage.dry_run`: a reconcile still asks the remote). Raises BadInput for input the action refuses."""
+        return dry_run(self.conn, self.config, key, action, given, actor=actor, clock=self.clock, remote=remote,
+                       unverified=unverified)
 
     def bulk_assign(
         self, flt: JobFilter | None, owner: str, due_at: float, *, actor: str, reason: str, apply: bool,
@@ -178,6 +213,45 @@ class Ledger:
         """Delete `operator`'s saved view `name`; BadInput when there is none."""
         delete_view(self.conn, operator, name)
 
+    # -- sending (the remotes' SDKs load only when one of these runs) ----------------------------------------------
+
+    def submit(
+        self, operation: str, payload: str | dict[str, object], *, actor: str, job_id: str | None = None,
+        target: str | None = None, remotes: RemoteCache | None = None,
+    ) -> SubmitResult:
+        """Reserve the job (committed first), then send it once at once; a duplicate or a refusal sends nothing
+        (`ledger.worker.submit_now`)."""
+        from ledger.worker import submit_now
+
+        return submit_now(self.conn, self.config, operation, payload, clock=self.clock, job_id=job_id, target=target,
+                          actor=actor, remotes=remotes)
+
+    def tick(self, *, progress: Progress | None = None) -> TickReport:
+        """One worker pass: recover stale sends, send due jobs, poll, deliver, notify (`ledger.worker.tick`)."""
+        from ledger.worker import tick
+
+        return tick(self.conn, self.config, clock=self.clock, progress=progress)
+
+    def run_worker(
+        self, stop: threading.Event, *, interval: float = 1.0, on_pass: Callable[[TickReport], None] | None = None,
+        on_outage: Callable[[BaseException, float], None] | None = None,
+    ) -> int:
+        """Run worker passes until `stop` is set, waiting out outages (`ledger.worker.run_worker`); the passes
+        run."""
+        from ledger.worker import run_worker
+
+        return run_worker(self.conn, self.config, clock=self.clock, stop=stop, interval=interval, on_pass=on_pass,
+                          on_outage=on_outage)
+
+    def remotes(self) -> list[RemoteAnswers]:
+        """Every declared remote's answers now, by name (`ledger.remote_answers`; no remote is called)."""
+        return remote_answers(self.conn, self.config, self.clock.now())
+
+    def resume_remote(self, remote: str, *, actor: str, reason: str) -> None:
+        """Lift `remote`'s pause as `actor` (`ledger.remote_health.resume`). Raises BadInput (unknown remote, no
+        reason) or Refused (no approver role, not paused), writing nothing."""
+        resume_remote(self.conn, self.config, remote, actor=actor, reason=reason, now=self.clock.now())
+
     # -- notifications, evidence, the report -----------------------------------------------------------------------
 
     def outbox(self, limit: int = 100) -> list[dict[str, object]]:
@@ -196,6 +270,15 @@ class Ledger:
     def report(self, since: float, until: float) -> Report:
         """The hold report over [since, until) (`ledger.report.build`); BadInput for a window it refuses."""
         return build_report(self.conn, self.config, since, until)
+
+    def write_history(
+        self, dest: Path, *, since: float | None = None, until: float | None = None, replace: bool = False,
+    ) -> Written:
+        """Write the history of [since, until) (all of it without a window) to the new SQLite file `dest`, every
+        secret the config names redacted (`ledger.history.write`). Raises BadInput when `dest` exists (and not
+        `replace`) or cannot be written; the ledger is only read."""
+        return write_history(self.conn, self.config, dest, since=since, until=until,
+                             redactor=Redactor.from_config(self.config), replace=replace)
 
     def close(self) -> None:
         """Close the connection."""

@@ -25,11 +25,9 @@ from console import output
 from ledger import (
     SEAT_ENV,
     BadInput,
-    Clock,
     Config,
     Connection,
     Identity,
-    JobKey,
     Ledger,
     LedgerError,
     Redactor,
@@ -38,7 +36,6 @@ from ledger import (
     connect,
     is_url,
     load_config,
-    operations_of,
     read_audit_key,
     require_role,
     resolve_identity,
@@ -161,11 +158,6 @@ class Session:
         """The ledger open with the config acting under its policy, and the clock leases go by (`ledger.Ledger`)."""
         return Ledger.open(self.ledger, self.load(), readonly=readonly)
 
-    def open(self, *, readonly: bool = False) -> tuple[Connection, Config, Clock]:
-        """`open_ledger`'s connection, config and clock."""
-        opened = self.open_ledger(readonly=readonly)
-        return opened.conn, opened.config, opened.clock
-
     def governed_config(self) -> Config:
         """The config acting under the ledger's policy, for commands that open the ledger later (or not at all)."""
         return Ledger.governed_config(self.ledger, self.load())
@@ -267,13 +259,3 @@ def within(option: str, value: float, low: float, high: float) -> None:
 
         raise BadInput(f"{option} {value!r}: must be {kind} from {shown(low)} to {shown(high)}")
 
-
-def resolve_key(conn: Connection, job_id: str, operation: str | None) -> JobKey:
-    if operation:
-        return JobKey(job_id, operation)
-    ops = operations_of(conn, job_id)
-    if len(ops) == 1:
-        return JobKey(job_id, ops[0])
-    if not ops:
-        raise BadInput(f"job {job_id!r}: not in the ledger (check the id, or pass --operation)")
-    raise BadInput(f"job {job_id!r}: exists for several operations ({', '.join(ops)}); pass --operation")

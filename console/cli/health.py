@@ -22,7 +22,6 @@ from ledger import (
     JournalReport,
     LedgerCorrupt,
     Liveness,
-    Redactor,
     WorkerBoard,
     audit_key_path,
     current_audit_key,
@@ -198,15 +197,15 @@ def report_cmd(
     reconciled / released / rejected / remediated by a person, still open) and the time to decision (p50, p90,
     max); releases authorised and what their next attempt came to; remote queries and what they could answer;
     quota used per day. --to FILE writes the history as a SQLite file to explore instead."""
-    from ledger import REPORT_CSV_COLUMNS, build_report, history_destination, write_history
+    from ledger import REPORT_CSV_COLUMNS, history_destination
 
     if s.as_json and as_csv:
         raise BadInput("report: give --json or --csv, not both")
     if to is None and force:
         raise BadInput("report: --force only applies to --to FILE")
-    conn, cfg, clock = s.open(readonly=True)
+    opened = s.open_ledger(readonly=True)
     try:
-        now = clock.now()
+        now = opened.clock.now()
         start = parse_when(since or REPORT_SINCE, now, name="--since")
         end = parse_when(until, now, name="--until") if until is not None else now
         if to is not None:
@@ -215,12 +214,11 @@ def report_cmd(
                 raise BadInput(f"--since {iso(start)} is not before --until {iso(end)}; give an earlier --since")
             dest = history_destination(to, force=force, ledger=s.ledger)
             window = (start, end) if windowed else (None, None)
-            written = write_history(conn, cfg, dest, since=window[0], until=window[1],
-                                    redactor=Redactor.from_config(cfg), replace=force)
+            written = opened.write_history(dest, since=window[0], until=window[1], replace=force)
         else:
-            built = build_report(conn, cfg, start, end)
+            built = opened.report(start, end)
     finally:
-        conn.close()
+        opened.close()
     if to is not None:
         summary = {"to": str(written.path), "rows": written.rows, "events_in_ledger": written.events_in_ledger,
                    "head_hash": written.head_hash}

@@ -16,7 +16,6 @@ from console.cli.common import (
     OperationOpt,
     Session,
     command,
-    resolve_key,
     within,
 )
 from ledger import (
@@ -36,12 +35,12 @@ from ledger import (
     held_candidates,
     iso,
     job_events,
+    job_key_of,
     ledger_clock,
     list_jobs,
     may_arrive_until,
     parse_when,
     process_clock,
-    quota_history,
     wait_for_change,
 )
 
@@ -71,7 +70,7 @@ def show(
     """Every field of one job, its event history and, when its remote has one, its remote-console URL (whole)."""
     cfg = s.protect()
     conn = s.connect(readonly=True)
-    key = resolve_key(conn, job_id, operation)
+    key = job_key_of(conn, job_id, operation)
     job = get_job(conn, key)
     events = job_events(conn, key)
     found = evidence_for_job(conn, job)
@@ -206,8 +205,8 @@ def quota(
 ) -> None:
     """Daily operation quotas: used, limit, remaining."""
     within("--days", days, 1, 366)
-    conn, cfg, clock = s.open(readonly=True)
-    hist = quota_history(conn, cfg, clock.now(), days=days)
+    with s.open_ledger(readonly=True) as opened:
+        hist = opened.quotas(days=days).history
     if s.as_json:
         output.emit_json({op: [{"day": d.day, "used": d.used, "limit": d.limit, "remaining": d.remaining}
                                for d in ds] for op, ds in hist.items()})
@@ -383,11 +382,10 @@ def notification_cmd(
     note: Annotated[str, typer.Option("--note")] = "",
 ) -> None:
     """Settle an uncertain notification: confirmed received, or sent again by another route."""
-    from ledger import resolve_uncertain
 
-    conn, cfg, clock = s.open()
-    actor = s.actor(cfg)
-    resolve_uncertain(conn, cfg, event_id, decision, actor=actor, clock=clock, note=note)
+    opened = s.open_ledger()
+    actor = s.actor(opened.config)
+    opened.settle_notification(event_id, decision, actor=actor, note=note)
     if s.as_json:
         output.emit_json({"event_id": event_id, "decision": decision, "actor": actor, "note": note})
     else:

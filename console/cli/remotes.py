@@ -35,13 +35,9 @@ def remotes_cmd(ctx: typer.Context, s: Session) -> None:
     gemini remote's assumptions against the live service."""
     if ctx.invoked_subcommand is not None:
         return
-    from ledger import what_remotes_answer
 
-    conn, cfg, clock = s.open(readonly=True)
-    try:
-        found = what_remotes_answer(conn, cfg, clock.now())
-    finally:
-        conn.close()
+    with s.open_ledger(readonly=True) as opened:
+        found = opened.remotes()
     if s.as_json:
         output.emit_json({"remotes": [a.to_dict() for a in found]})
         return

@@ -24,9 +24,9 @@ from ledger import (
     evidence_for_job,
     get_job,
     iso,
+    job_key_of,
     orphan_evidence,
     process_clock,
-    resume_remote,
 )
 
 if TYPE_CHECKING:
@@ -35,7 +35,6 @@ from console.cli.common import (
     OperationOpt,
     Session,
     command,
-    resolve_key,
     within,
 )
 
@@ -65,11 +64,9 @@ def submit(
     the job moved on without it.
     """
     text = payload_text(payload)  # read before the ledger is opened: bad input there touches nothing
-    conn, cfg, clock = s.open()
-    actor = s.sender(cfg, "submit jobs")
-    from ledger import submit_now  # the remotes (and their SDKs) load only for commands that send
-
-    res = submit_now(conn, cfg, operation, text, clock=clock, job_id=job_id, target=target, actor=actor)
+    opened = s.open_ledger()
+    actor = s.sender(opened.config, "submit jobs")
+    res = opened.submit(operation, text, job_id=job_id, target=target, actor=actor)
     doc: dict[str, Any] = {"outcome": res.outcome, "state": res.state, "job_id": res.key.job_id,
                            "operation": res.key.operation}
     if res.blocking:
@@ -145,11 +142,9 @@ def tick_cmd(s: Session) -> None:
     """Run one worker pass and exit: recover stale sends, send due jobs, poll, deliver, notify."""
     progress, finish = _progress_for(s.as_json)
     try:
-        conn, cfg, clock = s.open()
-        s.sender(cfg, "run a worker pass (it sends)")
-        from ledger import tick
-
-        report = tick(conn, cfg, clock=clock, progress=progress)
+        opened = s.open_ledger()
+        s.sender(opened.config, "run a worker pass (it sends)")
+        report = opened.tick(progress=progress)
     finally:
         finish()
     _print_report(report, s.as_json)
@@ -174,15 +169,15 @@ def worker(
     within("--interval", interval, 0.01, 86400)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    conn, cfg, clock = s.open()
-    s.sender(cfg, "run a worker (it sends)")
-    from ledger import run_worker
+    opened = s.open_ledger()
+    s.sender(opened.config, "run a worker (it sends)")
 
     def on_outage(error: BaseException, wait: float) -> None:
         output.notice(f"the ledger is not usable now ({error}); the worker waits {wait:.3g} s and tries again")
 
-    passes = run_worker(conn, cfg, clock=clock, stop=stop, interval=interval,
-                        on_pass=(lambda r: _print_report(r, s.as_json)) if s.as_json else None, on_outage=on_outage)
+    passes = opened.run_worker(stop, interval=interval,
+                               on_pass=(lambda r: _print_report(r, s.as_json)) if s.as_json else None,
+                               on_outage=on_outage)
     if not s.as_json:
         output.line(f"worker stopped after {passes} passes")
 
@@ -240,7 +235,7 @@ def evidence_cmd(
     if orphans or job_id is None:
         items = orphan_evidence(conn)
     else:
-        items = evidence_for_job(conn, get_job(conn, resolve_key(conn, job_id, operation)))
+        items = evidence_for_job(conn, get_job(conn, job_key_of(conn, job_id, operation)))
     if s.as_json:
         output.emit_json({"evidence": [e.to_dict() for e in items]})
         return
@@ -264,8 +259,8 @@ def resume(
     reason: ReasonOpt = "",
 ) -> None:
     """Lift a remote's pause (approver): its due jobs are sent again from the next pass."""
-    conn, cfg, clock = s.open()
-    resume_remote(conn, cfg, remote, actor=s.actor(cfg), reason=reason, now=clock.now())
+    opened = s.open_ledger()
+    opened.resume_remote(remote, actor=s.actor(opened.config), reason=reason)
     if s.as_json:
         output.emit_json({"remote": remote, "paused": False})
     else:

@@ -14,7 +14,6 @@ from console.cli.common import (
     OperationOpt,
     Session,
     command,
-    resolve_key,
 )
 from ledger import (
     ACTION_TABLE,
@@ -23,16 +22,9 @@ from ledger import (
     JobFilter,
     Preview,
     check_action_input,
-    dry_run_action,
-    get_job,
-    held_candidates,
     iso,
-    take,
 )
 from ledger import ActionField as Field
-from ledger import (
-    bulk_assign as assign_jobs,
-)
 
 PANEL = "Held jobs"
 """Where `reclaim --help` lists this module's commands."""
@@ -81,21 +73,20 @@ def _take(name: str, s: Session, options: dict[str, Any]) -> None:
     unverified = bool(options.get("unverified", False))
     given: dict[str, Any] = {f.name: options[f.name] for f in spec.fields}
     check_action_input(name, given)
-    conn, cfg, clock = s.open(readonly=dry)
+    opened = s.open_ledger(readonly=dry)
+    cfg, clock = opened.config, opened.clock
     if "due" in given:
         given["due"] = parse_due(given["due"], clock.now(), cfg.timezone, name="--due")
     actor = s.actor(cfg)
-    key = resolve_key(conn, options["job_id"], options["operation"])
+    key = opened.key_of(options["job_id"], options["operation"])
     asks = (name == "reconcile" and not unverified) or (name == "query" and not dry)
     remote = RemoteCache(cfg).for_operation(key.operation) if asks else None
     if dry:
-        would = dry_run_action(conn, cfg, key, name, given, actor=actor, clock=clock, remote=remote,
-                               unverified=unverified)
+        would = opened.dry_run(key, name, given, actor=actor, remote=remote, unverified=unverified)
     else:
-        result = take(conn, cfg, key, name, given, actor=actor, clock=clock, remote=remote,
-                             unverified=unverified)
-    job = get_job(conn, key)
-    left = held_candidates(conn, cfg, job) if name == "dismiss-candidate" and not dry else []
+        result = opened.take(key, name, given, actor=actor, remote=remote, unverified=unverified)
+    job = opened.job(key)
+    left = opened.candidates(job) if name == "dismiss-candidate" and not dry else []
     doc: dict[str, Any] = {"job_id": key.job_id, "operation": key.operation, "state": job.state,
                            "attempt": job.attempt}
     if dry:
@@ -176,11 +167,11 @@ def bulk_assign(
     from ledger import parse_due
 
     check_action_input("bulk-assign", {"reason": reason, "owner": owner, "due": due})
-    conn, cfg, clock = s.open(readonly=not yes)
-    due_at = parse_due(due, clock.now(), cfg.timezone, name="--due")
-    me = s.actor(cfg)
+    opened = s.open_ledger(readonly=not yes)
+    due_at = parse_due(due, opened.clock.now(), opened.config.timezone, name="--due")
+    me = s.actor(opened.config)
     flt = JobFilter.parse(filter_text, me=me)
-    done = assign_jobs(conn, cfg, flt, owner, due_at, actor=me, clock=clock, reason=reason, apply=yes)
+    done = opened.bulk_assign(flt, owner, due_at, actor=me, reason=reason, apply=yes)
     doc = {"matched": len(done.matched), "assigned": done.assigned, "owner": owner, "due": iso(due_at)}
     if s.as_json:
         output.emit_json(doc)

@@ -15,7 +15,7 @@ from ledger import Ledger, policy
 from ledger.clock import ManualClock
 from ledger.config import parse_config
 from ledger.db import write_tx
-from ledger.errors import BadInput, Refused
+from ledger.errors import BadInput, JobNotFound, Refused
 from ledger.identity import Identity
 from ledger.model import JobKey
 from ledger.reservation import reserve
@@ -150,3 +150,35 @@ def test_the_console_acts_through_it_on_a_held_job_and_a_refusal_writes_nothing(
         assert opened.outbox() == [] and opened.orphan_evidence() == []
         report = opened.report(clock.now() - 3600, clock.now() + 1)
         assert report.total.holds == 1
+
+
+def test_the_cli_sends_finds_and_writes_history_through_it(
+    ledger_path: Path, make_config: Callable[..., dict[str, Any]], tmp_path: Path, sim: Simulator,
+) -> None:
+    """A job submitted and sent once through it, found by its id alone, dry-run and passed over a worker pass;
+    an ambiguous or unknown id and a remote that is not paused are refused, writing nothing; the history file
+    holds the job."""
+    cfg = parse_config(make_config(), base_dir=tmp_path)
+    clock = ManualClock(1.0e9)
+    with Ledger.open(ledger_path, cfg, clock=clock) as opened:
+        sent = opened.submit(OP, {"input": "s"}, actor="scheduler", job_id="s1")
+        assert sent.outcome == "reserved" and sent.state == "submitted" and sim.count("create") == 1
+        assert opened.key_of("s1") == sent.key == opened.key_of("s1", OP) and opened.job(sent.key).state != "held"
+        assert opened.candidates(opened.job(sent.key)) == []
+        would = opened.dry_run(sent.key, "reject", {"reason": "no"}, actor="carol")
+        assert not would.allowed and would.reason
+        assert {a.name for a in opened.remotes()} == set(opened.config.remotes)
+        with fresh(ledger_path) as conn:
+            before = job_fingerprint(conn)
+        with pytest.raises(BadInput, match="not in the ledger"):
+            opened.key_of("nope")
+        with pytest.raises(JobNotFound):
+            opened.job(JobKey("nope", OP))
+        with pytest.raises(Refused, match="not paused"):
+            opened.resume_remote(next(iter(opened.config.remotes)), actor="carol", reason="looked")
+        with fresh(ledger_path) as conn:
+            assert job_fingerprint(conn) == before
+        opened.tick()
+        assert sim.count("create") == 1  # the pass sent nothing again
+        written = opened.write_history(tmp_path / "history.sqlite")
+        assert written.rows["jobs"] == 1 and written.path.exists()
