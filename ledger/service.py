@@ -12,25 +12,35 @@ quotas), and a job's whole story as the triage screens read it (`ledger.job_deta
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from ledger.audit import Verdict
+from ledger.audit import verify as verify_ledger
 from ledger.candidates import Candidate
 from ledger.candidates import candidates as held_candidates
 from ledger.clock import Clock, process_clock
-from ledger.config import Config
+from ledger.config import Config, parse_config
 from ledger.db import connect
 from ledger.dispatch import list_outbox, resolve_uncertain
+from ledger.errors import BadInput
+from ledger.export import Anchor
+from ledger.export import rows as export_rows
+from ledger.export import snapshot as export_snapshot
+from ledger.follow import EventCursor
 from ledger.history import Written
 from ledger.history import write as write_history
 from ledger.identity import Identity
 from ledger.job_detail import JobDetail, read_job_detail, remote_lines
 from ledger.job_lists import JobPage, OverviewData, QuotaData, key_of, read_overview, read_page, read_quotas
-from ledger.model import Evidence, Job, JobFilter, JobKey
+from ledger.model import GROUPS, Event, Evidence, Job, JobFilter, JobKey
+from ledger.policy import LedgerPolicy
 from ledger.policy import apply_to as apply_policy
+from ledger.policy import owner as policy_owner
 from ledger.policy import read as read_policy
 from ledger.redaction import Redactor
 from ledger.remote_answers import RemoteAnswers
@@ -40,12 +50,15 @@ from ledger.remotes.base import RemoteStatus
 from ledger.report import Report
 from ledger.report import build as build_report
 from ledger.status import LiveFigures, Status, read_live_figures, read_status
-from ledger.store import Connection, ledger_clock
+from ledger.store import Connection, check_pages, ledger_clock, wait_for_change
+from ledger.store.events import job_events
+from ledger.store.evidence import for_job as evidence_for_job
 from ledger.store.evidence import orphans as orphan_evidence
-from ledger.store.jobs import find_job, operations_of
+from ledger.store.export import ExportFilter
+from ledger.store.jobs import find_job, list_jobs, operations_of
 from ledger.store.views import SavedView, list_views
 from ledger.transitions import Applied
-from ledger.triage import BulkAssigned, Preview, bulk_assign, dry_run, get_job, take
+from ledger.triage import BulkAssigned, Preview, bulk_assign, dry_run, get_job, may_arrive_until, take
 from ledger.triage import preview as preview_action
 from ledger.views import builtin_views, delete_view, get_view, save_view
 
@@ -80,6 +93,15 @@ class Ledger:
             conn.close()
             raise
         return cls(ledger, conn, governed, ledger_clock(conn, clock if clock is not None else process_clock()))
+
+    @classmethod
+    def read(cls, ledger: str | Path, config: Config | None = None, *, clock: Clock | None = None) -> Ledger:
+        """Open `ledger` read-only for reading only: with `config` as given (no policy applied: nobody acts), or,
+        without one, a config that declares nothing (no operations, no remotes, UTC), and the clock leases are
+        judged by. Raises as `open` does, less PolicyConflict."""
+        conn = connect(ledger, readonly=True)
+        return cls(ledger, conn, config if config is not None else parse_config({}, base_dir=Path.cwd()),
+                   ledger_clock(conn, clock if clock is not None else process_clock()))
 
     @classmethod
     def governed_config(cls, ledger: str | Path, config: Config) -> Config:
@@ -138,6 +160,69 @@ class Ledger:
     def job(self, key: JobKey) -> Job:
         """The job `key`, every field; JobNotFound when the ledger has none."""
         return get_job(self.conn, key)
+
+    def jobs(
+        self, group: str, *, limit: int = 100, offset: int = 0, oldest_first: bool = True, flt: JobFilter | None = None,
+    ) -> list[Job]:
+        """One page of a group's jobs (`ledger.GROUPS`) by age, filtered by `flt`; BadInput for an unknown group."""
+        if group not in GROUPS:
+            raise BadInput(f"group {group!r}: unknown (groups: {', '.join(GROUPS)})")
+        return list_jobs(self.conn, group, limit=limit, offset=offset, oldest_first=oldest_first, flt=flt)
+
+    def history_of(self, key: JobKey) -> list[Event]:
+        """The job's events in its order ([] when it has none)."""
+        return job_events(self.conn, key)
+
+    def evidence_of(self, job: Job) -> list[Evidence]:
+        """What the remote said about `job`: query answers, signed webhooks, fenced accepted sends, oldest first."""
+        return evidence_for_job(self.conn, job)
+
+    def may_arrive_until(self, job: Job) -> float | None:
+        """Until when the held job's last request could still reach the remote (`ledger.triage.may_arrive_until`),
+        or None when nothing of it can any more: no such moment, or it has passed by the ledger's clock."""
+        until = may_arrive_until(self.conn, job)
+        return until if until is not None and until > self.clock.now() else None
+
+    def events(self, after: int = 0) -> EventCursor:
+        """A cursor over the events committed after the id `after`, oldest first (`ledger.follow.EventCursor`)."""
+        return EventCursor(self.conn, after=after)
+
+    def wait_for_change(self, seconds: float, wake: threading.Event | None = None) -> bool:
+        """Wait until another connection commits: at most `seconds`, less when `wake` is set; PostgreSQL is woken
+        at once by the commit's NOTIFY (`ledger.store.wait_for_change`)."""
+        return wait_for_change(self.conn, seconds, wake)
+
+    def check_pages(self, budget_seconds: float) -> bool:
+        """Check the ledger's pages for damage for at most `budget_seconds`: True when all were checked; raises
+        LedgerCorrupt naming the first damage (`ledger.store.check_pages`)."""
+        return check_pages(self.conn, budget_seconds)
+
+    def verify(self, *, key: bytes | None = None, expect_head: tuple[int, str] | None = None) -> Verdict:
+        """Check the whole ledger in one snapshot (`ledger.audit.verify`: the chain, with `key` every event's MAC,
+        each step against the event table, the jobs against their replay, the counts, the triggers, the head
+        against `expect_head`, the database's integrity), the quota days in the config's time zone. Never raises
+        for a damaged file: what cannot be read is reported in the verdict."""
+        return verify_ledger(self.conn, key=key, expect_head=expect_head, timezone=self.config.timezone)
+
+    def policy(self) -> LedgerPolicy:
+        """The policy the ledger holds (`ledger.policy.read`); LedgerCorrupt for a policy event whose MAC is wrong."""
+        return read_policy(self.conn)
+
+    def owner(self) -> tuple[str, bool]:
+        """Who owns the ledger, and whether this process may act as its owner (the owner, root, a superuser)."""
+        return policy_owner(self.conn, str(self.name))
+
+    @contextmanager
+    def export_snapshot(self) -> Iterator[Anchor]:
+        """Run the block in one read transaction and yield the audit head it sees; `export_rows` inside read that
+        snapshot (`ledger.export.snapshot`)."""
+        with export_snapshot(self.conn) as anchor:
+            yield anchor
+
+    def export_rows(self, table: str, flt: ExportFilter | None = None) -> Iterator[dict[str, Any]]:
+        """The rows of `table` ('jobs' or 'events') `flt` selects, as exported (`ledger.export.rows`); BadInput for
+        another table or a filter it cannot take."""
+        return export_rows(self.conn, table, flt)
 
     def candidates(self, job: Job) -> list[Candidate]:
         """The orphan deliveries that could be `job`'s own and nobody dismissed for it, oldest first

@@ -158,6 +158,11 @@ class Session:
         """The ledger open with the config acting under its policy, and the clock leases go by (`ledger.Ledger`)."""
         return Ledger.open(self.ledger, self.load(), readonly=readonly)
 
+    def read_ledger(self, config: Config | None) -> Ledger:
+        """The ledger open read-only for a command that only reads it, with `config` as `protect` loaded it (no
+        one acts, so no policy is applied; None: a config that declares nothing)."""
+        return Ledger.read(self.ledger, config)
+
     def governed_config(self) -> Config:
         """The config acting under the ledger's policy, for commands that open the ledger later (or not at all)."""
         return Ledger.governed_config(self.ledger, self.load())

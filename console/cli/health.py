@@ -127,7 +127,7 @@ def verify(
 
     Exit 0 with the head and counts, or 11 naming each kind of break found.
     """
-    from ledger import parse_audit_head, verify_ledger
+    from ledger import parse_audit_head
 
     cfg = s.protect()
     verdict = None
@@ -139,17 +139,16 @@ def verify(
     except ValueError as e:
         raise BadInput(f"--expect-head {e}") from None
     try:
-        conn = s.connect(readonly=True)
+        reading = s.read_ledger(cfg)
     except LedgerCorrupt as e:  # damage SQLite meets on opening (the schema) is a failed check too
         damage = e.damage
     else:
         try:
-            verdict = verify_ledger(conn, key=current_audit_key(), expect_head=head,
-                                    timezone=cfg.timezone if cfg else "UTC")
+            verdict = reading.verify(key=current_audit_key(), expect_head=head)
         except LedgerCorrupt as e:  # damage met while reading: a failed check (locked: exit 8 as anywhere)
             damage = e.damage
         finally:
-            conn.close()
+            reading.close()
     engine = "PostgreSQL" if is_url(str(s.ledger)) else "SQLite"
     if verdict is None:
         output.error(f"ledger {shown_ledger(s.ledger)}: {engine} cannot read it ({damage}); restore it from a backup",

@@ -20,28 +20,17 @@ from console.cli.common import (
 )
 from ledger import (
     BadInput,
-    Connection,
     Event,
-    EventCursor,
     Job,
     JobFilter,
+    Ledger,
     Redactor,
     arrival_words,
     candidate_choices,
-    check_pages,
     console_url_for,
-    evidence_for_job,
-    get_job,
-    held_candidates,
     iso,
-    job_events,
-    job_key_of,
-    ledger_clock,
-    list_jobs,
-    may_arrive_until,
     parse_when,
     process_clock,
-    wait_for_change,
 )
 
 PANEL = "Jobs and their history"
@@ -69,15 +58,13 @@ def show(
 ) -> None:
     """Every field of one job, its event history and, when its remote has one, its remote-console URL (whole)."""
     cfg = s.protect()
-    conn = s.connect(readonly=True)
-    key = job_key_of(conn, job_id, operation)
-    job = get_job(conn, key)
-    events = job_events(conn, key)
-    found = evidence_for_job(conn, job)
-    arrives = may_arrive_until(conn, job)
-    if arrives is not None and arrives <= ledger_clock(conn, process_clock()).now():
-        arrives = None  # the moment has passed: nothing of the last request can still land
-    candidates = held_candidates(conn, cfg, job) if cfg is not None else None
+    opened = s.read_ledger(cfg)
+    key = opened.key_of(job_id, operation)
+    job = opened.job(key)
+    events = opened.history_of(key)
+    found = opened.evidence_of(job)
+    arrives = opened.may_arrive_until(job)
+    candidates = opened.candidates(job) if cfg is not None else None
     url = console_url_for(cfg, job.operation, job.idem_key) if cfg is not None else None
     if s.as_json:
         output.emit_json({"job": job.to_dict(), "events": [e.to_dict() for e in events],
@@ -142,7 +129,6 @@ def jobs(
     page: Annotated[int, typer.Option("--page", help="Page number, from 1.")] = 1,
 ) -> None:
     """One page of a group's jobs, by age, filtered by typed terms or a saved view."""
-    from ledger import GROUPS, get_view
 
     s.protect()
     within("--limit", limit, 1, 1000)
@@ -150,15 +136,13 @@ def jobs(
     # Who you are matters only for a saved view or `owner:me`: a plain listing needs no config.
     needs_me = view is not None or "owner:me" in filter_text.split()
     me = s.actor(s.governed_config()) if needs_me else None
-    conn = s.connect(readonly=True)
+    opened = s.read_ledger(None)
     if view is not None:
         assert me is not None
-        saved = get_view(conn, me, view)
+        saved = opened.view(me, view)
         group, filter_text = saved.group, saved.filter
-    if group not in GROUPS:
-        raise BadInput(f"group {group!r}: unknown (groups: {', '.join(GROUPS)})")
-    rows = list_jobs(conn, group, limit=limit, offset=(page - 1) * limit, oldest_first=not newest_first,
-                     flt=JobFilter.parse(filter_text, me=me))
+    rows = opened.jobs(group, limit=limit, offset=(page - 1) * limit, oldest_first=not newest_first,
+                       flt=JobFilter.parse(filter_text, me=me))
     now = process_clock().now()
     if s.as_json:
         output.emit_json({"group": group, "page": page, "jobs": [j.to_dict() for j in rows]})
@@ -178,15 +162,14 @@ def views(
     delete: Annotated[str | None, typer.Option("--delete", help="Delete the view with this name.")] = None,
 ) -> None:
     """List your saved views, or save / delete one (kept in the ledger, per operator)."""
-    from ledger import delete_view, list_views, save_view
 
-    me = s.actor(s.governed_config())
-    conn = s.connect(readonly=save is None and delete is None)
+    opened = s.open_ledger(readonly=save is None and delete is None)
+    me = s.actor(opened.config)
     if save is not None:
-        save_view(conn, me, save, group, filter_text, clock=process_clock())
+        opened.save_view(me, save, group, filter_text)
     if delete is not None:
-        delete_view(conn, me, delete)
-    saved = list_views(conn, me)
+        opened.delete_view(me, delete)
+    saved = opened.saved_views(me)
     if s.as_json:
         output.emit_json([{"name": v.name, "group": v.group, "filter": v.filter} for v in saved])
         return
@@ -230,9 +213,9 @@ def events(
     s.protect()
     within("--after", after, -1, 2**63 - 1)
     within("--limit", limit, 1, 10_000)
-    conn = s.connect(readonly=True)
-    check_pages(conn, PAGE_CHECK_SECONDS)
-    events = EventCursor(conn, after=max(after, 0))
+    opened = s.read_ledger(None)
+    opened.check_pages(PAGE_CHECK_SECONDS)
+    events = opened.events(after=max(after, 0))
     batch = events.poll(limit=10_000) if after >= 0 else events.tail(limit)
 
     def show_batch(evs: list[Event]) -> None:
@@ -249,7 +232,7 @@ def events(
     try:
         while True:
             if not events.behind:
-                wait_for_change(conn, FOLLOW_POLL_SECONDS)  # PostgreSQL: woken at once by NOTIFY
+                opened.wait_for_change(FOLLOW_POLL_SECONDS)  # PostgreSQL: woken at once by NOTIFY
             batch = events.poll(limit=10_000)
             show_batch(batch)
     except KeyboardInterrupt:
@@ -295,8 +278,6 @@ def export_cmd(
         ExportFilter,
         check_export_filter,
         export_redacted,
-        export_rows,
-        export_snapshot,
         parse_export_states,
     )
 
@@ -316,16 +297,16 @@ def export_cmd(
     terminal = dest.path is None and sys.stdout.isatty()
     redactions = 0
 
-    def source(conn: Connection) -> Iterator[dict[str, Any]]:
+    def source(reading: Ledger) -> Iterator[dict[str, Any]]:
         nonlocal redactions
-        for row in export_rows(conn, what, flt):
+        for row in reading.export_rows(what, flt):
             row, changed = export_redacted(row, redactor)
             redactions += changed
             yield row
 
-    conn = s.connect(readonly=True)
+    reading = s.read_ledger(cfg)
     try:
-        with export_snapshot(conn) as anchor, opened(dest) as out, closing(source(conn)) as rows:
+        with reading.export_snapshot() as anchor, opened(dest) as out, closing(source(reading)) as rows:
             written = write_rows(out, chosen, EXPORT_TABLES[what], rows, terminal=terminal)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
@@ -339,7 +320,7 @@ def export_cmd(
                       else "export interrupted")
         raise typer.Exit(130) from None
     finally:
-        conn.close()
+        reading.close()
     if as_json:
         sys.stderr.write(sanitize.json_text({
             "exported": written, "what": what, "format": chosen, "output": dest.shown, "redacted_rows": redactions,
@@ -360,11 +341,9 @@ def export_cmd(
 @command(PANEL)
 def notifications(s: Session) -> None:
     """The notification outbox, uncertain ones first."""
-    from ledger import list_outbox
 
-    s.protect()
-    conn = s.connect(readonly=True)
-    rows = list_outbox(conn)
+    with s.read_ledger(s.protect()) as reading:
+        rows = reading.outbox()
     if s.as_json:
         output.emit_json(rows)
         return

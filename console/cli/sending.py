@@ -21,11 +21,7 @@ from ledger import (
     EXIT_RESERVED_NOT_SENT,
     EXIT_SEND_TAKEN_OVER,
     BadInput,
-    evidence_for_job,
-    get_job,
     iso,
-    job_key_of,
-    orphan_evidence,
     process_clock,
 )
 
@@ -230,12 +226,11 @@ def evidence_cmd(
     operation: OperationOpt = None,
 ) -> None:
     """What the remote said about a job (queries, webhooks, fenced outcomes), or the orphan evidence."""
-    s.protect()
-    conn = s.connect(readonly=True)
-    if orphans or job_id is None:
-        items = orphan_evidence(conn)
-    else:
-        items = evidence_for_job(conn, get_job(conn, job_key_of(conn, job_id, operation)))
+    with s.read_ledger(s.protect()) as reading:
+        if orphans or job_id is None:
+            items = reading.orphan_evidence()
+        else:
+            items = reading.evidence_of(reading.job(reading.key_of(job_id, operation)))
     if s.as_json:
         output.emit_json({"evidence": [e.to_dict() for e in items]})
         return

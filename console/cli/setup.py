@@ -146,13 +146,9 @@ app.add_typer(policy_app, name="policy", rich_help_panel=PANEL)
 @command(name="show", on=policy_app, options=("ledger", "config", "json"))
 def policy_show(s: Session) -> None:
     """Print the policy the ledger holds (and who owns the ledger)."""
-    s.protect()
-    conn = s.connect(readonly=True)
-    try:
-        held = read_policy(conn)
-        owner, _ = policy_owner(conn, str(s.ledger))
-    finally:
-        conn.close()
+    with s.read_ledger(s.protect()) as reading:
+        held = reading.policy()
+        owner, _ = reading.owner()
     if s.as_json:
         output.emit_json({"owner": owner, "event_id": held.event_id, "policy": held.settings})
         return

@@ -182,3 +182,36 @@ def test_the_cli_sends_finds_and_writes_history_through_it(
         assert sim.count("create") == 1  # the pass sent nothing again
         written = opened.write_history(tmp_path / "history.sqlite")
         assert written.rows["jobs"] == 1 and written.path.exists()
+
+
+def test_a_ledger_opened_for_reading_needs_no_config_and_writes_nothing(
+    ledger_path: Path, make_config: Callable[..., dict[str, Any]], tmp_path: Path, sim: Simulator,
+) -> None:
+    """What `show`, `jobs`, `events`, `export` and `verify` read, through a ledger opened for reading with no
+    config: the job, its events and evidence, a page of its group, the events after a cursor, the export rows of
+    one snapshot, the verdict and the policy; a group that is none is refused."""
+    cfg = parse_config(make_config(), base_dir=tmp_path)
+    clock = ManualClock(1.0e9)
+    with Ledger.open(ledger_path, cfg, clock=clock) as opened:
+        sent = opened.submit(OP, {"input": "r"}, actor="scheduler", job_id="r1")
+    with fresh(ledger_path) as conn:
+        before = job_fingerprint(conn)
+    with Ledger.read(ledger_path) as reading:
+        assert reading.config.operations == {} and reading.config.timezone == "UTC"
+        job = reading.job(reading.key_of("r1"))
+        assert [e.kind for e in reading.history_of(job.key)][:1] == ["reserve"]
+        assert reading.evidence_of(job) == [] and reading.may_arrive_until(job) is None
+        assert [j.key for j in reading.jobs("submitted")] == [sent.key]
+        with pytest.raises(BadInput, match="unknown"):
+            reading.jobs("nogroup")
+        cursor = reading.events()
+        assert [e.kind for e in cursor.poll(limit=100)] == [e.kind for e in reading.history_of(job.key)]
+        assert not reading.wait_for_change(0.01) and cursor.poll(limit=100) == []  # nothing was committed since
+        assert reading.check_pages(5.0)
+        with reading.export_snapshot() as anchor:
+            rows = list(reading.export_rows("jobs"))
+        assert [r["job_id"] for r in rows] == ["r1"] and anchor.events == len(reading.history_of(job.key))
+        assert reading.verify().ok
+        assert reading.policy().settings is None and reading.owner()[0]
+    with fresh(ledger_path) as conn:
+        assert job_fingerprint(conn) == before
