@@ -59,7 +59,6 @@ from ledger import (
     Redactor,
     RemoteCache,
     SavedView,
-    awaiting_count,
     connect,
     process_clock,
     shown_ledger,
@@ -299,7 +298,7 @@ class ReclaimApp(App[int]):
     def _follow(self) -> None:
         """Poll `data_version` every ~0.1 s on a dedicated connection; post changes and staleness."""
         follower = Follower(self.source, self.config, self.clock, FEED_SIZE,
-                            awaiting=partial(awaiting_count, config=self.config, me=self.operator))
+                            awaiting=lambda ledger: ledger.awaiting_count(self.operator))
         was_stale = ""
         workers_shown: tuple[str, bool] | None = None
         try:

@@ -1,13 +1,12 @@
-"""What the console reads and writes, through ledger functions only, from worker threads.
+"""What the console reads and writes: the ledger's `Ledger`, from worker threads.
 
-`LedgerSource` hands each unit of work its own connection (sqlite connections are per-thread).
-`Follower` keeps one dedicated connection for the live loop: it polls `PRAGMA data_version` (cheap), reads
-the new events by id cursor when it moved (and every second regardless), and with a change the group counts
-and the worker heartbeats. The `load_*` functions build the read models each screen draws (a job's whole story
-is the ledger's own: `ledger.read_job_detail`); `perform()` runs one operator action. None of this touches
-Textual, so it is safe to call from any thread.
+`LedgerSource` names the ledger and hands each unit of work its own connection (sqlite connections are
+per-thread); the app wraps it in a `Ledger` for one read or one operator action (`ReclaimApp.ledger`).
+`Follower` keeps one dedicated `Ledger` for the live loop: it polls the ledger's change token (cheap), reads the
+new events by id cursor when it moved (and every second regardless), and with a change the live figures (the
+group counts, the workers, the paused remotes). `perform()` runs one operator action and says what happened.
+None of this touches Textual, so it is safe to call from any thread.
 """
-
 from __future__ import annotations
 
 import os
@@ -38,11 +37,8 @@ from ledger import (
     connect,
     get_action,
     is_url,
-    last_event_id,
     preload_adapters,
-    read_live_figures,
     span,
-    wait_for_change,
 )
 from ledger import clock_time as clock_time  # the screens take the time format from here too
 from ledger import parse_due as parse_due_text
@@ -147,7 +143,7 @@ class Pulse:
 
 
 class Follower:
-    """Follows a ledger from one dedicated connection, used only by the live worker's thread.
+    """Follows a ledger through one dedicated `Ledger` (its own connection), used only by the live worker's thread.
 
     Every event committed after the follower first looked reaches exactly one pulse, in id order, within one
     poll (`ledger.follow.EventCursor`): a burst arrives over as many pulses as it takes, never skipped, and a
@@ -157,7 +153,7 @@ class Follower:
 
     def __init__(
         self, source: LedgerSource, config: Config, clock: Clock, feed_size: int = FEED_SIZE, *,
-        awaiting: Callable[[Connection], int | None] | None = None,
+        awaiting: Callable[[Ledger], int | None] | None = None,
     ) -> None:
         self.source = source
         self.config = config
@@ -170,7 +166,7 @@ class Follower:
         self._board: WorkerBoard | None = None
         self.max_events = feed_size * 50
         """The most events one pulse carries; the rest follow in the next polls at once."""
-        self._conn: Connection | None = None
+        self._ledger: Ledger | None = None
         self._inode: tuple[int, int] | None = None
         self._events: EventCursor | None = None
         self._head: str | None = None
@@ -188,9 +184,9 @@ class Follower:
 
     def close(self) -> None:
         """Drop the connection; the next poll reconnects (and carries on from the cursor on the same file)."""
-        if self._conn is not None:
-            close_quietly(self._conn)
-        self._conn = None
+        if self._ledger is not None:
+            close_quietly(self._ledger.conn)
+        self._ledger = None
 
     def poll(self) -> Pulse | None:
         """One cheap look: None when nothing changed; raises LedgerError (a database error as the ledger's own:
@@ -200,15 +196,15 @@ class Follower:
         except FileNotFoundError:
             self.close()
             raise LedgerError(f"ledger {self.source.path}: the file is gone; waiting for it to come back") from None
-        if self._conn is not None and identity != self._inode:
+        if self._ledger is not None and identity != self._inode:
             self.close()  # replaced under us: start over on the new file
-        if self._conn is None:
-            self._conn = self.source.connect()
+        if self._ledger is None:
+            self._ledger = Ledger(self.source.path, self.source.connect(), self.config, self.clock)
             same_file = identity == self._inode and self._events is not None
             self._inode = identity
-            if not same_file or self._events is None or last_event_id(self._conn) < self._events.cursor:
+            if not same_file or self._events is None or self._ledger.last_event_id() < self._events.cursor:
                 return self._reload()
-            self._events = EventCursor(self._conn, self._events.cursor)  # carry on where the last connection left
+            self._events = self._ledger.events(self._events.cursor)  # carry on where the last connection left
         assert self._events is not None
         events = self._events.poll(limit=self.max_events)
         if not events and not self._events.changed:
@@ -221,8 +217,8 @@ class Follower:
             figures.paused_remotes)), head_hash=self._head, awaiting_me=self._awaiting())
 
     def _reload(self) -> Pulse:
-        assert self._conn is not None
-        self._events = EventCursor(self._conn)
+        assert self._ledger is not None
+        self._events = self._ledger.events()
         events = self._events.tail(self.feed_size)
         figures = self._figures()
         self._head = events[-1].hash if events else None
@@ -232,19 +228,22 @@ class Follower:
 
     def _figures(self) -> LiveFigures:
         """The ledger's live figures (what `reclaim status` and `reclaim metrics` show), kept for `workers()`."""
-        assert self._conn is not None
-        figures = read_live_figures(self._conn, self.config, self.clock.now())
+        assert self._ledger is not None
+        figures = self._ledger.live_figures()
         self._board = figures.board
         return figures
 
     def _awaiting(self) -> int | None:
-        assert self._conn is not None
-        return self.awaiting(self._conn) if self.awaiting is not None else None
+        assert self._ledger is not None
+        return self.awaiting(self._ledger) if self.awaiting is not None else None
 
     def wait(self, seconds: float, wake: threading.Event) -> None:
         """Until the next poll is worth it: `seconds`, cut short by `wake` (our own write) or, on PostgreSQL,
         by the NOTIFY a commit sends (polling stays the fallback)."""
-        wait_for_change(self._conn, seconds, wake)
+        if self._ledger is None:
+            wake.wait(seconds)  # nothing to listen on until the next poll connects
+        else:
+            self._ledger.wait_for_change(seconds, wake)
 
     def workers(self) -> Liveness | None:
         """The workers' liveness now, judged from the heartbeats read with the last change (no read here: silence

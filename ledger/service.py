@@ -49,9 +49,10 @@ from ledger.remote_health import resume as resume_remote
 from ledger.remotes.base import RemoteStatus
 from ledger.report import Report
 from ledger.report import build as build_report
+from ledger.stages import awaiting_count
 from ledger.status import LiveFigures, Status, read_live_figures, read_status
 from ledger.store import Connection, check_pages, ledger_clock, wait_for_change
-from ledger.store.events import job_events
+from ledger.store.events import job_events, last_event_id
 from ledger.store.evidence import for_job as evidence_for_job
 from ledger.store.evidence import orphans as orphan_evidence
 from ledger.store.export import ExportFilter
@@ -182,6 +183,14 @@ class Ledger:
         or None when nothing of it can any more: no such moment, or it has passed by the ledger's clock."""
         until = may_arrive_until(self.conn, job)
         return until if until is not None and until > self.clock.now() else None
+
+    def last_event_id(self) -> int:
+        """The id of the newest event (0 when there is none)."""
+        return last_event_id(self.conn)
+
+    def awaiting_count(self, me: str) -> int | None:
+        """How many held jobs await `me`'s approval under the policy's four-eyes rule (None: `me` is no approver)."""
+        return awaiting_count(self.conn, self.config, me)
 
     def events(self, after: int = 0) -> EventCursor:
         """A cursor over the events committed after the id `after`, oldest first (`ledger.follow.EventCursor`)."""

@@ -5,7 +5,6 @@ are read on the follower's thread, never on the UI thread."""
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import pytest
 from console_demo import Demo
@@ -13,10 +12,10 @@ from console_helpers import screen_text, wait_loaded, wait_until
 from textual.color import Color
 from textual.widgets import Label
 
-import console.live
 from console.app import make_app
 from console.screens.overview import OverviewScreen
 from console.widgets.ledger_header import LedgerHeader
+from ledger import Ledger
 from ledger.db import connect
 from ledger.heartbeat import WorkerBeat
 from ledger.status import LiveFigures
@@ -26,13 +25,13 @@ pytestmark = pytest.mark.anyio
 
 async def test_the_header_shows_the_workers_and_their_silence(demo: Demo, monkeypatch: pytest.MonkeyPatch) -> None:
     readers: list[str] = []
-    read = console.live.read_live_figures
+    read = Ledger.live_figures
 
-    def recording(*args: Any) -> LiveFigures:
+    def recording(self: Ledger) -> LiveFigures:
         readers.append(threading.current_thread().name)
-        return read(*args)
+        return read(self)
 
-    monkeypatch.setattr(console.live, "read_live_figures", recording)
+    monkeypatch.setattr(Ledger, "live_figures", recording)
     app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_loaded(pilot, OverviewScreen)

@@ -465,7 +465,7 @@ def test_the_live_console_follower_is_woken_by_notify(pg: str, cfg: Any) -> None
     listening = threading.Event()
 
     def wait() -> None:
-        follower._conn.listen()  # type: ignore[union-attr]
+        follower._ledger.conn.listen()  # type: ignore[union-attr]
         listening.set()
         follower.wait(120.0, threading.Event())  # polling alone would sleep two minutes
         woke.set()
