@@ -421,13 +421,13 @@ class SqliteCursor(sqlite3.Cursor):
 
     def fetchone(self) -> Any:
         try:
-            return super().fetchone()
+            return _FETCHONE(self)
         except sqlite3.Error as e:
             raise _mapped(e, self.connection) from None
 
     def fetchall(self) -> list[Any]:
         try:
-            return super().fetchall()
+            return _FETCHALL(self)
         except sqlite3.Error as e:
             raise _mapped(e, self.connection) from None
 
@@ -444,7 +444,14 @@ class SqliteCursor(sqlite3.Cursor):
             raise _mapped(e, self.connection) from None
 
 
+# sqlite3's own methods, called directly: every reservation steps a few cursors, and super() costs each a lookup.
 _NEXT = sqlite3.Cursor.__next__
+_FETCHONE = sqlite3.Cursor.fetchone
+_FETCHALL = sqlite3.Cursor.fetchall
+_CURSOR = sqlite3.Connection.cursor
+_EXECUTE = sqlite3.Cursor.execute
+_STATEMENTS: dict[str, str] = {}
+"""This backend's named statements (`queries.load("sqlite")`), copied into a plain dict on the first `run`."""
 
 
 class SqliteConnection(sqlite3.Connection):
@@ -464,7 +471,12 @@ class SqliteConnection(sqlite3.Connection):
     def run(self, name: str, parameters: Any = (), /) -> SqliteCursor:
         """Run the named statement of `ledger/store/sql/sqlite/` (`AREA.NAME`, `ledger.store.queries`). Raises
         KeyError for a name no file gives, else what `execute` raises."""
-        return self.execute(queries.load("sqlite")[name], parameters)
+        try:
+            sql = _STATEMENTS[name]
+        except KeyError:
+            _STATEMENTS.update(queries.load("sqlite"))
+            sql = _STATEMENTS[name]
+        return self.execute(sql, parameters)
 
     def sql(self, name: str) -> str:
         """The text of the named statement of `ledger/store/sql/sqlite/` (for a statement streamed, or composed
@@ -537,11 +549,9 @@ class SqliteConnection(sqlite3.Connection):
 
     def execute(self, sql: str, parameters: Any = (), /) -> SqliteCursor:
         try:
-            cur = self.cursor(SqliteCursor)
-            cur.execute(sql, parameters)
+            return _EXECUTE(_CURSOR(self, SqliteCursor), sql, parameters)
         except sqlite3.Error as e:
             raise _mapped(e, self) from None
-        return cur
 
     def executemany(self, sql: str, parameters: Any, /) -> SqliteCursor:
         try:
