@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,13 @@ def _quickstart_commands() -> list[str]:
     block = re.search(r"<!-- quickstart -->\s*```sh\n(.*?)```\s*<!-- /quickstart -->", text, re.S)
     assert block, "the README lost its quick start block"
     return [line for line in block.group(1).splitlines() if line.strip()]
+
+
+def _python_block() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- python -->\s*```python\n(.*?)```\s*<!-- /python -->", text, re.S)
+    assert block, "the README lost its Python block"
+    return block.group(1)
 
 
 def _port_open(port: int) -> bool:
@@ -93,6 +101,16 @@ def test_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
                                            f"'{sim_url}/_sim/calls').read().decode())"],
                                           env=env, capture_output=True, text=True, timeout=30).stdout)
         assert calls["by_method"]["create"] == 1
+        # The README's Python block, in the same folder, after the commands: one more job, sent once, consumed.
+        ran = subprocess.run([sys.executable, "-c", _python_block()], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=60)
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.splitlines() == ["reserved submitted", "consumed"], ran.stdout
+        doc = json.loads(subprocess.run(["reclaim", "status", "--json"], cwd=tmp_path, env=env, capture_output=True,
+                                        text=True, timeout=60).stdout)
+        assert doc["states"]["consumed"] == 2 and len(list((tmp_path / "results").glob("*.json"))) == 2
+        with urllib.request.urlopen(f"{sim_url}/_sim/calls", timeout=30) as reply:
+            assert json.loads(reply.read())["by_method"]["create"] == 2  # the new job sent once
     finally:
         for p in background:
             p.terminate()
