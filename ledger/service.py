@@ -4,9 +4,15 @@ judged by. What a command, the console or an exporter holds while it works with 
 `Ledger.open` is the one way to open a ledger with a config: the policy the ledger holds (identity source, roles,
 four-eyes, kept with the ledger by its owner) takes precedence over the config the caller passes (`ledger.policy`),
 so no caller chooses who it is through its own config. On PostgreSQL, when the caller runs on the host's wall
-clock, leases are judged by the server's clock (`ledger.store.ledger_clock`). What it answers: the status document
-and the live figures (`ledger.status`), the lists of jobs (`ledger.job_lists`: the overview, a page of a group, the
-quotas), and a job's whole story as the triage screens read it (`ledger.job_detail`).
+clock, leases are judged by the server's clock (`ledger.store.ledger_clock`). `Ledger.read` opens one for reading only,
+with no policy applied (nobody acts).
+
+`Ledger` is what the CLI and the console reach the ledger through: a job and its history, the lists of jobs
+(`ledger.job_lists`) and a job's whole story (`ledger.job_detail`); the live figures, the status document
+(`ledger.status`) and the events as they are committed; the ledger's verdict, policy and export; the triage
+actions (`ledger.triage`), saved views, sending and worker passes (`ledger.worker`), the notification outbox,
+orphan evidence and the hold report. Each method is one call of the module that owns the rule, on this ledger's
+connection, config and clock.
 """
 
 from __future__ import annotations
@@ -111,56 +117,22 @@ class Ledger:
         with cls.open(ledger, config, readonly=True) as opened:
             return opened.config
 
-    def live_figures(self) -> LiveFigures:
-        """The ledger's live figures now (`ledger.status.read_live_figures`)."""
-        return read_live_figures(self.conn, self.config, self.clock.now())
+    # -- jobs and their history ----------------------------------------------------------------------------------------
 
-    def status(self, identity: Identity, *, page_check_seconds: float) -> Status:
-        """The status document as `identity` sees it now (`ledger.status.read_status`), the pages checked for damage
-        for at most `page_check_seconds` first. Raises LedgerCorrupt when damage is found."""
-        return read_status(self.conn, self.config, ledger=self.name, identity=identity, now=self.clock.now(),
-                           page_check_seconds=page_check_seconds)
-
-    def job_detail(
-        self, key: JobKey, remotes: RemoteCache, *, operator: str, refused_because: str | None = None,
-        with_previews: bool = False, with_remote: bool = True,
-    ) -> JobDetail | None:
-        """One job's whole story as the triage screens read it (`ledger.job_detail.read_job_detail`); None when the
-        ledger has no such job."""
-        return read_job_detail(self.conn, self.config, remotes, key, operator=operator, clock=self.clock,
-                               refused_because=refused_because, with_previews=with_previews, with_remote=with_remote)
-
-    def overview(self, held_limit: int = 50) -> OverviewData:
-        """The oldest held jobs (at most `held_limit`) with their stages, and today's quotas
-        (`ledger.job_lists.read_overview`)."""
-        return read_overview(self.conn, self.config, self.clock.now(), held_limit)
-
-    def page(
-        self, group: str, *, offset: int, oldest_first: bool, filter_text: str, me: str, page_size: int,
-    ) -> JobPage:
-        """One page of a console group's jobs, filtered by the typed filter `filter_text` as `me` writes it, under
-        the policy's four-eyes rule, in the config's time zone (`ledger.job_lists.read_page`)."""
-        return read_page(self.conn, group, offset=offset, oldest_first=oldest_first, filter_text=filter_text, me=me,
-                         page_size=page_size, four_eyes=self.config.policy.four_eyes, tz=self.config.timezone)
-
-    def quotas(self, days: int = 14) -> QuotaData:
-        """Each operation's quota use over the last `days` days and its held jobs (`ledger.job_lists`)."""
-        return read_quotas(self.conn, self.config, self.clock.now(), days)
-
-    def jobs_named(self, job_id: str, operation: str | None = None) -> list[Job]:
-        """The jobs with the id `job_id`: the one under `operation`, or, without it, one per operation the id exists
-        under (sorted by operation); [] when the ledger has none."""
-        operations = [operation] if operation is not None else operations_of(self.conn, job_id)
-        return [job for op in operations if (job := find_job(self.conn, JobKey(job_id, op))) is not None]
+    def job(self, key: JobKey) -> Job:
+        """The job `key`, every field; JobNotFound when the ledger has none."""
+        return get_job(self.conn, key)
 
     def key_of(self, job_id: str, operation: str | None = None) -> JobKey:
         """The key of the job `job_id` (under `operation` when given, else the one operation it exists under).
         Raises BadInput when the id is not in the ledger, or exists under several operations and none is given."""
         return key_of(self.conn, job_id, operation)
 
-    def job(self, key: JobKey) -> Job:
-        """The job `key`, every field; JobNotFound when the ledger has none."""
-        return get_job(self.conn, key)
+    def jobs_named(self, job_id: str, operation: str | None = None) -> list[Job]:
+        """The jobs with the id `job_id`: the one under `operation`, or, without it, one per operation the id exists
+        under (sorted by operation); [] when the ledger has none."""
+        operations = [operation] if operation is not None else operations_of(self.conn, job_id)
+        return [job for op in operations if (job := find_job(self.conn, JobKey(job_id, op))) is not None]
 
     def jobs(
         self, group: str, *, limit: int = 100, offset: int = 0, oldest_first: bool = True, flt: JobFilter | None = None,
@@ -184,13 +156,61 @@ class Ledger:
         until = may_arrive_until(self.conn, job)
         return until if until is not None and until > self.clock.now() else None
 
-    def last_event_id(self) -> int:
-        """The id of the newest event (0 when there is none)."""
-        return last_event_id(self.conn)
+    def candidates(self, job: Job) -> list[Candidate]:
+        """The orphan deliveries that could be `job`'s own and nobody dismissed for it, oldest first
+        (`ledger.candidates`); [] for a job with no send window."""
+        return held_candidates(self.conn, self.config, job)
+
+    def job_detail(
+        self, key: JobKey, remotes: RemoteCache, *, operator: str, refused_because: str | None = None,
+        with_previews: bool = False, with_remote: bool = True,
+    ) -> JobDetail | None:
+        """One job's whole story as the triage screens read it (`ledger.job_detail.read_job_detail`); None when the
+        ledger has no such job."""
+        return read_job_detail(self.conn, self.config, remotes, key, operator=operator, clock=self.clock,
+                               refused_because=refused_because, with_previews=with_previews, with_remote=with_remote)
+
+    def remote_lines(self, remotes: RemoteCache, job: Job) -> list[str]:
+        """What `job`'s remote is and whether it can be reached now, in the console's words
+        (`ledger.job_detail.remote_lines`)."""
+        return remote_lines(self.config, remotes, job, self.conn)
+
+    def overview(self, held_limit: int = 50) -> OverviewData:
+        """The oldest held jobs (at most `held_limit`) with their stages, and today's quotas
+        (`ledger.job_lists.read_overview`)."""
+        return read_overview(self.conn, self.config, self.clock.now(), held_limit)
+
+    def page(
+        self, group: str, *, offset: int, oldest_first: bool, filter_text: str, me: str, page_size: int,
+    ) -> JobPage:
+        """One page of a console group's jobs, filtered by the typed filter `filter_text` as `me` writes it, under
+        the policy's four-eyes rule, in the config's time zone (`ledger.job_lists.read_page`)."""
+        return read_page(self.conn, group, offset=offset, oldest_first=oldest_first, filter_text=filter_text, me=me,
+                         page_size=page_size, four_eyes=self.config.policy.four_eyes, tz=self.config.timezone)
+
+    def quotas(self, days: int = 14) -> QuotaData:
+        """Each operation's quota use over the last `days` days and its held jobs (`ledger.job_lists`)."""
+        return read_quotas(self.conn, self.config, self.clock.now(), days)
+
+    # -- the live view, following the events ---------------------------------------------------------------------------
+
+    def live_figures(self) -> LiveFigures:
+        """The ledger's live figures now (`ledger.status.read_live_figures`)."""
+        return read_live_figures(self.conn, self.config, self.clock.now())
+
+    def status(self, identity: Identity, *, page_check_seconds: float) -> Status:
+        """The status document as `identity` sees it now (`ledger.status.read_status`), the pages checked for damage
+        for at most `page_check_seconds` first. Raises LedgerCorrupt when damage is found."""
+        return read_status(self.conn, self.config, ledger=self.name, identity=identity, now=self.clock.now(),
+                           page_check_seconds=page_check_seconds)
 
     def awaiting_count(self, me: str) -> int | None:
         """How many held jobs await `me`'s approval under the policy's four-eyes rule (None: `me` is no approver)."""
         return awaiting_count(self.conn, self.config, me)
+
+    def last_event_id(self) -> int:
+        """The id of the newest event (0 when there is none)."""
+        return last_event_id(self.conn)
 
     def events(self, after: int = 0) -> EventCursor:
         """A cursor over the events committed after the id `after`, oldest first (`ledger.follow.EventCursor`)."""
@@ -200,6 +220,8 @@ class Ledger:
         """Wait until another connection commits: at most `seconds`, less when `wake` is set; PostgreSQL is woken
         at once by the commit's NOTIFY (`ledger.store.wait_for_change`)."""
         return wait_for_change(self.conn, seconds, wake)
+
+    # -- the ledger itself: its pages, its verdict, its policy, its export ---------------------------------------------
 
     def check_pages(self, budget_seconds: float) -> bool:
         """Check the ledger's pages for damage for at most `budget_seconds`: True when all were checked; raises
@@ -233,17 +255,7 @@ class Ledger:
         another table or a filter it cannot take."""
         return export_rows(self.conn, table, flt)
 
-    def candidates(self, job: Job) -> list[Candidate]:
-        """The orphan deliveries that could be `job`'s own and nobody dismissed for it, oldest first
-        (`ledger.candidates`); [] for a job with no send window."""
-        return held_candidates(self.conn, self.config, job)
-
-    def remote_lines(self, remotes: RemoteCache, job: Job) -> list[str]:
-        """What `job`'s remote is and whether it can be reached now, in the console's words
-        (`ledger.job_detail.remote_lines`)."""
-        return remote_lines(self.config, remotes, job, self.conn)
-
-    # -- triage ----------------------------------------------------------------------------------------------------
+    # -- triage --------------------------------------------------------------------------------------------------------
 
     def preview(self, key: JobKey, action: str, actor: str) -> Preview:
         """What `action` on the job `key` would do now and whether `actor` may take it (`ledger.triage.preview`);
@@ -281,7 +293,7 @@ class Ledger:
         return bulk_assign(self.conn, self.config, flt, owner, due_at, actor=actor, clock=self.clock, reason=reason,
                            apply=apply, only=only)
 
-    # -- saved views -----------------------------------------------------------------------------------------------
+    # -- saved views ---------------------------------------------------------------------------------------------------
 
     def saved_views(self, operator: str) -> list[SavedView]:
         """The views `operator` saved, by name ([] when none)."""
@@ -307,7 +319,7 @@ class Ledger:
         """Delete `operator`'s saved view `name`; BadInput when there is none."""
         delete_view(self.conn, operator, name)
 
-    # -- sending (the remotes' SDKs load only when one of these runs) ----------------------------------------------
+    # -- sending (the remotes' SDKs load only when one of these runs) --------------------------------------------------
 
     def submit(
         self, operation: str, payload: str | dict[str, object], *, actor: str, job_id: str | None = None,
@@ -346,7 +358,7 @@ class Ledger:
         reason) or Refused (no approver role, not paused), writing nothing."""
         resume_remote(self.conn, self.config, remote, actor=actor, reason=reason, now=self.clock.now())
 
-    # -- notifications, evidence, the report -----------------------------------------------------------------------
+    # -- notifications, evidence, the report ---------------------------------------------------------------------------
 
     def outbox(self, limit: int = 100) -> list[dict[str, object]]:
         """The notifications, uncertain ones first, then newest (`ledger.dispatch.list_outbox`)."""
