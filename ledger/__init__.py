@@ -1,11 +1,14 @@
 """reclaim's ledger: reserve before sending, hold what is unknown, and record every change.
 
-This package is the ledger's public surface: the console (and any other caller) imports from `ledger`
-itself, never from its modules (an import-linter contract in pyproject.toml holds the console to it; the
-bundled simulator, `ledger.simulator`, is a separate tool). Names load on first use (PEP 562), so a
-command that only reads does not import every module and starts fast: `import ledger` loads this module alone.
-Each public name stands in `_EXPORTS`, the `TYPE_CHECKING` imports and `__all__`;
-tests/ledger/test_public_surface.py holds the three to the same names.
+This package is the ledger's public surface: `Ledger` (an open ledger: its jobs, the live view, triage,
+sending, the report; `ledger.service`), the model's types, the errors and exit codes, and the functions a
+command needs beside an open ledger (the config, the clock, creating a ledger, the audit key, the metrics
+server, a job's own steps for scripts). The console (and any other caller) imports from `ledger` itself, never
+from its modules (an import-linter contract in pyproject.toml holds the console to it; the bundled simulator,
+`ledger.simulator`, is a separate tool). Names load on first use (PEP 562), so a command that only reads does
+not import every module and starts fast: `import ledger` loads this module alone. Each public name stands in
+`_EXPORTS`, the `TYPE_CHECKING` imports and `__all__`; tests/ledger/test_public_surface.py holds the three to
+the same names.
 """
 
 from __future__ import annotations
@@ -18,10 +21,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "ACTION_TABLE": ("ledger.actions", "ACTIONS"), "ActionField": ("ledger.actions", "Field"),
     "get_action": ("ledger.actions", "action"), "JOB_ACTIONS": ("ledger.actions", "JOB_ACTIONS"),
     # ledger.candidates
-    "Candidate": ("ledger.candidates", "Candidate"), "held_candidates": ("ledger.candidates", "candidates"),
+    "Candidate": ("ledger.candidates", "Candidate"),
     "candidate_choices": ("ledger.candidates", "decide_words"),
-    # ledger.audit
-    "verify_ledger": ("ledger.audit", "verify"),
     # ledger.clock
     "Clock": ("ledger.clock", "Clock"), "day_of": ("ledger.clock", "day_of"), "INVALID": ("ledger.clock", "INVALID"),
     "clock_time": ("ledger.clock", "clock_time"),
@@ -37,8 +38,6 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "close_quietly": ("ledger.db", "close_quietly"), "connect": ("ledger.db", "connect"),
     "Connection": ("ledger.db", "Connection"), "create_ledger": ("ledger.db", "create_ledger"),
     "write_tx": ("ledger.db", "write_tx"),
-    # ledger.dispatch
-    "list_outbox": ("ledger.dispatch", "list_outbox"), "resolve_uncertain": ("ledger.dispatch", "resolve_uncertain"),
     # ledger.errors
     "BadInput": ("ledger.errors", "BadInput"), "ConfigError": ("ledger.errors", "ConfigError"),
     "EXIT_BLOCKED_BY_HOLD": ("ledger.errors", "EXIT_BLOCKED_BY_HOLD"), "EXIT_HELD": ("ledger.errors", "EXIT_HELD"),
@@ -54,17 +53,14 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "NotYet": ("ledger.errors", "NotYet"), "UndecidedCandidates": ("ledger.errors", "UndecidedCandidates"),
     "PayloadError": ("ledger.errors", "PayloadError"), "Refused": ("ledger.errors", "Refused"),
     "UnknownOperation": ("ledger.errors", "UnknownOperation"),
-    # ledger.evidence
-    "known_handle": ("ledger.evidence", "known_handle"),
     # ledger.export
     "check_export_filter": ("ledger.export", "check_filter"), "export_redacted": ("ledger.export", "redacted"),
-    "export_rows": ("ledger.export", "rows"), "export_snapshot": ("ledger.export", "snapshot"),
     "EXPORT_TABLES": ("ledger.export", "TABLES"),
     "parse_export_states": ("ledger.export", "parse_states"),
     # ledger.files
     "fsync_dir": ("ledger.files", "fsync_dir"), "place_new": ("ledger.files", "place_new"),
     # ledger.follow
-    "EventCursor": ("ledger.follow", "EventCursor"), "wait_for_change": ("ledger.store", "wait_for_change"),
+    "EventCursor": ("ledger.follow", "EventCursor"),
     # ledger.policy and ledger.seal
     "POLICY_SETTINGS": ("ledger.policy", "SETTINGS"),
     "read_policy": ("ledger.policy", "read"),
@@ -80,33 +76,24 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "parse_audit_head": ("ledger.audit", "parse_head"),
     # ledger.journal
     "JOURNAL_BYTES": ("ledger.journal", "JOURNAL_BYTES"),
-    "journal_kept_reason": ("ledger.journal", "kept_reason"),
-    "journal_state": ("ledger.journal", "state"),
-    # ledger.report and ledger.history
-    "build_report": ("ledger.report", "build"),
     "REPORT_CSV_COLUMNS": ("ledger.report", "CSV_COLUMNS"),
     "REPORT_ENDINGS": ("ledger.report", "ENDINGS"),
     "RELEASE_OUTCOMES": ("ledger.report", "RELEASE_OUTCOMES"),
     "ReportFigures": ("ledger.report", "Figures"),
     "Report": ("ledger.report", "Report"),
     "history_destination": ("ledger.history", "check_destination"),
-    "write_history": ("ledger.history", "write"),
     # ledger.metrics
     "LedgerCollector": ("ledger.metrics", "LedgerCollector"),
     "metrics_exposition": ("ledger.metrics", "exposition"),
     "metrics_listen_address": ("ledger.metrics", "loopback_listen"),
     "metrics_registry": ("ledger.metrics", "registry_for"), "metrics_samples": ("ledger.metrics", "samples"),
     "metrics_server": ("ledger.metrics", "make_server"),
-    # ledger.remote_answers
-    "what_remotes_answer": ("ledger.remote_answers", "answers"),
     # ledger.stages
     "Stage": ("ledger.stages", "Stage"),
-    "job_stage": ("ledger.stages", "job_stage"), "awaiting_count": ("ledger.stages", "awaiting_count"),
     "RemoteAnswers": ("ledger.remote_answers", "RemoteAnswers"),
-    "remote_capabilities": ("ledger.remote_answers", "capabilities_of"),
     # ledger.heartbeat
     "duration_text": ("ledger.heartbeat", "duration"), "Liveness": ("ledger.heartbeat", "Liveness"),
-    "read_board": ("ledger.heartbeat", "read_board"), "WorkerBeat": ("ledger.heartbeat", "WorkerBeat"),
+"WorkerBeat": ("ledger.heartbeat", "WorkerBeat"),
     "WorkerBoard": ("ledger.heartbeat", "WorkerBoard"),
     # ledger.identity
     "check_seat_name": ("ledger.identity", "check_seat_name"), "Identity": ("ledger.identity", "Identity"),
@@ -115,15 +102,13 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # ledger.integrity
     "check_pages": ("ledger.store", "check_pages"), "loose_permissions": ("ledger.store", "loose_permissions"),
     # ledger.status
-    "Status": ("ledger.status", "Status"), "read_status": ("ledger.status", "read_status"),
+    "Status": ("ledger.status", "Status"),
     "Ledger": ("ledger.service", "Ledger"),
     "OverviewData": ("ledger.job_lists", "OverviewData"), "JobPage": ("ledger.job_lists", "JobPage"),
-    "QuotaData": ("ledger.job_lists", "QuotaData"), "read_overview": ("ledger.job_lists", "read_overview"),
-    "read_page": ("ledger.job_lists", "read_page"), "read_quotas": ("ledger.job_lists", "read_quotas"),
-    "job_key_of": ("ledger.job_lists", "key_of"),
+    "QuotaData": ("ledger.job_lists", "QuotaData"),
     "JobDetail": ("ledger.job_detail", "JobDetail"), "HELD_CASES": ("ledger.job_detail", "HELD_CASES"),
-    "read_job_detail": ("ledger.job_detail", "read_job_detail"), "remote_lines": ("ledger.job_detail", "remote_lines"),
-    "LiveFigures": ("ledger.status", "LiveFigures"), "read_live_figures": ("ledger.status", "read_live_figures"),
+    "read_job_detail": ("ledger.job_detail", "read_job_detail"),
+    "LiveFigures": ("ledger.status", "LiveFigures"),
     "JournalReport": ("ledger.status", "JournalReport"),
     # ledger.leases
     "claim_for_send": ("ledger.leases", "claim_for_send"),
@@ -135,60 +120,36 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # ledger.probe
     "probe_remote": ("ledger.probe", "probe_remote"), "ProbeReport": ("ledger.probe", "ProbeReport"),
     "PROBE_WAIT_SECONDS": ("ledger.probe", "DEFAULT_WAIT_SECONDS"),
-    # ledger.queries
-    "group_counts": ("ledger.queries", "group_counts"), "quota_history": ("ledger.queries", "quota_history"),
-    "quota_today": ("ledger.queries", "quota_today"), "QuotaDay": ("ledger.queries", "QuotaDay"),
+"QuotaDay": ("ledger.queries", "QuotaDay"),
     # ledger.receiver
     "make_webhook_server": ("ledger.receiver", "make_server"),
     # ledger.redaction
     "Redactor": ("ledger.redaction", "Redactor"),
-    # ledger.remote_health
-    "resume_remote": ("ledger.remote_health", "resume"),
     # ledger.remotes
     "console_url_for": ("ledger.remotes", "console_url_for"),
     "preload_adapters": ("ledger.remotes", "preload_adapters"),
     # ledger.remotes.base
     "RemoteStatus": ("ledger.remotes.base", "RemoteStatus"),
     # ledger.store
-    "is_url": ("ledger.store", "is_url"), "ledger_clock": ("ledger.store", "ledger_clock"),
+    "is_url": ("ledger.store", "is_url"),
     "shown_ledger": ("ledger.store", "shown_ledger"),
-    # ledger.store.events
-    "evidence_duplicate_count": ("ledger.store.events", "duplicate_count"),
-    "audit_head": ("ledger.store.events", "head"), "job_events": ("ledger.store.events", "job_events"), "last_event_id": ("ledger.store.events", "last_event_id"),
     # ledger.store.export
     "ExportFilter": ("ledger.store.export", "ExportFilter"),
-    # ledger.store.jobs
-    "fenced_write_count": ("ledger.store.jobs", "fenced_write_count"),
-    "fenced_writes_for": ("ledger.store.jobs", "fenced_writes_for"), "find_job": ("ledger.store.jobs", "find_job"),
-    "held_by_operation": ("ledger.store.jobs", "held_by_operation"), "held_jobs": ("ledger.store.jobs", "held_jobs"),
-    "list_jobs": ("ledger.store.jobs", "list_jobs"), "operation_counts": ("ledger.store.jobs", "operation_counts"),
-    "operations_of": ("ledger.store.jobs", "operations_of"), "state_counts": ("ledger.store.jobs", "state_counts"),
-    # ledger.store.evidence
-    "evidence_for_job": ("ledger.store.evidence", "for_job"),
-    "evidence_refusal_counts": ("ledger.store.evidence", "refusal_counts"),
-    "orphan_evidence": ("ledger.store.evidence", "orphans"),
-    "ForeignTally": ("ledger.store.evidence", "ForeignTally"), "foreign_tally": ("ledger.store.evidence", "foreign_tally"),
-    # ledger.store.remote_pauses
-    "paused_remotes": ("ledger.store.remote_pauses", "paused_remotes"),
+    "ForeignTally": ("ledger.store.evidence", "ForeignTally"),
     # ledger.store.views
-    "list_views": ("ledger.store.views", "list_views"), "SavedView": ("ledger.store.views", "SavedView"),
+"SavedView": ("ledger.store.views", "SavedView"),
     # ledger.triage
-    "assign": ("ledger.triage", "assign"), "bulk_assign": ("ledger.triage", "bulk_assign"),
-    "check_action_input": ("ledger.triage", "check_input"), "dry_run_action": ("ledger.triage", "dry_run"),
+    "assign": ("ledger.triage", "assign"),
+    "check_action_input": ("ledger.triage", "check_input"),
     "FINDING_CATEGORIES": ("ledger.triage", "FINDING_CATEGORIES"), "get_job": ("ledger.triage", "get_job"),
-    "latest_finding": ("ledger.triage", "latest_finding"), "latest_query": ("ledger.triage", "latest_query"),
-    "Preview": ("ledger.triage", "Preview"), "preview_action": ("ledger.triage", "preview"),
+    "Preview": ("ledger.triage", "Preview"),
     "query_job": ("ledger.triage", "query_job"), "record_finding": ("ledger.triage", "record_finding"),
-    "reject": ("ledger.triage", "reject"), "take": ("ledger.triage", "take"),
-    "where_to_look": ("ledger.triage", "where_to_look"), "may_arrive_until": ("ledger.triage", "may_arrive_until"),
+    "reject": ("ledger.triage", "reject"),
     "arrival_words": ("ledger.triage", "arrival_words"),
-    # ledger.views
-    "delete_view": ("ledger.views", "delete_view"), "get_view": ("ledger.views", "get_view"),
-    "save_view": ("ledger.views", "save_view"), "builtin_views": ("ledger.views", "builtin_views"),
     # ledger.worker
     "poll_submitted": ("ledger.worker", "poll_submitted"), "RemoteCache": ("ledger.worker", "RemoteCache"),
-    "run_worker": ("ledger.worker", "run_worker"), "send_one": ("ledger.worker", "send_one"),
-    "submit_now": ("ledger.worker", "submit_now"), "tick": ("ledger.worker", "tick"),
+"send_one": ("ledger.worker", "send_one"),
+"tick": ("ledger.worker", "tick"),
     "TickReport": ("ledger.worker", "TickReport"), "worker_id": ("ledger.worker", "worker_id"),
     # ledger.reservation (`reserve_job` is another name for `reserve`)
     "reserve": ("ledger.reservation", "reserve"), "reserve_job": ("ledger.reservation", "reserve"),
@@ -203,9 +164,7 @@ if TYPE_CHECKING:
     from ledger.actions import Field as ActionField
     from ledger.actions import action as get_action
     from ledger.audit import parse_head as parse_audit_head
-    from ledger.audit import verify as verify_ledger
     from ledger.candidates import Candidate
-    from ledger.candidates import candidates as held_candidates
     from ledger.candidates import decide_words as candidate_choices
     from ledger.clock import (
         INVALID,
@@ -224,7 +183,6 @@ if TYPE_CHECKING:
     )
     from ledger.config import Config, Policy, load_config, parse_config
     from ledger.db import Connection, close_quietly, connect, create_ledger, write_tx
-    from ledger.dispatch import list_outbox, resolve_uncertain
     from ledger.errors import (
         EXIT_BLOCKED_BY_HOLD,
         EXIT_HELD,
@@ -249,7 +207,6 @@ if TYPE_CHECKING:
         UndecidedCandidates,
         UnknownOperation,
     )
-    from ledger.evidence import known_handle
     from ledger.export import (
         TABLES as EXPORT_TABLES,
     )
@@ -262,18 +219,11 @@ if TYPE_CHECKING:
     from ledger.export import (
         redacted as export_redacted,
     )
-    from ledger.export import (
-        rows as export_rows,
-    )
-    from ledger.export import (
-        snapshot as export_snapshot,
-    )
     from ledger.files import fsync_dir, place_new
     from ledger.follow import EventCursor
-    from ledger.heartbeat import Liveness, WorkerBeat, WorkerBoard, read_board
+    from ledger.heartbeat import Liveness, WorkerBeat, WorkerBoard
     from ledger.heartbeat import duration as duration_text
     from ledger.history import check_destination as history_destination
-    from ledger.history import write as write_history
     from ledger.identity import (
         SEAT_ENV,
         Identity,
@@ -284,12 +234,9 @@ if TYPE_CHECKING:
     from ledger.identity import (
         resolve as resolve_identity,
     )
-    from ledger.job_detail import HELD_CASES, JobDetail, read_job_detail, remote_lines
-    from ledger.job_lists import JobPage, OverviewData, QuotaData, read_overview, read_page, read_quotas
-    from ledger.job_lists import key_of as job_key_of
+    from ledger.job_detail import HELD_CASES, JobDetail, read_job_detail
+    from ledger.job_lists import JobPage, OverviewData, QuotaData
     from ledger.journal import JOURNAL_BYTES
-    from ledger.journal import kept_reason as journal_kept_reason
-    from ledger.journal import state as journal_state
     from ledger.leases import claim_for_send
     from ledger.metrics import LedgerCollector
     from ledger.metrics import exposition as metrics_exposition
@@ -306,20 +253,16 @@ if TYPE_CHECKING:
     from ledger.policy import require_owner as require_policy_owner
     from ledger.probe import DEFAULT_WAIT_SECONDS as PROBE_WAIT_SECONDS
     from ledger.probe import ProbeReport, probe_remote
-    from ledger.queries import QuotaDay, group_counts, quota_history, quota_today
+    from ledger.queries import QuotaDay
     from ledger.receiver import make_server as make_webhook_server
     from ledger.redaction import Redactor
     from ledger.remote_answers import RemoteAnswers
-    from ledger.remote_answers import answers as what_remotes_answer
-    from ledger.remote_answers import capabilities_of as remote_capabilities
-    from ledger.remote_health import resume as resume_remote
     from ledger.remotes import console_url_for, preload_adapters
     from ledger.remotes.base import RemoteStatus
     from ledger.report import CSV_COLUMNS as REPORT_CSV_COLUMNS
     from ledger.report import ENDINGS as REPORT_ENDINGS
     from ledger.report import RELEASE_OUTCOMES, Report
     from ledger.report import Figures as ReportFigures
-    from ledger.report import build as build_report
     from ledger.reservation import ReserveResult, reserve
     from ledger.reservation import reserve as reserve_job
     from ledger.seal import create_key as create_audit_key
@@ -328,57 +271,26 @@ if TYPE_CHECKING:
     from ledger.seal import read_key as read_audit_key
     from ledger.seal import use_key as use_audit_key
     from ledger.service import Ledger
-    from ledger.stages import Stage, awaiting_count, job_stage
-    from ledger.status import JournalReport, LiveFigures, Status, read_live_figures, read_status
-    from ledger.store import check_pages, is_url, ledger_clock, loose_permissions, shown_ledger, wait_for_change
-    from ledger.store.events import duplicate_count as evidence_duplicate_count
-    from ledger.store.events import head as audit_head
-    from ledger.store.events import job_events, last_event_id
-    from ledger.store.evidence import ForeignTally, foreign_tally
-    from ledger.store.evidence import for_job as evidence_for_job
-    from ledger.store.evidence import orphans as orphan_evidence
-    from ledger.store.evidence import refusal_counts as evidence_refusal_counts
+    from ledger.stages import Stage
+    from ledger.status import JournalReport, LiveFigures, Status
+    from ledger.store import check_pages, is_url, loose_permissions, shown_ledger
+    from ledger.store.evidence import ForeignTally
     from ledger.store.export import ExportFilter
-    from ledger.store.jobs import (
-        fenced_write_count,
-        fenced_writes_for,
-        find_job,
-        held_by_operation,
-        held_jobs,
-        list_jobs,
-        operation_counts,
-        operations_of,
-        state_counts,
-    )
-    from ledger.store.remote_pauses import paused_remotes
-    from ledger.store.views import SavedView, list_views
+    from ledger.store.views import SavedView
     from ledger.triage import (
         FINDING_CATEGORIES,
         Preview,
         arrival_words,
         assign,
-        bulk_assign,
         get_job,
-        latest_finding,
-        latest_query,
-        may_arrive_until,
         query_job,
         record_finding,
         reject,
-        take,
-        where_to_look,
     )
     from ledger.triage import (
         check_input as check_action_input,
     )
-    from ledger.triage import (
-        dry_run as dry_run_action,
-    )
-    from ledger.triage import (
-        preview as preview_action,
-    )
-    from ledger.views import builtin_views, delete_view, get_view, save_view
-    from ledger.worker import RemoteCache, TickReport, poll_submitted, run_worker, send_one, submit_now, tick, worker_id
+    from ledger.worker import RemoteCache, TickReport, poll_submitted, send_one, tick, worker_id
 
 
 def __getattr__(name: str) -> Any:
@@ -475,12 +387,7 @@ __all__ = [
     "apply_policy",
     "arrival_words",
     "assign",
-    "audit_head",
     "audit_key_path",
-    "awaiting_count",
-    "build_report",
-    "builtin_views",
-    "bulk_assign",
     "candidate_choices",
     "check_action_input",
     "check_export_filter",
@@ -495,56 +402,23 @@ __all__ = [
     "create_ledger",
     "current_audit_key",
     "day_of",
-    "delete_view",
-    "dry_run_action",
     "duration_text",
-    "evidence_duplicate_count",
-    "evidence_for_job",
-    "evidence_refusal_counts",
     "export_redacted",
-    "export_rows",
-    "export_snapshot",
-    "fenced_write_count",
-    "fenced_writes_for",
-    "find_job",
-    "foreign_tally",
     "fsync_dir",
     "get_action",
     "get_job",
-    "get_view",
-    "group_counts",
-    "held_by_operation",
-    "held_candidates",
-    "held_jobs",
     "history_destination",
     "idem_key",
     "is_url",
     "iso",
-    "job_events",
-    "job_key_of",
-    "job_stage",
-    "journal_kept_reason",
-    "journal_state",
-    "known_handle",
-    "last_event_id",
-    "latest_finding",
-    "latest_query",
-    "ledger_clock",
-    "list_jobs",
-    "list_outbox",
-    "list_views",
     "load_config",
     "loose_permissions",
     "make_webhook_server",
-    "may_arrive_until",
     "metrics_exposition",
     "metrics_listen_address",
     "metrics_registry",
     "metrics_samples",
     "metrics_server",
-    "operation_counts",
-    "operations_of",
-    "orphan_evidence",
     "os_account",
     "parse_audit_head",
     "parse_config",
@@ -552,54 +426,30 @@ __all__ = [
     "parse_export_states",
     "parse_time",
     "parse_when",
-    "paused_remotes",
     "place_new",
     "policy_owner",
     "poll_submitted",
     "preload_adapters",
-    "preview_action",
     "probe_remote",
     "process_clock",
     "query_job",
-    "quota_history",
-    "quota_today",
     "read_audit_key",
-    "read_board",
     "read_job_detail",
-    "read_live_figures",
-    "read_overview",
-    "read_page",
     "read_policy",
-    "read_quotas",
-    "read_status",
     "record_finding",
     "record_policy",
     "reject",
-    "remote_capabilities",
-    "remote_lines",
     "require_policy_owner",
     "require_role",
     "reserve",
     "reserve_job",
     "resolve_identity",
-    "resolve_uncertain",
-    "resume_remote",
-    "run_worker",
-    "save_view",
     "send_one",
     "shown_ledger",
     "span",
-    "state_counts",
-    "submit_now",
-    "take",
     "tick",
     "use_audit_key",
     "valid_time",
-    "verify_ledger",
-    "wait_for_change",
-    "what_remotes_answer",
-    "where_to_look",
     "worker_id",
-    "write_history",
     "write_tx",
 ]
