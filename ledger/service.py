@@ -25,52 +25,37 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ledger.audit import Verdict
-from ledger.audit import verify as verify_ledger
-from ledger.candidates import Candidate
-from ledger.candidates import candidates as held_candidates
 from ledger.clock import Clock, process_clock
 from ledger.config import Config, parse_config
 from ledger.db import connect
-from ledger.dispatch import list_outbox, resolve_uncertain
 from ledger.errors import BadInput
-from ledger.export import Anchor
-from ledger.export import rows as export_rows
-from ledger.export import snapshot as export_snapshot
 from ledger.follow import EventCursor
-from ledger.history import Written
-from ledger.history import write as write_history
 from ledger.identity import Identity
-from ledger.job_detail import JobDetail, read_job_detail, remote_lines
-from ledger.job_lists import JobPage, OverviewData, QuotaData, key_of, read_overview, read_page, read_quotas
 from ledger.model import GROUPS, Event, Evidence, Job, JobFilter, JobKey
-from ledger.policy import LedgerPolicy
 from ledger.policy import apply_to as apply_policy
-from ledger.policy import owner as policy_owner
 from ledger.policy import read as read_policy
-from ledger.redaction import Redactor
-from ledger.remote_answers import RemoteAnswers
-from ledger.remote_answers import answers as remote_answers
-from ledger.remote_health import resume as resume_remote
-from ledger.remotes.base import RemoteStatus
-from ledger.report import Report
-from ledger.report import build as build_report
-from ledger.stages import awaiting_count
 from ledger.status import LiveFigures, Status, read_live_figures, read_status
 from ledger.store import Connection, check_pages, ledger_clock, wait_for_change
 from ledger.store.events import job_events, last_event_id
 from ledger.store.evidence import for_job as evidence_for_job
 from ledger.store.evidence import orphans as orphan_evidence
-from ledger.store.export import ExportFilter
 from ledger.store.jobs import find_job, list_jobs, operations_of
-from ledger.store.views import SavedView, list_views
-from ledger.transitions import Applied
-from ledger.triage import BulkAssigned, Preview, bulk_assign, dry_run, get_job, may_arrive_until, take
-from ledger.triage import preview as preview_action
-from ledger.views import builtin_views, delete_view, get_view, save_view
 
-if TYPE_CHECKING:
-    from ledger.remotes.base import Remote
+if TYPE_CHECKING:  # the rest loads with the method that needs it: a status or a show starts without them
+    from ledger.audit import Verdict
+    from ledger.candidates import Candidate
+    from ledger.export import Anchor
+    from ledger.history import Written
+    from ledger.job_detail import JobDetail
+    from ledger.job_lists import JobPage, OverviewData, QuotaData
+    from ledger.policy import LedgerPolicy
+    from ledger.remote_answers import RemoteAnswers
+    from ledger.remotes.base import Remote, RemoteStatus
+    from ledger.report import Report
+    from ledger.store.export import ExportFilter
+    from ledger.store.views import SavedView
+    from ledger.transitions import Applied
+    from ledger.triage import BulkAssigned, Preview
     from ledger.worker import Progress, RemoteCache, SubmitResult, TickReport
 
 
@@ -121,11 +106,15 @@ class Ledger:
 
     def job(self, key: JobKey) -> Job:
         """The job `key`, every field; JobNotFound when the ledger has none."""
+        from ledger.triage import get_job
+
         return get_job(self.conn, key)
 
     def key_of(self, job_id: str, operation: str | None = None) -> JobKey:
         """The key of the job `job_id` (under `operation` when given, else the one operation it exists under).
         Raises BadInput when the id is not in the ledger, or exists under several operations and none is given."""
+        from ledger.job_lists import key_of
+
         return key_of(self.conn, job_id, operation)
 
     def jobs_named(self, job_id: str, operation: str | None = None) -> list[Job]:
@@ -153,12 +142,16 @@ class Ledger:
     def may_arrive_until(self, job: Job) -> float | None:
         """Until when the held job's last request could still reach the remote (`ledger.triage.may_arrive_until`),
         or None when nothing of it can any more: no such moment, or it has passed by the ledger's clock."""
+        from ledger.triage import may_arrive_until
+
         until = may_arrive_until(self.conn, job)
         return until if until is not None and until > self.clock.now() else None
 
     def candidates(self, job: Job) -> list[Candidate]:
         """The orphan deliveries that could be `job`'s own and nobody dismissed for it, oldest first
         (`ledger.candidates`); [] for a job with no send window."""
+        from ledger.candidates import candidates as held_candidates
+
         return held_candidates(self.conn, self.config, job)
 
     def job_detail(
@@ -167,17 +160,23 @@ class Ledger:
     ) -> JobDetail | None:
         """One job's whole story as the triage screens read it (`ledger.job_detail.read_job_detail`); None when the
         ledger has no such job."""
+        from ledger.job_detail import read_job_detail
+
         return read_job_detail(self.conn, self.config, remotes, key, operator=operator, clock=self.clock,
                                refused_because=refused_because, with_previews=with_previews, with_remote=with_remote)
 
     def remote_lines(self, remotes: RemoteCache, job: Job) -> list[str]:
         """What `job`'s remote is and whether it can be reached now, in the console's words
         (`ledger.job_detail.remote_lines`)."""
+        from ledger.job_detail import remote_lines
+
         return remote_lines(self.config, remotes, job, self.conn)
 
     def overview(self, held_limit: int = 50) -> OverviewData:
         """The oldest held jobs (at most `held_limit`) with their stages, and today's quotas
         (`ledger.job_lists.read_overview`)."""
+        from ledger.job_lists import read_overview
+
         return read_overview(self.conn, self.config, self.clock.now(), held_limit)
 
     def page(
@@ -185,11 +184,15 @@ class Ledger:
     ) -> JobPage:
         """One page of a console group's jobs, filtered by the typed filter `filter_text` as `me` writes it, under
         the policy's four-eyes rule, in the config's time zone (`ledger.job_lists.read_page`)."""
+        from ledger.job_lists import read_page
+
         return read_page(self.conn, group, offset=offset, oldest_first=oldest_first, filter_text=filter_text, me=me,
                          page_size=page_size, four_eyes=self.config.policy.four_eyes, tz=self.config.timezone)
 
     def quotas(self, days: int = 14) -> QuotaData:
         """Each operation's quota use over the last `days` days and its held jobs (`ledger.job_lists`)."""
+        from ledger.job_lists import read_quotas
+
         return read_quotas(self.conn, self.config, self.clock.now(), days)
 
     # -- the live view, following the events ---------------------------------------------------------------------------
@@ -206,6 +209,8 @@ class Ledger:
 
     def awaiting_count(self, me: str) -> int | None:
         """How many held jobs await `me`'s approval under the policy's four-eyes rule (None: `me` is no approver)."""
+        from ledger.stages import awaiting_count
+
         return awaiting_count(self.conn, self.config, me)
 
     def last_event_id(self) -> int:
@@ -233,6 +238,8 @@ class Ledger:
         each step against the event table, the jobs against their replay, the counts, the triggers, the head
         against `expect_head`, the database's integrity), the quota days in the config's time zone. Never raises
         for a damaged file: what cannot be read is reported in the verdict."""
+        from ledger.audit import verify as verify_ledger
+
         return verify_ledger(self.conn, key=key, expect_head=expect_head, timezone=self.config.timezone)
 
     def policy(self) -> LedgerPolicy:
@@ -241,18 +248,24 @@ class Ledger:
 
     def owner(self) -> tuple[str, bool]:
         """Who owns the ledger, and whether this process may act as its owner (the owner, root, a superuser)."""
+        from ledger.policy import owner as policy_owner
+
         return policy_owner(self.conn, str(self.name))
 
     @contextmanager
     def export_snapshot(self) -> Iterator[Anchor]:
         """Run the block in one read transaction and yield the audit head it sees; `export_rows` inside read that
         snapshot (`ledger.export.snapshot`)."""
+        from ledger.export import snapshot as export_snapshot
+
         with export_snapshot(self.conn) as anchor:
             yield anchor
 
     def export_rows(self, table: str, flt: ExportFilter | None = None) -> Iterator[dict[str, Any]]:
         """The rows of `table` ('jobs' or 'events') `flt` selects, as exported (`ledger.export.rows`); BadInput for
         another table or a filter it cannot take."""
+        from ledger.export import rows as export_rows
+
         return export_rows(self.conn, table, flt)
 
     # -- triage --------------------------------------------------------------------------------------------------------
@@ -260,6 +273,8 @@ class Ledger:
     def preview(self, key: JobKey, action: str, actor: str) -> Preview:
         """What `action` on the job `key` would do now and whether `actor` may take it (`ledger.triage.preview`);
         writes nothing. Raises NotFound for a job the ledger does not have."""
+        from ledger.triage import preview as preview_action
+
         return preview_action(self.conn, self.config, key, action, actor, self.clock)
 
     def take(
@@ -271,6 +286,8 @@ class Ledger:
         returns the remote's reply, every other action what it applied; `remote` is needed by a query and a
         verified reconcile (`unverified`: a reconcile the remote is not asked about). Raises Refused / BadInput /
         JobNotFound, writing nothing."""
+        from ledger.triage import take
+
         return take(self.conn, self.config, key, action, given, actor=actor, clock=self.clock, remote=remote,
                     unverified=unverified)
 
@@ -280,6 +297,8 @@ class Ledger:
     ) -> Preview:
         """What `take` with this input would do now, and whether it would be allowed, writing nothing
         (`ledger.triage.dry_run`: a reconcile still asks the remote). Raises BadInput for input the action refuses."""
+        from ledger.triage import dry_run
+
         return dry_run(self.conn, self.config, key, action, given, actor=actor, clock=self.clock, remote=remote,
                        unverified=unverified)
 
@@ -290,6 +309,8 @@ class Ledger:
         """Assign every held job `flt` matches (only those of `only`, when given) to `owner`, due at `due_at`, as
         `actor`, each its own assign event; with `apply` false, count them and write nothing
         (`ledger.triage.bulk_assign`). Raises Refused when `actor` lacks the role, BadInput for bad input."""
+        from ledger.triage import bulk_assign
+
         return bulk_assign(self.conn, self.config, flt, owner, due_at, actor=actor, clock=self.clock, reason=reason,
                            apply=apply, only=only)
 
@@ -297,14 +318,21 @@ class Ledger:
 
     def saved_views(self, operator: str) -> list[SavedView]:
         """The views `operator` saved, by name ([] when none)."""
+        from ledger.store.views import list_views
+
         return list_views(self.conn, operator)
 
     def views(self, operator: str) -> list[SavedView]:
         """The views `operator` can open: the built-in ones their roles give, then those they saved."""
+        from ledger.store.views import list_views
+        from ledger.views import builtin_views
+
         return builtin_views(self.config, operator) + list_views(self.conn, operator)
 
     def view(self, operator: str, name: str) -> SavedView:
         """`operator`'s view called `name`, built-in or saved; BadInput when there is none."""
+        from ledger.views import builtin_views, get_view
+
         for view in builtin_views(self.config, operator):
             if view.name == name:
                 return view
@@ -313,10 +341,14 @@ class Ledger:
     def save_view(self, operator: str, name: str, group: str, filter_text: str) -> SavedView:
         """Save (or replace) `operator`'s view `name` of `group` under `filter_text`; BadInput for a bad name, group
         or filter."""
+        from ledger.views import save_view
+
         return save_view(self.conn, operator, name, group, filter_text, clock=self.clock)
 
     def delete_view(self, operator: str, name: str) -> None:
         """Delete `operator`'s saved view `name`; BadInput when there is none."""
+        from ledger.views import delete_view
+
         delete_view(self.conn, operator, name)
 
     # -- sending (the remotes' SDKs load only when one of these runs) --------------------------------------------------
@@ -351,22 +383,30 @@ class Ledger:
 
     def remotes(self) -> list[RemoteAnswers]:
         """Every declared remote's answers now, by name (`ledger.remote_answers`; no remote is called)."""
+        from ledger.remote_answers import answers as remote_answers
+
         return remote_answers(self.conn, self.config, self.clock.now())
 
     def resume_remote(self, remote: str, *, actor: str, reason: str) -> None:
         """Lift `remote`'s pause as `actor` (`ledger.remote_health.resume`). Raises BadInput (unknown remote, no
         reason) or Refused (no approver role, not paused), writing nothing."""
+        from ledger.remote_health import resume as resume_remote
+
         resume_remote(self.conn, self.config, remote, actor=actor, reason=reason, now=self.clock.now())
 
     # -- notifications, evidence, the report ---------------------------------------------------------------------------
 
     def outbox(self, limit: int = 100) -> list[dict[str, object]]:
         """The notifications, uncertain ones first, then newest (`ledger.dispatch.list_outbox`)."""
+        from ledger.dispatch import list_outbox
+
         return list_outbox(self.conn, limit=limit)
 
     def settle_notification(self, event_id: str, decision: str, *, actor: str, note: str = "") -> None:
         """Settle the uncertain notification of `event_id` by hand as `actor` (`ledger.dispatch.resolve_uncertain`).
         Raises Refused (no role, not uncertain) or BadInput, writing nothing."""
+        from ledger.dispatch import resolve_uncertain
+
         resolve_uncertain(self.conn, self.config, event_id, decision, actor=actor, clock=self.clock, note=note)
 
     def orphan_evidence(self, limit: int = 200) -> list[Evidence]:
@@ -375,6 +415,8 @@ class Ledger:
 
     def report(self, since: float, until: float) -> Report:
         """The hold report over [since, until) (`ledger.report.build`); BadInput for a window it refuses."""
+        from ledger.report import build as build_report
+
         return build_report(self.conn, self.config, since, until)
 
     def write_history(
@@ -383,6 +425,9 @@ class Ledger:
         """Write the history of [since, until) (all of it without a window) to the new SQLite file `dest`, every
         secret the config names redacted (`ledger.history.write`). Raises BadInput when `dest` exists (and not
         `replace`) or cannot be written; the ledger is only read."""
+        from ledger.history import write as write_history
+        from ledger.redaction import Redactor
+
         return write_history(self.conn, self.config, dest, since=since, until=until,
                              redactor=Redactor.from_config(self.config), replace=replace)
 
