@@ -157,7 +157,7 @@ class Follower:
     ) -> None:
         self.source = source
         self.config = config
-        """The figures each pulse carries are read under it (`ledger.read_live_figures`: today's quota by its time zone)."""
+        """The figures each pulse carries are read under it (`Ledger.live_figures`: today's quota by its time zone)."""
         self.awaiting = awaiting
         """Counts the held jobs awaiting the operator's approval, with each change (None: not counted)."""
         self.clock = clock

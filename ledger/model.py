@@ -30,6 +30,12 @@ GROUPS: dict[str, tuple[str, ...]] = {
 }
 
 
+def check_group(group: str) -> None:
+    """BadInput naming the groups when `group` is not one of them."""
+    if group not in GROUPS:
+        raise BadInput(f"group {group!r}: unknown (groups: {', '.join(GROUPS)})")
+
+
 _json_text = encode_basestring  # a str as JSON text (ensure_ascii=False), exactly as the encoders write it
 # Built once: json.dumps() with any keyword builds a new encoder on every call.
 _CANONICAL = jsontext.encoder(sort_keys=True, separators=(",", ":"))

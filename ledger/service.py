@@ -28,10 +28,9 @@ from typing import TYPE_CHECKING, Any
 from ledger.clock import Clock, process_clock
 from ledger.config import Config, parse_config
 from ledger.db import connect
-from ledger.errors import BadInput
 from ledger.follow import EventCursor
 from ledger.identity import Identity
-from ledger.model import GROUPS, Event, Evidence, Job, JobFilter, JobKey
+from ledger.model import Event, Evidence, Job, JobFilter, JobKey, check_group
 from ledger.policy import apply_to as apply_policy
 from ledger.policy import read as read_policy
 from ledger.status import LiveFigures, Status, read_live_figures, read_status
@@ -80,11 +79,11 @@ class Ledger:
         setting the held policy differs from; nothing is left open then."""
         conn = connect(ledger, readonly=readonly)
         try:
-            governed = apply_policy(config, read_policy(conn))
+            return cls(ledger, conn, apply_policy(config, read_policy(conn)),
+                       ledger_clock(conn, clock if clock is not None else process_clock()))
         except BaseException:
             conn.close()
             raise
-        return cls(ledger, conn, governed, ledger_clock(conn, clock if clock is not None else process_clock()))
 
     @classmethod
     def read(cls, ledger: str | Path, config: Config | None = None, *, clock: Clock | None = None) -> Ledger:
@@ -92,8 +91,12 @@ class Ledger:
         without one, a config that declares nothing (no operations, no remotes, UTC), and the clock leases are
         judged by. Raises as `open` does, less PolicyConflict."""
         conn = connect(ledger, readonly=True)
-        return cls(ledger, conn, config if config is not None else parse_config({}, base_dir=Path.cwd()),
-                   ledger_clock(conn, clock if clock is not None else process_clock()))
+        try:
+            return cls(ledger, conn, config if config is not None else parse_config({}, base_dir=Path.cwd()),
+                       ledger_clock(conn, clock if clock is not None else process_clock()))
+        except BaseException:
+            conn.close()
+            raise
 
     @classmethod
     def governed_config(cls, ledger: str | Path, config: Config) -> Config:
@@ -127,8 +130,7 @@ class Ledger:
         self, group: str, *, limit: int = 100, offset: int = 0, oldest_first: bool = True, flt: JobFilter | None = None,
     ) -> list[Job]:
         """One page of a group's jobs (`ledger.GROUPS`) by age, filtered by `flt`; BadInput for an unknown group."""
-        if group not in GROUPS:
-            raise BadInput(f"group {group!r}: unknown (groups: {', '.join(GROUPS)})")
+        check_group(group)
         return list_jobs(self.conn, group, limit=limit, offset=offset, oldest_first=oldest_first, flt=flt)
 
     def history_of(self, key: JobKey) -> list[Event]:
@@ -272,7 +274,7 @@ class Ledger:
 
     def preview(self, key: JobKey, action: str, actor: str) -> Preview:
         """What `action` on the job `key` would do now and whether `actor` may take it (`ledger.triage.preview`);
-        writes nothing. Raises NotFound for a job the ledger does not have."""
+        writes nothing. Raises JobNotFound for a job the ledger does not have."""
         from ledger.triage import preview as preview_action
 
         return preview_action(self.conn, self.config, key, action, actor, self.clock)
@@ -324,10 +326,9 @@ class Ledger:
 
     def views(self, operator: str) -> list[SavedView]:
         """The views `operator` can open: the built-in ones their roles give, then those they saved."""
-        from ledger.store.views import list_views
         from ledger.views import builtin_views
 
-        return builtin_views(self.config, operator) + list_views(self.conn, operator)
+        return builtin_views(self.config, operator) + self.saved_views(operator)
 
     def view(self, operator: str, name: str) -> SavedView:
         """`operator`'s view called `name`, built-in or saved; BadInput when there is none."""

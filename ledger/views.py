@@ -6,7 +6,7 @@ from ledger.clock import Clock
 from ledger.config import Config
 from ledger.db import write_tx
 from ledger.errors import BadInput
-from ledger.model import GROUPS, JobFilter
+from ledger.model import JobFilter, check_group
 from ledger.store import Connection
 from ledger.store import views as views_store
 from ledger.store.views import SavedView, list_views
@@ -17,8 +17,7 @@ def save_view(conn: Connection, operator: str, name: str, group: str, flt: str, 
     with a key `JobFilter.parse` does not know is refused (BadInput), as every use of it would be."""
     if not name.strip() or len(name) > 80:
         raise BadInput("view name: must be 1 to 80 characters and not blank")
-    if group not in GROUPS:
-        raise BadInput(f"group {group!r}: unknown (groups: {', '.join(GROUPS)})")
+    check_group(group)
     if len(flt) > 500:
         raise BadInput("filter: at most 500 characters")
     JobFilter.parse(flt, me=operator)

@@ -32,7 +32,6 @@ from ledger import (
     LedgerError,
     Redactor,
     audit_key_path,
-    check_pages,
     connect,
     is_url,
     load_config,
@@ -169,11 +168,8 @@ class Session:
 
     def check_pages(self, budget_seconds: float) -> None:
         """Check the ledger's pages for damage for at most `budget_seconds` (a corrupt file stops here)."""
-        conn = self.connect(readonly=True)
-        try:
-            check_pages(conn, budget_seconds)
-        finally:
-            conn.close()
+        with Ledger.read(self.ledger) as reading:
+            reading.check_pages(budget_seconds)
 
     def identity(self, cfg: Config) -> Identity:
         """Who acts: the config's identity source applied to --operator and a browser seat's name (if any)."""

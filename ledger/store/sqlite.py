@@ -451,7 +451,16 @@ _FETCHALL = sqlite3.Cursor.fetchall
 _CURSOR = sqlite3.Connection.cursor
 _EXECUTE = sqlite3.Cursor.execute
 _STATEMENTS: dict[str, str] = {}
-"""This backend's named statements (`queries.load("sqlite")`), copied into a plain dict on the first `run`."""
+"""This backend's named statements (`queries.load("sqlite")`), copied into a plain dict on first use."""
+
+
+def _statement(name: str) -> str:
+    """The text of the named statement; KeyError for a name no file gives."""
+    try:
+        return _STATEMENTS[name]
+    except KeyError:
+        _STATEMENTS.update(queries.load("sqlite"))
+        return _STATEMENTS[name]
 
 
 class SqliteConnection(sqlite3.Connection):
@@ -471,17 +480,12 @@ class SqliteConnection(sqlite3.Connection):
     def run(self, name: str, parameters: Any = (), /) -> SqliteCursor:
         """Run the named statement of `ledger/store/sql/sqlite/` (`AREA.NAME`, `ledger.store.queries`). Raises
         KeyError for a name no file gives, else what `execute` raises."""
-        try:
-            sql = _STATEMENTS[name]
-        except KeyError:
-            _STATEMENTS.update(queries.load("sqlite"))
-            sql = _STATEMENTS[name]
-        return self.execute(sql, parameters)
+        return self.execute(_STATEMENTS.get(name) or _statement(name), parameters)  # one dict read per statement
 
     def sql(self, name: str) -> str:
         """The text of the named statement of `ledger/store/sql/sqlite/` (for a statement streamed, or composed
         with more). Raises KeyError for a name no file gives."""
-        return queries.load("sqlite")[name]
+        return _statement(name)
 
     def begin_read(self) -> None:
         """Open a read transaction (a deferred BEGIN: its snapshot is taken at the first read; no write lock)."""
