@@ -3,7 +3,8 @@
 One row per job, per event, per hold (held at, cause, decided at, how, by whom, time to decision), per decision
 and per finding, with typed columns, foreign keys (events, holds, decisions and findings to their job; holds and
 decisions to their events; a decision to the hold it ended) and full-text search over findings, decision reasons
-and held reasons. Read from either backend in one read snapshot; built with sqlite-utils in a temporary file in
+and held reasons. An event with no job row (the ledger's own, such as its policy under the pseudo-job `(ledger)` /
+`(policy)`) is written with `job` NULL, its job_id and operation naming the pseudo-job. Read from either backend in one read snapshot; built with sqlite-utils in a temporary file in
 the destination's folder, then given its name: the file is whole or absent. The ledger keeps its own
 connections: sqlite-utils only ever opens the new file.
 """
@@ -54,7 +55,7 @@ FINDINGS: dict[str, type] = {
 TABLES = {"jobs": JOBS, "events": EVENTS, "holds": HOLDS, "decisions": DECISIONS, "findings": FINDINGS}
 NOT_NULL = {
     "jobs": ("job_id", "operation", "idem_key", "state", "attempt", "epoch", "created_at", "updated_at", "payload"),
-    "events": ("job", "at", "job_id", "operation", "seq", "actor", "kind", "detail"),
+    "events": ("at", "job_id", "operation", "seq", "actor", "kind", "detail"),
     "holds": ("job", "operation", "held_event", "held_at", "held_kind", "cause", "how"),
     "decisions": ("event", "job", "at", "decision", "decided_by", "by_evidence"),
     "findings": ("event", "job", "at", "actor"),
@@ -105,9 +106,9 @@ def _text(value: Any) -> str | None:
 def write(conn: Connection, config: Config, dest: Path, *, since: float | None = None,
           until: float | None = None, redactor: Redactor | None = None, replace: bool = False) -> Written:
     """Write the history (the events in `since` <= at < `until`, all without a window, the jobs they touch and
-    the holds begun in it) from `conn` to the new SQLite file `dest`. Every secret `redactor` knows is replaced
-    in the text. Raises BadInput when `dest` exists (and not `replace`) or cannot be written; the ledger is only
-    read."""
+    the holds begun in it) from `conn` to the new SQLite file `dest`; an event with no job row has `job` NULL.
+    Every secret `redactor` knows is replaced in the text. Raises BadInput when `dest` exists (and not `replace`)
+    or cannot be written; the ledger is only read."""
     import sqlite_utils
 
     redactor = redactor or Redactor()
@@ -135,8 +136,8 @@ def write(conn: Connection, config: Config, dest: Path, *, since: float | None =
 
             def events() -> Iterator[dict[str, Any]]:
                 for row in q.event_rows(conn, since, until):
-                    job = job_ids[(row["job_id"], row["operation"])]
-                    if row["kind"] in q.DECISION_KINDS or row["kind"] == q.FINDING_KIND:
+                    job = job_ids.get((row["job_id"], row["operation"]))
+                    if job is not None and (row["kind"] in q.DECISION_KINDS or row["kind"] == q.FINDING_KIND):
                         detail = json.loads(row["detail"])
                         if row["kind"] == q.FINDING_KIND:
                             findings.append({"id": row["id"], "event": row["id"], "job": job, "at": row["at"],

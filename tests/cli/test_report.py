@@ -259,3 +259,31 @@ def test_the_history_file_holds_every_job_event_hold_and_decision(
     db = sqlite_utils.Database(dest, execute_plugins=False)
     assert db.execute("PRAGMA foreign_key_check").fetchall() == []
     assert next(db["holds"].rows_where("job = (SELECT id FROM jobs WHERE job_id = 'H')"))["how"] == "open"
+
+
+def test_the_history_file_of_a_ledger_reclaim_init_made_holds_its_policy_event_and_its_jobs(
+    tmp_path: Path, config_path: Path, run_cli: Callable[..., Any],
+) -> None:
+    import sqlite_utils
+
+    fresh = tmp_path / "fresh.db"
+    assert run_cli("init", ledger=fresh).rc == 0
+    empty = tmp_path / "empty-history.db"
+    done = run_cli("report", "--to", str(empty), "--json", ledger=fresh)
+    assert done.rc == 0, done.stderr
+    assert json.loads(done.stdout)["rows"] == {"jobs": 0, "events": 1, "holds": 0, "decisions": 0, "findings": 0}
+
+    submitted = run_cli("submit", OP, "--payload", json.dumps({"input": "x"}), "--job-id", "j1", ledger=fresh)
+    assert submitted.rc == 0, submitted.stderr
+    dest = tmp_path / "history.db"
+    done = run_cli("report", "--to", str(dest), "--json", ledger=fresh)
+    assert done.rc == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["rows"]["jobs"] == 1 and summary["rows"]["events"] == summary["events_in_ledger"] >= 3
+    db = sqlite_utils.Database(dest, execute_plugins=False)
+    assert db["events"].count == summary["events_in_ledger"]
+    policy = list(db["events"].rows_where("kind = 'policy_set'"))
+    assert [(e["job"], e["job_id"], e["operation"]) for e in policy] == [(None, "(ledger)", "(policy)")]
+    j1 = next(db["jobs"].rows_where("job_id = 'j1'"))["id"]
+    assert {e["job"] for e in db["events"].rows_where("kind != 'policy_set'")} == {j1}
+    assert db.execute("PRAGMA foreign_key_check").fetchall() == []
