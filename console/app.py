@@ -261,7 +261,7 @@ class ReclaimApp(App[int]):
         if isinstance(screen, ReclaimScreen):
             screen.feedback(text, error=error)
         else:
-            self.notify(clean(text.plain if isinstance(text, Text) else text, 300),
+            self.notify(clean(text.plain if isinstance(text, Text) else text, 300, prose=isinstance(text, Text)),
                         severity="warning" if error else "information", markup=False)
 
     # -- lifecycle ------------------------------------------------------------------------------------------

@@ -57,23 +57,27 @@ def cut(value: Any) -> str:
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]], *, ids: Collection[str] = (),
-          empty: str | None = None) -> None:
+          prose: Collection[str] = (), empty: str | None = None) -> None:
     """Print a Rich table; the title, headers and every cell are untrusted text, rendered literally. With no
     rows and `empty` given, print that one line instead of a table with no body (e.g. "notifications: none").
 
     Cells are cut at CELL_LIMIT characters, and a column too wide for the terminal is cut with an ellipsis,
     except the columns named in `ids`: they hold what a person types next (a job id, a notification id, a
-    handle), so they are never cut; a narrow terminal wraps them onto more lines instead.
+    handle), so they are never cut; a narrow terminal wraps them onto more lines instead. Every control in a
+    cell is shown escaped (a newline as `\\x0a`), except in the columns named in `prose` (free text such as a
+    reason or a remote's error), where a newline or tab is shown as a space.
     """
     if not rows and empty is not None:
         line(empty)
         return
     t = Table(title=Text(clean(title, 200)), title_justify="left")
     keep = [c in ids for c in columns]
+    text = [c in prose for c in columns]
     for c, whole in zip(columns, keep, strict=True):
         t.add_column(Text(clean(c, 60)), overflow="fold" if whole else "ellipsis")
     for row in rows:
-        t.add_row(*[Text(clean(v, None if whole else CELL_LIMIT)) for v, whole in zip(row, keep, strict=False)])
+        t.add_row(*[Text(clean(v, None if whole else CELL_LIMIT, prose=free))
+                    for v, whole, free in zip(row, keep, text, strict=False)])
     stdout.print(t)
 
 

@@ -2,9 +2,11 @@
 
 Everything that did not come from the console's own source goes through `clean()` (to a plain str) or
 `safe_text()` (to a `rich.text.Text`, never a markup string) before it is drawn. Control characters
-(C0, DEL, C1, so ESC and with it every CSI / OSC sequence such as OSC 52) and bidi overrides are shown
-as visible escapes like `\\x1b`; the text is capped with an ellipsis; no style or link is ever attached,
-so nothing untrusted is clickable. Every secret the config names (once `use_redactor` installed the
+(C0 with newline and tab, DEL, C1, so ESC and with it every CSI / OSC sequence such as OSC 52) and bidi
+overrides are shown as visible escapes like `\\x1b` or `\\x0a`, so two ids that differ only there never
+print alike. Free text that names nothing (a note, a reason, a remote's error), drawn with `prose=True`,
+shows a newline or tab as a space instead. The text is capped with an ellipsis; no style or link is ever
+attached, so nothing untrusted is clickable. Every secret the config names (once `use_redactor` installed the
 config's `Redactor`) is replaced by `[redacted:NAME]` before anything else, so no cut keeps part of one.
 
 The CLI prints through `console.output`, which uses these functions for every table, line and error,
@@ -47,9 +49,12 @@ def escape_controls(text: str) -> str:
     return _UNSAFE.sub(_escape, text)
 
 
-def clean(value: object, limit: int | None = DEFAULT_LIMIT, *, keep_newlines: bool = False) -> str:
-    """Return `value` as printable text: secrets replaced, controls escaped (`\\x1b`), at most `limit` chars
-    (… marks a cut)."""
+def clean(value: object, limit: int | None = DEFAULT_LIMIT, *, keep_newlines: bool = False,
+          prose: bool = False) -> str:
+    """Return `value` as printable text on one line: secrets replaced, every control escaped (`\\x1b`, a newline
+    `\\x0a`, a tab `\\x09`), at most `limit` chars (… marks a cut). With `prose` (free text that names nothing)
+    a newline or tab becomes a space; with `keep_newlines` (a block of several lines) newlines are kept and a
+    tab becomes four spaces."""
     if value is None:
         return ""
     s = _redactor.redact(value if isinstance(value, str) else str(value))
@@ -57,15 +62,22 @@ def clean(value: object, limit: int | None = DEFAULT_LIMIT, *, keep_newlines: bo
     if limit is not None and len(s) > limit * 4 + 8:
         s, cut = s[: limit * 4 + 8], True  # escaping only lengthens: never scan a huge string in full
     s = _UNSAFE.sub(_escape, s)
-    s = s.replace("\t", "    ") if keep_newlines else _NEWLINE_TAB.sub(" ", s)
+    if keep_newlines:
+        s = s.replace("\t", "    ")
+    elif prose:
+        s = _NEWLINE_TAB.sub(" ", s)
+    else:
+        s = _NEWLINE_TAB.sub(_escape, s)
     if limit is not None and (cut or len(s) > limit):
         s = s[: max(limit - 1, 0)] + ELLIPSIS
     return s
 
 
-def safe_text(value: object, limit: int | None = DEFAULT_LIMIT, *, style: str = "", keep_newlines: bool = False) -> Text:
-    """Return untrusted `value` as a literal `Text` (no markup parsed, no links), cleaned and capped."""
-    return Text(clean(value, limit, keep_newlines=keep_newlines), style=style, end="")
+def safe_text(value: object, limit: int | None = DEFAULT_LIMIT, *, style: str = "", keep_newlines: bool = False,
+              prose: bool = False) -> Text:
+    """Return untrusted `value` as a literal `Text` (no markup parsed, no links), cleaned and capped as `clean`
+    does."""
+    return Text(clean(value, limit, keep_newlines=keep_newlines, prose=prose), style=style, end="")
 
 
 def safe_json(value: Any, limit: int | None = 4000) -> Text:

@@ -149,7 +149,7 @@ def jobs(
         return
     output.table(f"{group} jobs (page {page})", ["job", "operation", "state", "target", "attempt", "age", "owner",
                                                   "reason / last error"], [job_row(j, now) for j in rows],
-                 ids=("job", "operation"), empty=f"{group} jobs (page {page}): none"
+                 ids=("job", "operation"), prose=("reason / last error",), empty=f"{group} jobs (page {page}): none"
                  + (" match the filter" if filter_text.strip() else ""))
 
 
@@ -349,7 +349,7 @@ def notifications(s: Session) -> None:
         return
     output.table("notifications", ["event id", "channel", "job", "kind", "state", "tries", "last error"],
                  [[r["event_id"], r["channel"], f"{r['job_id']} / {r['operation']}", r["kind"], r["state"],
-                   r["tries"], r["last_error"]] for r in rows], ids=("event id", "job"),
+                   r["tries"], r["last_error"]] for r in rows], ids=("event id", "job"), prose=("last error",),
                  empty="notifications: none (the outbox is empty)")
 
 

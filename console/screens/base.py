@@ -121,7 +121,7 @@ class ReclaimScreen(Screen[None]):
             lines.first().say(text, error=error, prompt=prompt)
         elif str(text):
             plain = text.plain if isinstance(text, Text) else text
-            self.app.notify(clean(plain, 300), severity="warning" if error else "information", markup=False)
+            self.app.notify(clean(plain, 300, prose=isinstance(text, Text)), severity="warning" if error else "information", markup=False)
 
     @property
     def feedback_text(self) -> str:

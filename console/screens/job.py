@@ -64,7 +64,7 @@ def snapshot_text(detail: JobDetail, tz: str) -> Text:
     for label in ("handle", "error"):
         if q.detail.get(label):
             text.append(f"\n{label}: ", style="bold")
-            text.append_text(safe_text(q.detail[label], 500))
+            text.append_text(safe_text(q.detail[label], 500, prose=label == "error"))
     text.append("\n")
     text.append_text(safe_json(q.detail.get("snapshot"), 1500))
     return text
@@ -210,11 +210,11 @@ class JobScreen(ReclaimScreen):
             ("idem key", Text(job.idem_key)), ("handle", safe_text(job.handle or "none recorded", 120)),
             ("owner", safe_text(job.owner or "unassigned", 60)), ("due", due),
             ("created", when(job.created_at)), ("updated", when(job.updated_at)),
-            ("held at", when(job.held_at)), ("held reason", safe_text(job.held_reason or "—", 300)),
+            ("held at", when(job.held_at)), ("held reason", safe_text(job.held_reason or "—", 300, prose=True)),
             ("send started", when(job.send_started_at)), ("tries", Text(str(job.tries))),
             ("lease owner", safe_text(job.lease_owner or "—", 80)), ("lease until", when(job.lease_until)),
             ("next try", when(job.next_try_at)), ("quota day", Text(job.quota_day)),
-            ("last error", safe_text(job.last_error or "—", 300)), ("result at", when(job.result_at)),
+            ("last error", safe_text(job.last_error or "—", 300, prose=True)), ("result at", when(job.result_at)),
             ("payload", compact_json(job.payload, 300)),
             ("result", compact_json(job.result, 300) if job.result is not None else Text("—", style="dim")),
         ]
@@ -235,7 +235,7 @@ class JobScreen(ReclaimScreen):
             findings.append("  ")
             findings.append_text(safe_text(f.detail.get("category"), 40, style="bold"))
             findings.append(" — ")
-            findings.append_text(safe_text(f.detail.get("note"), 500))
+            findings.append_text(safe_text(f.detail.get("note"), 500, prose=True))
             findings.append("\n")
         self.query_one("#job-findings", Static).update(_or_none(findings, "No findings yet."))
         blocked = Text()

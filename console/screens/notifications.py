@@ -101,7 +101,7 @@ class NotificationsScreen(ReclaimScreen):
                 safe_text(r["channel"], 30), safe_text(r["job_id"], 60), safe_text(r["operation"], 40),
                 safe_text(r["kind"], 20), Text(str(r["tries"])),
                 Text(clock_time(float(r["updated_at"]), tz, with_date=True)),  # type: ignore[arg-type]
-                safe_text(r.get("last_error") or "", 80),
+                safe_text(r.get("last_error") or "", 80, prose=True),
                 key=str(i),
             )
         if self.rows:

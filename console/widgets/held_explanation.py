@@ -45,7 +45,7 @@ class HeldExplanation(Static):
         text = Text()
         if job.state == "held":
             text.append("Held: ", style="bold red")
-            text.append_text(safe_text(job.held_reason or "outcome unknown", 300))
+            text.append_text(safe_text(job.held_reason or "outcome unknown", 300, prose=True))
             if detail.arrival:
                 text.append(f"\n{detail.arrival[0].upper()}{detail.arrival[1:]}", style="bold yellow")
                 text.append(": release, reject and remediate wait until then (reconcile need not).")
@@ -73,7 +73,7 @@ class HeldExplanation(Static):
                 text.append(" by ")
                 text.append_text(safe_text(finding.actor, 40))
                 text.append(" — ")
-                text.append_text(safe_text(finding.detail.get("note"), 200))
+                text.append_text(safe_text(finding.detail.get("note"), 200, prose=True))
             elif detail.latest_query is not None:
                 text.append("Queried, no finding yet: record what you found (step 2).", style="italic")
             elif detail.query_helps:
@@ -83,7 +83,7 @@ class HeldExplanation(Static):
                             "record what you found (step 2).", style="italic")
         elif job.state == "failed":
             text.append("Failed: ", style="bold red")
-            text.append_text(safe_text(job.last_error or "the remote rejected or failed it", 300))
+            text.append_text(safe_text(job.last_error or "the remote rejected or failed it", 300, prose=True))
             text.append("\nThe remote definitely did not do it; an approver may release it once a finding is recorded.")
         else:
             text.append(f"Not held: the job is {job.state}.", style="dim")

@@ -133,7 +133,8 @@ class HeldTable(DataTable[Text]):
                 safe_text(job.job_id, 200),
                 stage_text(said),
                 safe_text(job.operation, 80),
-                safe_text(short_reason(job.held_reason or job.last_error or ""), 300),  # the job screen has it whole
+                # the job screen has it whole
+                safe_text(short_reason(job.held_reason or job.last_error or ""), 300, prose=True),
                 safe_text(job.owner, 60) if job.owner else Text("—", style="dim"),
                 due,
                 safe_text(job.target, 200),

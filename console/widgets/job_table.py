@@ -114,7 +114,8 @@ class JobTable(DataTable[Text]):
                 safe_text(job.target, 200),
                 safe_text(job.owner, 60),
                 Text(str(job.attempt)),
-                safe_text(job.held_reason or job.last_error or job.handle or "", 300),  # the job screen has it whole
+                safe_text(job.held_reason or job.last_error or job.handle or "", 300,
+                          prose=bool(job.held_reason or job.last_error)),  # the job screen has it whole
             ))
             for job, when, said in shown
         ]

@@ -175,3 +175,79 @@ def test_a_submit_through_the_simulator_prints_its_hostile_job_inertly(
     assert show.stdout.startswith(f"job {job_id} / {OP}") and "consumed" in show.stdout
     doc = json.loads(run_cli("show", job_id, "--json").stdout)
     assert doc["job"]["target"] == HOSTILE and doc["job"]["payload"] == {"input": HOSTILE}
+
+
+TWINS = {"a\nb": "a\\x0ab", "a\tb": "a\\x09b", "a b": "a b"}
+"""Job ids that differ only in a newline, a tab or a space, and how each prints: never alike."""
+
+
+def _first_cells(table: str) -> set[str]:
+    """The first cell of every body row of a Rich table as printed."""
+    rows = [line.split("│")[1].strip() for line in table.splitlines() if line.startswith("│")]
+    return {r for r in rows if r and r != "job"}
+
+
+@pytest.fixture
+def twins(config_dict: dict[str, Any], tmp_path: Path, ledger_path: Path, clock: ManualClock) -> list[JobKey]:
+    """The TWINS held, each for a reason written on two lines."""
+    cfg: Config = parse_config(config_dict, base_dir=tmp_path)
+    conn = connect(ledger_path)
+    keys = []
+    try:
+        for job_id in TWINS:
+            res = reserve(conn, cfg, OP, {"input": job_id}, clock=clock, job_id=job_id)
+            claim = claim_for_send(conn, cfg, res.key, owner="worker-1", now=clock.now())
+            assert claim is not None
+            held = record_send_outcome(conn, cfg, claim, SendOutcome("unknown", error="no reply",
+                                                                     reason="first line\nsecond line"), now=clock.now())
+            assert held.ok and held.job is not None and held.job.state == "held"
+            keys.append(res.key)
+    finally:
+        conn.close()
+    return keys
+
+
+def test_ids_that_differ_only_in_a_newline_or_tab_print_differently(
+    twins: list[JobKey], config_path: Path, run_cli: Callable[..., Any],
+) -> None:
+    listed = run_cli("jobs", "held")
+    assert listed.rc == 0, listed.stderr
+    assert_inert(listed.stdout, "jobs held")
+    assert _first_cells(listed.stdout) == set(TWINS.values())
+    assert "first line second line" in listed.stdout  # a reason is free text: its newline is a space
+
+    events = run_cli("events", "--limit", "50")
+    assert events.rc == 0, events.stderr
+    for shown in TWINS.values():
+        assert f"{shown} / {OP}" in events.stdout
+
+    titles, errors = set(), set()
+    for job_id, shown in TWINS.items():
+        show = run_cli("show", job_id)
+        assert show.rc == 0, show.stderr
+        assert_inert(show.stdout, f"show {job_id!r}")
+        titles.add(show.stdout.splitlines()[0])
+        assert show.stdout.startswith(f"job {shown} / {OP}")
+        assert "first line\\x0asecond line" in show.stdout  # every field whole, as stored
+
+        missing = run_cli("show", f"{job_id}!")
+        assert missing.rc != 0 and len(missing.stderr.strip().splitlines()) == 1
+        assert_inert(missing.stderr, f"show {job_id!r}!")
+        errors.add(missing.stderr)
+    assert len(titles) == len(errors) == len(TWINS)
+
+
+def test_a_submitted_id_with_a_newline_prints_apart_from_its_twin_with_a_space(
+    config_path: Path, ledger_path: Path, run_cli: Callable[..., Any]
+) -> None:
+    said = {}
+    for job_id in ("a\nb", "a b"):
+        out = run_cli("submit", OP, "--payload", json.dumps({"input": job_id}), "--job-id", job_id)
+        assert out.rc == 0, out.stderr
+        assert_inert(out.stdout + out.stderr, "submit")
+        said[job_id] = out.stdout
+    assert "a\\x0ab" in said["a\nb"] and "a\\x0ab" not in said["a b"] and "a b" in said["a b"]
+    assert said["a\nb"] != said["a b"]
+    listed = run_cli("jobs", "submitted")
+    assert listed.rc == 0, listed.stderr
+    assert _first_cells(listed.stdout) == {"a\\x0ab", "a b"}

@@ -46,7 +46,8 @@ def test_clean_escapes_and_caps() -> None:
     assert clean("\x1b[2J") == "\\x1b[2J"
     assert clean("a\x7fb\x00c") == "a\\x7fb\\x00c"
     assert clean("abc\u202edef") == "abc\\u202edef"
-    assert clean("line1\nline2") == "line1 line2" and clean("a\nb", keep_newlines=True) == "a\nb"
+    assert clean("line1\nline2\tx") == "line1\\x0aline2\\x09x" and clean("a\nb", keep_newlines=True) == "a\nb"
+    assert clean("line1\nline2\tx", prose=True) == "line1 line2 x"
     capped = clean(LONG, 50)
     assert len(capped) == 50 and capped.endswith(ELLIPSIS)
     assert clean(None) == "" and clean(42) == "42"
@@ -123,3 +124,47 @@ async def test_corpus_is_shown_literally_everywhere(tmp_path: Path, console_sim:
             await pilot.press("escape")
             await wait_until(pilot, lambda: not isinstance(app.screen, JobScreen))
         assert app.is_running
+
+
+TWINS = {"a\nb": "a\\x0ab", "a\tb": "a\\x09b", "a b": "a b"}
+"""Job ids that differ only in a newline, a tab or a space, and how each is drawn: never alike."""
+
+
+@pytest.mark.slow
+async def test_ids_that_differ_only_in_a_newline_or_tab_are_drawn_apart(
+    tmp_path: Path, console_sim: Simulator, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = load_config(write_config(tmp_path, console_sim.url))
+    ledger = tmp_path / "ledger.db"
+    create_ledger(ledger)
+    clock = ManualClock(1_796_115_600.0 - 3600)
+    conn = connect(ledger)
+    keys = {}
+    for job_id in TWINS:
+        r = reserve(conn, config, ARTICLE, {"input": "x"}, clock=clock, job_id=job_id)
+        claim = claim_for_send(conn, config, r.key, owner="worker-1", now=clock.now())
+        assert claim is not None
+        record_send_outcome(conn, config, claim, SendOutcome("unknown", error="no reply",
+                                                             reason="first line\nsecond line"), now=clock.now())
+        keys[job_id] = r.key
+        clock.advance(60)
+    conn.close()
+    app = make_app(ledger, config, "carol", clock=ManualClock(1_796_115_600.0))
+    async with app.run_test(size=(160, 40)) as pilot:
+        await wait_loaded(pilot, OverviewScreen)
+        held = app.screen.query_one(HeldTable)
+        await wait_until(pilot, lambda: held.row_count == len(TWINS))
+        cells = [[getattr(c, "plain", str(c)) for c in held.get_row_at(i)] for i in range(held.row_count)]
+        assert sorted(row[1] for row in cells) == sorted(TWINS.values())
+        assert all("first line second line" in " ".join(row) for row in cells)  # a reason is free text
+        drawn = screen_text(app)
+        assert "a\\x0ab" in drawn and "a\\x09b" in drawn
+
+        for job_id, shown in TWINS.items():
+            app.open_job(keys[job_id])
+            await wait_loaded(pilot, JobScreen)
+            await wait_until(pilot, lambda: isinstance(app.screen, JobScreen) and app.screen.detail is not None)
+            assert f"Job {shown}" in widget_text(app)
+            await pilot.press("escape")
+            await wait_until(pilot, lambda: not isinstance(app.screen, JobScreen))
