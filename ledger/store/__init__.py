@@ -282,8 +282,10 @@ def ledger_file(conn: Connection) -> str:
 
 
 def loose_permissions(ledger: str | Path) -> list[str]:
-    """Warnings, one per file, for a SQLite ledger whose file, -wal, -shm or folder others than its owner may write:
-    anyone who can write them can edit the ledger around reclaim. [] for PostgreSQL (its server owns the files)."""
+    """Warnings, one per file, for a SQLite ledger whose file, -wal, -shm or folder others than its owner may write
+    (anyone who can write them can edit the ledger around reclaim), and one, with the `chmod g+s` that mends it,
+    when its folder is shared with its group without the setgid bit (the -wal and -shm files would take their
+    maker's group and shut the other accounts out). [] for PostgreSQL (its server owns the files)."""
     if is_url(ledger):
         return []
     from ledger.store.sqlite import loose_permissions as sqlite_loose_permissions

@@ -896,7 +896,8 @@ def check_pages(conn: SqliteConnection, budget_seconds: float) -> bool:
 
 def loose_permissions(p: Path) -> list[str]:
     """`ledger.store.loose_permissions` for the ledger file `p`: its -wal and -shm files and its folder too (a
-    sticky folder that only its group may write is fine)."""
+    sticky folder that only its group may write is fine), and a folder its group may write without the setgid
+    bit."""
     import stat as st
 
     out: list[str] = []
@@ -910,4 +911,13 @@ def loose_permissions(p: Path) -> list[str]:
                 "others" if mode & st.S_IWOTH else "its group")
             out.append(f"{path} is writable by {who} (mode {st.S_IMODE(mode):o}): anyone who can write it can edit "
                        f"the ledger around reclaim; chmod go-w {path} and let operators act through the CLI")
+    shared = p.absolute().parent
+    try:
+        folder = shared.stat().st_mode
+    except OSError:
+        folder = 0
+    if folder & st.S_IWGRP and not folder & st.S_ISGID:
+        out.append(f"{shared} is shared with its group (mode {st.S_IMODE(folder):o}) but not setgid: the -wal "
+                   "and -shm files SQLite makes there take the group of the account that makes them, and the "
+                   f"other accounts then cannot open the ledger (exit 7); chmod g+s {shared}")
     return out
