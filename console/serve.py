@@ -163,7 +163,11 @@ class Seat:
         return web.Response(text=self.script, content_type="application/javascript")
 
     async def websocket(self, request: web.Request) -> web.StreamResponse:
-        """One console for this connection, acting as the proxy's user; reaped when the connection ends."""
+        """One console for this connection, acting as the proxy's user; reaped when the connection ends.
+
+        A user has at most `[serve] max_consoles_per_user` consoles open or starting: one more gets a 429. The
+        user's slot is taken before anything is awaited and given back once the console has ended or failed
+        to start."""
         name: str = request["operator"]  # admitted by `_admission`, Origin included
         limit = self.config.serve.max_consoles_per_user
         if self.seats.get(name, 0) >= limit:

@@ -24,6 +24,9 @@ What the sender is told:
   delivery gets a 2xx: Gemini retries a non-2xx for a day and may disable the project's webhook.
 - 4xx: unsigned, wrongly signed, stale, malformed, oversized or unreadable requests; counted by reason.
 - 503: the ledger could not be written; the sender retries later.
+- nothing (the connection is closed): a request that has not arrived whole within REQUEST_SECONDS of when the
+  receiver began waiting for it, or that is still arriving when its slot is needed (see MAX_CONNECTIONS);
+  counted as `too_slow` when some of it had arrived.
 
 Refusals and redeliveries are counted in memory (`Tally`) and written in one small transaction at most
 once a second, so a flood of unsigned requests does not become a flood of ledger writes.
@@ -31,7 +34,10 @@ once a second, so a flood of unsigned requests does not become a flood of ledger
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import math
 import os
 import socket
 import sys
@@ -63,11 +69,17 @@ MAX_BODY = 256 * 1024
 MAX_ID = 512
 """Characters: an interaction id or webhook id longer than this is malformed."""
 
-READ_TIMEOUT = 10.0
-"""Seconds a connection may take to send its request before it is closed."""
+REQUEST_SECONDS = 10.0
+"""Seconds a request may take to arrive whole (request line, headers and body), counted from when the receiver
+begins waiting for it; then its connection is closed unanswered, however steadily its bytes were arriving."""
 
 MAX_CONNECTIONS = 64
-"""Connections served at once; more are closed at once and counted as `busy`."""
+"""Connections served at once. One more takes the slot of the connection whose request has been arriving the
+longest, which is closed unanswered; only when no connection is still arriving (every one is being recorded or
+answered) is it closed at once, counted as `busy`."""
+
+SLOT_WAIT = 2.0
+"""Seconds the receiver waits for a connection it closed to give up its slot."""
 
 FLUSH_SECONDS = 1.0
 """The longest time a counted refusal waits in memory before it is written to the ledger."""
@@ -263,6 +275,44 @@ def _record(
     return True
 
 
+class _Arrival(io.RawIOBase):
+    """A connection's incoming bytes, read only until the current request's `deadline` (a monotonic time).
+
+    Each read waits at most the time left before the deadline; once it has passed, reads raise TimeoutError
+    (and `expired` is set). Once `cut_off` is set, reads raise ConnectionAbortedError. `received` counts the
+    bytes read since the caller last reset it.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__()
+        self.sock = sock
+        self.deadline = math.inf
+        self.received = 0
+        self.expired = False
+        self.cut_off = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.cut_off:
+            raise ConnectionAbortedError("closed to give its slot to another connection")
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            self.expired = True
+            raise TimeoutError("the request did not arrive whole before its deadline")
+        self.sock.settimeout(left)
+        try:
+            n = self.sock.recv_into(buffer)
+        except TimeoutError:
+            self.expired = True
+            raise
+        if self.cut_off:  # woken by the shutdown that cut it off
+            raise ConnectionAbortedError("closed to give its slot to another connection")
+        self.received += n
+        return n
+
+
 def _body_length(value: str | None) -> int | None:
     """The Content-Length as a number, or None when it is not a plain non-negative integer."""
     if value is None:
@@ -274,10 +324,45 @@ def _body_length(value: str | None) -> int | None:
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
-    timeout = READ_TIMEOUT
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the ledger records what matters."""
+
+    def setup(self) -> None:
+        """Read the connection through an `_Arrival`, so that each request has one deadline for all its reads."""
+        super().setup()
+        self.rfile.close()
+        self.arrival = _Arrival(self.connection)
+        self.rfile = io.BufferedReader(self.arrival)
+
+    def handle(self) -> None:
+        """Serve the connection's requests; once this returns, the server can no longer cut it off."""
+        try:
+            super().handle()
+        finally:
+            self.server.arrived(self)
+
+    def handle_one_request(self) -> None:
+        """Wait at most the server's `request_seconds` for one whole request, then answer it; a request still
+        arriving at its deadline has its connection closed unanswered (counted as `too_slow` when some of it
+        had arrived; a connection idle between requests is closed uncounted)."""
+        arrival = self.arrival
+        arrival.deadline = time.monotonic() + self.server.request_seconds
+        arrival.received, arrival.expired = 0, False
+        self.server.arriving(self)
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.arrived(self)
+        if arrival.expired and arrival.received and not arrival.cut_off:  # a cut-off is counted where it is cut
+            self.server.tally.add("too_slow")
+
+    def cut_off(self) -> None:
+        """Close the connection unanswered, waking a read that waits on it (called by the server, which holds
+        its arrivals lock, so the connection is still open)."""
+        self.arrival.cut_off = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     def _read_chunked(self) -> bytes | None:
         """The body of a chunked request, or None when it is malformed or larger than MAX_BODY."""
@@ -316,6 +401,8 @@ class _Handler(BaseHTTPRequestHandler):
             if len(body) < length:
                 self.close_connection = True
                 return
+        srv.arrived(self)  # arrived whole: from here on it keeps its slot until it is answered
+        self.connection.settimeout(srv.request_seconds)  # for writing the answer
         with srv.lock:
             try:
                 answer = receive(srv.conn, srv.config, srv.secrets, body, dict(self.headers.items()),
@@ -351,10 +438,40 @@ class _Server(ThreadingHTTPServer):
     lock: threading.Lock
     tally: Tally
     slots: threading.BoundedSemaphore
+    request_seconds: float
+    arrivals: dict[_Handler, float]
+    """The connections whose request is still arriving, by when the receiver began waiting for it."""
+    arrivals_lock: threading.Lock
+
+    def arriving(self, handler: _Handler) -> None:
+        """`handler` is waiting for a request, from now on."""
+        with self.arrivals_lock:
+            self.arrivals[handler] = time.monotonic()
+
+    def arrived(self, handler: _Handler) -> None:
+        """`handler` is no longer waiting for a request; the server no longer cuts it off."""
+        with self.arrivals_lock:
+            self.arrivals.pop(handler, None)
+
+    def cut_off_longest_arrival(self) -> bool:
+        """Close the connection whose request has been arriving the longest (counted as `too_slow` when some of
+        it had arrived); False when no request is arriving."""
+        with self.arrivals_lock:
+            if not self.arrivals:
+                return False
+            handler = min(self.arrivals, key=self.arrivals.__getitem__)
+            del self.arrivals[handler]
+            handler.cut_off()
+            if handler.arrival.received:
+                self.tally.add("too_slow")
+            return True
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        """Serve the connection on a thread when a slot is free; otherwise close it at once (counted)."""
-        if not self.slots.acquire(blocking=False):
+        """Serve the connection on a thread in a free slot, else in the slot of the connection whose request has
+        been arriving the longest (closed); when no request is arriving, close this one at once (`busy`)."""
+        if not self.slots.acquire(blocking=False) and not (
+            self.cut_off_longest_arrival() and self.slots.acquire(timeout=SLOT_WAIT)
+        ):
             self.tally.add("busy")
             self.shutdown_request(request)
             return
@@ -400,9 +517,10 @@ class _Server(ThreadingHTTPServer):
                 print(f"reclaim receiver: refusal counts not written: {e}", file=sys.stderr)
 
 
-def make_server(ledger: str | Path, config: Config, *, clock: Clock, host: str = "127.0.0.1",
-                port: int = 0) -> _Server:
-    """A bound receiver (not yet serving): `server.serve_forever()`; `server.server_address` has the port.
+def make_server(ledger: str | Path, config: Config, *, clock: Clock, host: str = "127.0.0.1", port: int = 0,
+                request_seconds: float = REQUEST_SECONDS, max_connections: int = MAX_CONNECTIONS) -> _Server:
+    """A bound receiver (not yet serving): `server.serve_forever()`; `server.server_address` has the port. Each
+    request must arrive whole within `request_seconds`; at most `max_connections` are served at once.
 
     Raises ConfigError when no remote names a webhook secret, or its variable is not set.
     """
@@ -416,5 +534,8 @@ def make_server(ledger: str | Path, config: Config, *, clock: Clock, host: str =
     server.clock = clock
     server.lock = threading.Lock()
     server.tally = Tally()
-    server.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+    server.slots = threading.BoundedSemaphore(max_connections)
+    server.request_seconds = request_seconds
+    server.arrivals = {}
+    server.arrivals_lock = threading.Lock()
     return server

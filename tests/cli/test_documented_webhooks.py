@@ -14,6 +14,7 @@ import http.client
 import json
 import os
 import secrets
+import socket
 import subprocess
 import threading
 import time
@@ -105,11 +106,12 @@ def start_receiver(
     ledger_path: Path, make_config: Callable[..., dict[str, Any]], write_config: Callable[..., Path],
     start_cli: Callable[..., subprocess.Popen[str]],
 ) -> Iterator[Callable[..., Receiver]]:
-    """`start_receiver(sim, timeout=5.0, command=False)`: a receiver for `sim`'s deliveries to the test's ledger,
-    on a thread of the test, or as `reclaim receiver --port 0` with `command=True`. Stopped at teardown."""
+    """`start_receiver(sim, timeout=5.0, command=False, **server)`: a receiver for `sim`'s deliveries to the test's
+    ledger, on a thread of the test (`server`: make_webhook_server's options), or as `reclaim receiver --port 0`
+    with `command=True`. Stopped at teardown."""
     started: list[Receiver] = []
 
-    def start(sim: Simulator, timeout: float = 5.0, command: bool = False) -> Receiver:
+    def start(sim: Simulator, timeout: float = 5.0, command: bool = False, **server_options: Any) -> Receiver:
         doc = make_config(base_url=sim.url, timeout_seconds=timeout)
         doc["remotes"]["gemini"]["webhook_secret_env"] = "RECLAIM_TEST_WHSEC"
         cfg = load_config(write_config(doc))
@@ -123,7 +125,7 @@ def start_receiver(
             rx = Receiver(line.strip().rsplit(" ", 1)[-1], cfg, ledger_path, proc=proc)
         else:
             with mock.patch.dict(os.environ, ENV):
-                server = make_webhook_server(ledger_path, cfg, clock=SystemClock())
+                server = make_webhook_server(ledger_path, cfg, clock=SystemClock(), **server_options)
             threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
             rx = Receiver(f"http://127.0.0.1:{server.server_address[1]}/", cfg, ledger_path, server=server)
         started.append(rx)
@@ -253,6 +255,78 @@ def test_a_chunked_delivery_is_read_whole(sim: Simulator, rx: Receiver) -> None:
     finally:
         conn.close()
     assert rx.tick().reconciled_by_evidence == 1
+
+
+class Drip:
+    """A client that sends `head`, then one more byte every `every` seconds until the receiver ends the
+    connection (or `give_up` seconds pass): `ended` is set then, with `answer` what the receiver sent back."""
+
+    def __init__(self, url: str, head: bytes, every: float = 0.5, give_up: float = 60.0) -> None:
+        parts = urlsplit(url)
+        self.started = time.monotonic()
+        self.sock = socket.create_connection((parts.hostname or "", parts.port or 80), timeout=10)
+        self.sock.sendall(head)
+        self.every, self.give_up = every, give_up
+        self.dripped = 0
+        self.answer: bytes | None = None
+        self.ended_at = 0.0
+        self.ended = threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        self.sock.settimeout(self.every)
+        try:
+            while time.monotonic() < self.started + self.give_up:
+                try:
+                    self.answer = self.sock.recv(4096)  # b"": closed unanswered
+                    break
+                except TimeoutError:
+                    self.sock.sendall(b"a")
+                    self.dripped += 1
+        except OSError:
+            self.answer = b""  # reset while sending
+        finally:
+            self.ended_at = time.monotonic()
+            self.ended.set()
+            self.sock.close()
+
+
+DRIP_HEADS = {
+    "headers": b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Drip: ",
+    "body": b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{",
+}
+
+
+@pytest.mark.parametrize("phase", sorted(DRIP_HEADS))
+def test_a_drip_fed_request_is_cut_off_at_its_deadline_and_a_delivery_meanwhile_is_answered(
+    phase: str, sim: Simulator, start_receiver: Callable[..., Receiver], wait_for: Callable[..., Any],
+) -> None:
+    """Two clients dripping a byte every 0.5 s hold both slots; a signed delivery takes the slot of the one
+    arriving longest and gets its 202 while the other still drips; that other is closed unanswered at its
+    request's deadline, though no single read waited more than 0.5 s."""
+    deadline = 3.0
+    rx = start_receiver(sim, request_seconds=deadline, max_connections=2)
+    _, interaction = _held_lost_reply(sim, rx, f"dripped-{phase}")
+    first = Drip(rx.url, DRIP_HEADS[phase])
+    wait_for(lambda: len(rx.server.arrivals) == 1, timeout=10, what="the first drip to be served")
+    second = Drip(rx.url, DRIP_HEADS[phase])
+    wait_for(lambda: len(rx.server.arrivals) == 2, timeout=10, what="both slots to be held by drips")
+
+    assert rx.post(*delivery(interaction, SECRET)) == 202
+    assert first.ended.wait(10) and first.answer == b""  # its slot went to the delivery
+    assert not second.ended.is_set()  # still dripping, inside its deadline
+    assert second.ended.wait(deadline + 15), "the second drip was never cut off"
+    assert second.answer == b""
+    assert second.ended_at - second.started >= deadline
+    assert second.dripped >= 2  # it kept sending: each read was answered within 0.5 s
+
+    assert rx.tick().reconciled_by_evidence == 1
+    rx.stop()  # writes the counted refusals
+    conn = connect(rx.ledger, readonly=True)
+    try:
+        assert evidence_store.refusal_counts(conn) == {"too_slow": 2}
+    finally:
+        conn.close()
 
 
 def test_a_second_interaction_for_a_jobs_idem_key_is_cancelled_once_and_never_delivered(

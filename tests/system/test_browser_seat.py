@@ -597,14 +597,20 @@ def _cmdline_has(pid: int, text: str) -> bool:
         return False
 
 
-def _ws(address: str, headers: list[tuple[str, str]]) -> tuple[http.client.HTTPConnection, int]:
-    """Open the seat's websocket with these headers (a header may repeat); (connection, status)."""
+def _ws_request(address: str, headers: list[tuple[str, str]]) -> http.client.HTTPConnection:
+    """Send the seat a websocket upgrade with these headers (a header may repeat); its answer is not read yet."""
     host, port = address.removeprefix("http://").rsplit(":", 1)
-    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
     conn.putrequest("GET", "/ws")
     for name, value in [*UPGRADE.items(), *headers]:
         conn.putheader(name, value)
     conn.endheaders()
+    return conn
+
+
+def _ws(address: str, headers: list[tuple[str, str]]) -> tuple[http.client.HTTPConnection, int]:
+    """Open the seat's websocket with these headers (a header may repeat); (connection, status)."""
+    conn = _ws_request(address, headers)
     return conn, conn.getresponse().status
 
 
@@ -631,6 +637,31 @@ def test_two_identity_headers_are_refused_and_a_user_may_not_open_more_consoles_
     assert status == 101  # the limit is per user
     _wait_for(lambda: len(seat.consoles) == 3, timeout=10, what="alice's console")
     for c, _ in [*open_, (alice, 101)]:
+        c.close()
+
+
+def test_ten_consoles_opened_at_once_by_one_user_start_exactly_the_limit(
+    tmp_path: Path, sim: Simulator, serve_seat: Callable[..., Served],
+) -> None:
+    ledger, doc, key = held_ledger(tmp_path, sim)
+    origin = "https://reclaim.example.org"
+    doc = {**doc, "serve": {**doc["serve"], "max_consoles_per_user": 4}}
+    seat = serve_seat(ledger, doc, key, trusted=["127.0.0.1"], origins=[origin], listen="127.0.0.1:0")
+    # All ten upgrades are on the wire before any answer is read: the seat takes them while its first consoles
+    # are still starting.
+    conns = [_ws_request(seat.address, [("X-Forwarded-User", "bob"), ("Origin", origin)]) for _ in range(10)]
+    statuses = [c.getresponse().status for c in conns]
+    assert sorted(statuses) == [101] * 4 + [429] * 6, statuses
+
+    def started() -> set[int]:  # as the seat logs each console it has started
+        pids = {int(m.group(1)) for line in seat.log for m in [re.search(r"console (\d+) started for bob", line)] if m}
+        return pids if len(pids) >= 4 and pids <= seat.consoles else set()
+
+    consoles = _wait_for(started, timeout=60, what="bob's four consoles started")
+    assert len(consoles) == 4 and seat.consoles == consoles
+    _wait_for(lambda: sum("refused a console for bob" in line for line in seat.log) == 6, timeout=10,
+              what="six refusals logged")
+    for c in conns:
         c.close()
 
 
