@@ -73,6 +73,11 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "audit_key_path": ("ledger.seal", "key_path"),
     "read_audit_key": ("ledger.seal", "read_key"),
     "use_audit_key": ("ledger.seal", "use_key"),
+    # ledger.signing
+    "Signer": ("ledger.signing", "Signer"), "signing_key_path": ("ledger.signing", "key_path"),
+    "read_signing_key": ("ledger.signing", "read_key"), "new_signing_key": ("ledger.signing", "new_key"),
+    "use_signer": ("ledger.signing", "use_signer"), "current_signer": ("ledger.signing", "current_signer"),
+    "key_fingerprint": ("ledger.signing", "fingerprint"),
     "parse_audit_head": ("ledger.audit", "parse_head"),
     # ledger.journal
     "JOURNAL_BYTES": ("ledger.journal", "JOURNAL_BYTES"),
@@ -271,6 +276,11 @@ if TYPE_CHECKING:
     from ledger.seal import read_key as read_audit_key
     from ledger.seal import use_key as use_audit_key
     from ledger.service import Ledger
+    from ledger.signing import Signer, current_signer, use_signer
+    from ledger.signing import fingerprint as key_fingerprint
+    from ledger.signing import key_path as signing_key_path
+    from ledger.signing import new_key as new_signing_key
+    from ledger.signing import read_key as read_signing_key
     from ledger.stages import Stage
     from ledger.status import JournalReport, LiveFigures, Status
     from ledger.store import check_pages, is_url, loose_permissions, shown_ledger
@@ -376,6 +386,7 @@ __all__ = [
     "ReportFigures",
     "ReserveResult",
     "SavedView",
+    "Signer",
     "Stage",
     "Status",
     "SystemClock",
@@ -401,6 +412,7 @@ __all__ = [
     "create_audit_key",
     "create_ledger",
     "current_audit_key",
+    "current_signer",
     "day_of",
     "duration_text",
     "export_redacted",
@@ -411,6 +423,7 @@ __all__ = [
     "idem_key",
     "is_url",
     "iso",
+    "key_fingerprint",
     "load_config",
     "loose_permissions",
     "make_webhook_server",
@@ -419,6 +432,7 @@ __all__ = [
     "metrics_registry",
     "metrics_samples",
     "metrics_server",
+    "new_signing_key",
     "os_account",
     "parse_audit_head",
     "parse_config",
@@ -436,6 +450,7 @@ __all__ = [
     "read_audit_key",
     "read_job_detail",
     "read_policy",
+    "read_signing_key",
     "record_finding",
     "record_policy",
     "reject",
@@ -446,9 +461,11 @@ __all__ = [
     "resolve_identity",
     "send_one",
     "shown_ledger",
+    "signing_key_path",
     "span",
     "tick",
     "use_audit_key",
+    "use_signer",
     "valid_time",
     "worker_id",
     "write_tx",

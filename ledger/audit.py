@@ -3,8 +3,9 @@
 Every event carries the hash of the event before it and its own: sha256 over the previous hash, the
 event's canonical form and its seal (ledger.seal), written in the same transaction as the event. Triggers
 refuse UPDATE, DELETE and REPLACE on events and any event that does not chain to the last one; `verify`
-checks what triggers cannot (someone who dropped them, or edited the file): it recomputes the chain and,
-with the audit key, every event's MAC; rebuilds every job's state, epoch and attempt from the events through
+checks what triggers cannot (someone who dropped them, or edited the file): it recomputes the chain; checks
+every event's signature against the policy in force when it was written, with public keys only (ledger.authors;
+every failing event is listed), and with an older ledger's audit key every MAC; rebuilds every job's state, epoch and attempt from the events through
 the event table (ledger.event_table), naming an event whose step the table does not allow, and compares them and
 the sealed columns (payload, handle, idem key, result, owner, due, ...) with the `jobs` table; replays the
 quota; checks the state counts, the evidence and fenced-write chains, the webhook
@@ -19,11 +20,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger import replay, seal, store
+from ledger import authors, replay, seal, store
+from ledger import policy as policy_rules
 from ledger.chain import event_hash
 from ledger.clock import day_of
+from ledger.config import Config
 from ledger.errors import LedgerError
 from ledger.seal import mac_ok
+from ledger.signing import Proof
 from ledger.store import Connection
 from ledger.store import verify as verify_store
 
@@ -69,6 +73,11 @@ class _Replay:
     evidence_head: str | None = None
     fenced_head: str | None = None
     problems: dict[str, str] = field(default_factory=dict)  # first problem per category
+    failing: list[str] = field(default_factory=list)
+    """Every event whose signature does not hold, and every ignored policy event: one line each, all of them."""
+    policy: Config = field(default_factory=Config)
+    """The policy in force at the event being read (the newest valid policy event before it)."""
+    owner_key: str | None = None
 
     def note(self, category: str, text: str) -> None:
         self.problems.setdefault(category, text)
@@ -129,7 +138,7 @@ def verify(
         if missing:
             r.note("triggers", f"triggers missing or disabled: {', '.join(missing)} (someone with write access to "
                                "the database dropped them; what they guard may have been edited)")
-        v.problems = list(r.problems.values())
+        v.problems = list(r.problems.values()) + r.failing
     return v
 
 
@@ -163,9 +172,11 @@ def _check_chain(
             if sealed_from is None:
                 sealed_from = event_id
             _read_seal(r, (job_id, operation), sealed, name)
+        _check_author(r, row, name)
+        hmac = Proof.parse(mac).hmac
         if key is not None:
-            if mac is not None:
-                if not isinstance(row[12], str) or not mac_ok(key, row[12], mac):
+            if hmac is not None:
+                if not isinstance(row[12], str) or not mac_ok(key, row[12], hmac):
                     r.note("mac", f"{name}: its MAC does not match (written or rewritten without the audit key, "
                                   "or this key is not the ledger's)")
             elif sealed is not None and kind not in UNKEYED_KINDS:
@@ -178,6 +189,34 @@ def _check_chain(
     if expect_head is not None and v.events < expect_head[0]:
         r.note("head", f"the ledger holds {v.events} events but the head you kept says {expect_head[0]}: "
                        "events were deleted from the end of the chain (or this is another ledger)")
+
+
+def _check_author(r: _Replay, row: Any, name: str) -> None:
+    """A policy event against the owner's key (a valid one becomes the policy in force); any other event, under a
+    policy that registers keys, against its writer's registered key and role (ledger.authors)."""
+    if row[6] == "policy_set":
+        why, detail = policy_rules.refusal(row[10], row[12], row[14], r.owner_key, None)
+        if why is not None:
+            r.failing.append(f"{name}: {why}")
+            return
+        settings = detail.get("policy")
+        if isinstance(settings, dict):
+            held = policy_rules.LedgerPolicy({"public_keys": {}, **settings}, row[0])
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                r.policy = policy_rules.apply_to(Config(), held)
+        named = detail.get("owner_key")
+        r.owner_key = named if isinstance(named, str) else r.owner_key
+        return
+    if not authors.required(r.policy):
+        return
+    try:
+        detail = json.loads(row[10])
+    except ValueError:
+        detail = {}
+    why = authors.refusal(r.policy, actor=row[5], kind=row[6], detail=detail if isinstance(detail, dict) else {},
+                          chain_hash=row[12], proof=row[14])
+    if why is not None:
+        r.failing.append(f"{name}: {why}")
 
 
 def _read_seal(r: _Replay, job: tuple[str, str], sealed: str, name: str) -> None:

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ledger.errors import ConfigError
+from ledger.signing import check_public
 
 ROLES = frozenset({"viewer", "triage", "approver", "sender"})
 IDENTITY_SOURCES = ("os", "declared", "proxy")
@@ -145,6 +146,9 @@ class Config:
     serve: ServeConfig = field(default_factory=ServeConfig)
     # [audit] key_file: the audit key (ledger.seal); None: "reclaim-audit.key" beside the config file.
     audit_key_file: Path | None = None
+    # [public_keys]: each account's registered Ed25519 public key (ledger.signing), by account name; empty: the
+    # ledger's decisions are not signed (ledger.authors).
+    keys: dict[str, str] = field(default_factory=dict)
     # The policy settings (ledger.policy.SETTINGS) this config states explicitly, by config key.
     stated: frozenset[str] = frozenset()
 
@@ -277,7 +281,7 @@ def _url(table: dict[str, Any], name: str, path: tuple[str, ...], template: bool
 def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
     """Validate a parsed TOML document; raise ConfigError naming the first bad key."""
     known_top = {"timezone", "policy", "operators", "remotes", "operations", "notify", "keys", "identity", "serve",
-                 "audit"}
+                 "audit", "public_keys"}
     for k in raw:
         if k not in known_top:
             raise ConfigError(f"config key {k}: unknown key (expected one of {', '.join(sorted(known_top))})")
@@ -336,6 +340,16 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
                 f"config key operators.{name}: unknown role {bad[0]!r} (roles are {', '.join(sorted(ROLES))})"
             )
         operators[name] = frozenset(roles) | {"viewer"}
+
+    keys: dict[str, str] = {}
+    for name, public in _named(raw, "public_keys").items():
+        if not isinstance(public, str):
+            raise ConfigError(f"config key public_keys.{name}: expected the text 'reclaim keys show' prints "
+                              f"(ed25519:BASE64), got {type(public).__name__}")
+        try:
+            keys[name] = check_public(public.strip())
+        except ValueError as e:
+            raise ConfigError(f"config key public_keys.{name}: {e}") from None
 
     remotes: dict[str, RemoteConfig] = {}
     for name, r in _named(raw, "remotes").items():
@@ -440,6 +454,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
         timezone=tz,
         policy=policy,
         operators=operators,
+        keys=keys,
         remotes=remotes,
         operations=operations,
         notify=notify,
@@ -452,6 +467,7 @@ def parse_config(raw: dict[str, Any], base_dir: Path | None = None) -> Config:
             [f"identity.{k}" for k in ("source", "proxy_header") if k in ident]
             + [f"serve.{k}" for k in ("account", "trusted_proxies") if k in _table(raw, "serve")]
             + (["operators"] if "operators" in raw else [])
+            + (["public_keys"] if "public_keys" in raw else [])
             + [f"policy.{k}" for k in ("four_eyes", "release_requires_finding") if k in p]
         ),
     )

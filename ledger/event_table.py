@@ -100,6 +100,8 @@ KINDS: dict[str, EventKind] = {k.name: k for k in (
               send_outcome=True),
     EventKind("send_unknown", ("reserving",), "held", lease="clear", held_reason="set",
               may_set=frozenset({"last_error"}), by_worker=True, send_outcome=True),
+    # An attempt whose reservation or release does not verify against its writer's registered key (ledger.authors).
+    EventKind("decision_unverified", ("reserving",), "held", held_reason="set"),
     # The recovery pass, on a send whose worker is gone.
     EventKind("orphan_found", ("reserving",), "submitted", lease="clear", handle="set", by_worker=True),
     EventKind("orphan_held", ("reserving",), "held", lease="clear", held_reason="set", by_worker=True),

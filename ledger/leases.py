@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ledger.authors import attempt_refusal
 from ledger.config import Config
 from ledger.db import write_tx
 from ledger.errors import RowDisagrees
@@ -90,6 +91,9 @@ def _claim(
         if current is None or not eligible(current):
             return None
         _check_row_agrees(conn, current)
+        if event == "send_started" and (unverified := attempt_refusal(conn, config, key)) is not None:
+            _hold_unverified(conn, config, current, unverified, owner=owner, now=now)
+            return None
         applied = apply(
             conn, key, event, actor=owner, now=now, expected_state="reserving", expected_epoch=current.epoch,
             fields={"lease_until": until, **fields(current, until)},
@@ -103,13 +107,24 @@ def _claim(
     return Claim(job=job, epoch=job.epoch, owner=owner, claimed_at=time.monotonic())
 
 
+def _hold_unverified(conn: Connection, config: Config, job: Job, unverified: tuple[int, str], *, owner: str,
+                     now: float) -> None:
+    """Hold a job whose attempt's authorisation does not verify (ledger.authors), naming the event; notified."""
+    event_id, why = unverified
+    apply(conn, job.key, "decision_unverified", actor=owner, now=now, expected_state="reserving",
+          expected_epoch=job.epoch, fields={"held_reason": f"not sent: {why}"[:500]},
+          detail={"event_id": event_id, "why": why, "attempt": job.attempt}, notify=config.notify)
+
+
 def claim_for_send(
     conn: Connection, config: Config, key: JobKey, *, owner: str, now: float, expected_epoch: int | None = None,
 ) -> Claim | None:
     """Claim a due `reserving` job for one send: epoch + 1, lease, send start, event; committed on return.
     The job's pick (ledger.picks), whoever held it, is deleted in the same transaction.
 
-    Returns None (nothing written) when the job is not due: another send is under way or was begun
+    Returns None, sending nothing, when the reservation or release behind the job's attempt does not verify
+    against its writer's registered key and role (ledger.authors): the job is held instead, naming that event,
+    and a notification queued. Returns None (nothing written) when the job is not due: another send is under way or was begun
     without an outcome, its next try is later, it is no longer `reserving`, another worker holds a live
     pick of it, or (when `expected_epoch` is given: the epoch it had when picked) it changed since.
     """

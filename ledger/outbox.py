@@ -52,6 +52,7 @@ def move(
 _EVENT_KINDS: dict[str, str] = {
     "send_unknown": "held",
     "orphan_held": "held",
+    "decision_unverified": "held",
     "handle_unknown": "held",
     "remote_needs_person": "held",
     "remote_paused": "paused",

@@ -37,6 +37,7 @@ _HOLD_CAUSE = {
     "orphan_held": "worker died mid-send",
     "handle_unknown": "remote does not know the handle",
     "remote_needs_person": "remote answer needs a person",
+    "decision_unverified": "decision not signed by its author",
 }
 UNDECLARED = "(undeclared)"
 """The remote of an operation the config no longer declares."""

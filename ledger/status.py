@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger import heartbeat, journal, policy, queries, store
+from ledger import authors, heartbeat, journal, policy, queries, store
 from ledger.clock import iso
 from ledger.config import Config
 from ledger.heartbeat import Liveness, WorkerBoard
@@ -36,6 +36,12 @@ NO_POLICY_WARNING = (
     "this ledger holds no policy: identity, roles and four-eyes come from the config each caller passes, which any "
     "caller can write. The ledger's owner must run 'reclaim policy set --from-config' (or 'reclaim init') with the "
     "shared config"
+)
+
+UNSIGNED_WARNING = (
+    "decisions on this ledger are not signed: its policy registers no [public_keys] (or takes declared names), so "
+    "the worker sends what any account that can write the ledger records. Each operator runs 'reclaim keys new'; "
+    "the owner registers the keys and runs 'reclaim policy set --from-config' (docs/audit.md)"
 )
 
 
@@ -185,6 +191,11 @@ def read_status(
     warnings = store.loose_permissions(ledger)
     if held_policy.settings is None:
         warnings.insert(0, NO_POLICY_WARNING)
+    elif not authors.required(config):
+        warnings.insert(0, UNSIGNED_WARNING)
+    for event_id, why in held_policy.ignored:
+        warnings.insert(0, f"policy event {event_id} is ignored: {why}; run 'reclaim verify', and the ledger's "
+                           "owner 'reclaim policy set --from-config'")
     events, head = events_store.head(conn)
     f = read_live_figures(conn, config, now)
     return Status(

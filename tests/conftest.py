@@ -86,6 +86,31 @@ OP = "article.generate"
 MODEL = "gemini-sim"
 
 
+@pytest.fixture(autouse=True)
+def _own_signing_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test's processes keep their signing key (ledger.signing) in its own folder, never in the home of the
+    account running the tests: `reclaim init` makes one there, and what runs after it in the test signs with it.
+    No test inherits the signer an earlier one left this process holding."""
+    from ledger.signing import use_signer
+
+    monkeypatch.setenv("RECLAIM_SIGNING_KEY_FILE", str(tmp_path / ".reclaim-signing-key"))
+    use_signer(None)
+    yield
+    use_signer(None)
+
+
+@pytest.fixture
+def owner_signer(tmp_path: Path) -> Any:
+    """This process signs every event it writes with a new key of the test's own, as the ledger's owner would
+    (`reclaim init` makes and takes one the same way); the signer."""
+    from ledger.identity import os_account
+    from ledger.signing import key_path, new_key, use_signer
+
+    signer = new_key(key_path(), os_account())
+    use_signer(signer)
+    return signer
+
+
 def _reclaim_command() -> list[str]:
     script = Path(sys.executable).with_name("reclaim")
     return [str(script)] if script.exists() else [sys.executable, "-m", "console"]
@@ -509,9 +534,11 @@ def read_job() -> Callable[..., Job | None]:
 
 def cli_env(ledger: Path, config: Path, now: float | str | None = None, operator: str | None = None,
             extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment a `reclaim` subprocess gets: no inherited RECLAIM_* except what is given; the
+    """The environment a `reclaim` subprocess gets: no inherited RECLAIM_* except what is given and the test's
+    signing key file; the
     operator is `operator`, else the scheduler (declared identity); `now` freezes the test launcher's clock."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RECLAIM_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("RECLAIM_") or k == "RECLAIM_SIGNING_KEY_FILE"}
     env.update(RECLAIM_LEDGER=str(ledger), RECLAIM_CONFIG=str(config), PYTHONDONTWRITEBYTECODE="1",
                NO_COLOR="1", COLUMNS="200", RECLAIM_OPERATOR=operator if operator is not None else SENDER)
     if now is not None:

@@ -35,10 +35,14 @@ from ledger import (
     connect,
     is_url,
     load_config,
+    os_account,
     read_audit_key,
+    read_signing_key,
     require_role,
     resolve_identity,
+    signing_key_path,
     use_audit_key,
+    use_signer,
 )
 
 app = typer.Typer(
@@ -132,12 +136,14 @@ class Session:
     as_json: bool = False
 
     def load(self) -> Config:
-        """Load the config, redact the secrets it names in everything printed from now on, and take the audit
-        key when this account may read it (every event this process writes is then authenticated)."""
+        """Load the config, redact the secrets it names in everything printed from now on, and take this
+        account's signing key (and an older ledger's audit key) when it may read them: every event this process
+        writes is then signed (ledger.signing)."""
         cfg = load_config(self.config)
         output.use_redactor(Redactor.from_config(cfg))
         key_file = audit_key_path(cfg.key_file())
         use_audit_key(read_audit_key(key_file) if key_file is not None else None)
+        use_signer(read_signing_key(signing_key_path(), os_account()))
         return cfg
 
     def protect(self) -> Config | None:

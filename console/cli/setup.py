@@ -1,4 +1,5 @@
-"""Setting a ledger up: `init` (the ledger, a starter config, the audit key, the policy) and `policy`."""
+"""Setting a ledger up: `init` (the ledger, a starter config, the owner's signing key, the policy), `keys` (each
+account's signing key) and `policy`."""
 
 from __future__ import annotations
 
@@ -19,21 +20,24 @@ from ledger import (
     POLICY_SETTINGS,
     BadInput,
     Config,
+    Signer,
     apply_policy,
-    audit_key_path,
     connect,
-    create_audit_key,
     create_ledger,
-    current_audit_key,
+    current_signer,
+    key_fingerprint,
     loose_permissions,
+    new_signing_key,
     os_account,
     policy_owner,
     process_clock,
     read_policy,
+    read_signing_key,
     record_policy,
     require_policy_owner,
     shown_ledger,
-    use_audit_key,
+    signing_key_path,
+    use_signer,
     write_tx,
 )
 
@@ -91,28 +95,30 @@ def init(s: Session) -> None:
         cfg = s.load()
     else:
         cfg = None
-    if cfg is not None and current_audit_key() is None:
-        key_file = audit_key_path(cfg.key_file())
-        if key_file is not None and not key_file.exists():
-            use_audit_key(create_audit_key(key_file))
-            wrote_key = key_file
+    if cfg is not None and current_signer() is None:
+        wrote_key = signing_key_path()
+        use_signer(new_signing_key(wrote_key, os_account()))
     created = create_ledger(ledger)
     if not created:
         s.check_pages(PAGE_CHECK_SECONDS)
     seeded = _seed_policy(ledger, cfg, config) if cfg is not None else "no config: the ledger holds no policy yet"
+    owner_key = _owner_fingerprint(ledger)
     loose = loose_permissions(ledger)
     if s.as_json:
         output.emit_json({"ledger": shown_ledger(ledger), "created": created, "wrote_config": wrote_config,
-                          "wrote_audit_key": str(wrote_key) if wrote_key else None, "policy": seeded,
-                          "permission_warnings": loose})
+                          "wrote_signing_key": str(wrote_key) if wrote_key else None, "policy": seeded,
+                          "owner_key": owner_key, "permission_warnings": loose})
     else:
         if wrote_config:
             output.line(f"wrote a starter config: {config} (edit [operators] and [remotes] before real use)")
         if wrote_key:
-            output.line(f"wrote the audit key: {wrote_key} (mode 0600; give it only to the accounts that send and "
-                        "approve, keep a copy apart from the ledger)")
+            output.line(f"wrote your signing key: {wrote_key} (mode 0600; it signs as you: keep a copy apart "
+                        "from the ledger, readable by you alone)")
         output.line(f"{'created' if created else 'already a ledger (migrated if needed)'}: {shown_ledger(ledger)}")
         output.line(f"policy: {seeded}")
+        if owner_key is not None:
+            output.line(f"owner key: {owner_key} (the policy's signer; check it out of band before trusting "
+                        "this ledger: 'reclaim policy show' prints it)")
         for warning in loose:
             output.line(f"WARNING: {warning}")
 
@@ -138,6 +144,52 @@ def _seed_policy(ledger: Path | str, cfg: Config, config: Path) -> str:
         conn.close()
 
 
+def _owner_fingerprint(ledger: Path | str) -> str | None:
+    """The fingerprint of the owner key the ledger's policy names, or None (no policy, or one from before keys)."""
+    conn = connect(ledger)
+    try:
+        named = read_policy(conn).owner_key
+    finally:
+        conn.close()
+    return key_fingerprint(named) if named is not None else None
+
+
+keys_app = typer.Typer(help="Your signing key: every decision you record is signed with it (the owner registers "
+                            "its public half in the ledger's policy).", no_args_is_help=True)
+app.add_typer(keys_app, name="keys", rich_help_panel=PANEL)
+
+
+@command(name="new", on=keys_app, options=("json",))
+def keys_new(s: Session) -> None:
+    """Make your signing key (mode 0600 in your home, or RECLAIM_SIGNING_KEY_FILE) and print its public half
+    for the ledger's owner to register under [public_keys]."""
+    path = signing_key_path()
+    signer = new_signing_key(path, os_account())
+    _show_key(s, path, signer)
+
+
+@command(name="show", on=keys_app, options=("json",))
+def keys_show(s: Session) -> None:
+    """Print your signing key's public half and fingerprint (the line the owner registers under [public_keys])."""
+    path = signing_key_path()
+    signer = read_signing_key(path, os_account())
+    if signer is None:
+        raise BadInput(f"signing key {path}: none that this account can read; make one with 'reclaim keys new'")
+    _show_key(s, path, signer)
+
+
+def _show_key(s: Session, path: Path, signer: Signer) -> None:
+    if s.as_json:
+        output.emit_json({"account": signer.account, "file": str(path), "public_key": signer.public,
+                          "fingerprint": key_fingerprint(signer.public)})
+        return
+    output.line(f"signing key: {path} (mode 0600, {signer.account}'s alone)")
+    output.line(f"fingerprint: {key_fingerprint(signer.public)}")
+    output.line("register it: the ledger's owner adds this line under [public_keys] in the shared config, then runs "
+                "'reclaim policy set --from-config':")
+    output.line(f"{json.dumps(signer.account, ensure_ascii=False)} = \"{signer.public}\"")
+
+
 policy_app = typer.Typer(help="The ledger's policy: identity source, roles, four-eyes (its owner changes it).",
                          no_args_is_help=True)
 app.add_typer(policy_app, name="policy", rich_help_panel=PANEL)
@@ -150,7 +202,10 @@ def policy_show(s: Session) -> None:
         held = reading.policy()
         owner, _ = reading.owner()
     if s.as_json:
-        output.emit_json({"owner": owner, "event_id": held.event_id, "policy": held.settings})
+        output.emit_json({"owner": owner, "event_id": held.event_id, "policy": held.settings,
+                          "owner_key": held.owner_key,
+                          "owner_key_fingerprint": key_fingerprint(held.owner_key) if held.owner_key else None,
+                          "ignored": [{"event_id": i, "why": why} for i, why in held.ignored]})
         return
     output.line(f"ledger owner: {owner}")
     if held.settings is None:
@@ -158,6 +213,13 @@ def policy_show(s: Session) -> None:
                     "'reclaim policy set --from-config'")
         return
     output.line(f"policy (event {held.event_id}):")
+    if held.owner_key is not None:
+        output.line(f"  signed by the owner key {key_fingerprint(held.owner_key)}")
+    else:
+        output.line("  not signed (recorded before signatures): the owner signs it by running "
+                    "'reclaim policy set --from-config' with their key")
+    for event_id, why in held.ignored:
+        output.line(f"  IGNORED: policy event {event_id}: {why}")
     for name in POLICY_SETTINGS:
         output.line(f"  {name} = {json.dumps(held.settings[name], ensure_ascii=False, sort_keys=True)}")
 

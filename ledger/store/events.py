@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from ledger import seal, store
+from ledger import seal, signing, store
 from ledger.chain import event_hash
 from ledger.model import Event, Job, JobKey, detail_json
 from ledger.store import Connection
@@ -37,7 +37,8 @@ def append(
     transaction; return its id.
 
     The event is sealed with `job`'s row as the event leaves it (None: the event changes no row) and the
-    side chains' heads, and authenticated with this process's audit key when it holds one (ledger.seal). Two
+    side chains' heads, signed with this process's key when it holds one (ledger.signing) and authenticated
+    with the audit key of an older ledger when it holds that (ledger.seal). Two
     statements (one round trip each): the next seq with the chains' heads, then the row. On PostgreSQL the audit
     chain's lock is taken first (SQLite: BEGIN IMMEDIATE already gave it). Raises the ledger's own errors only.
     """
@@ -51,7 +52,9 @@ def append(
     digest = event_hash(
         prev, at, key.job_id, key.operation, seq, actor, kind, from_state, to_state, epoch, text, sealed)
     audit_key = seal.current_key()
-    mac = seal.mac(audit_key, digest) if audit_key is not None else None
+    signer = signing.current_signer()
+    mac = signing.join_proof(seal.mac(audit_key, digest) if audit_key is not None else None,
+                             signer.sign(digest) if signer is not None else None)
     params = (at, key.job_id, key.operation, seq, actor, kind, from_state, to_state, epoch, text, prev, digest,
               sealed, mac)
     # The new row's id: SQLite's rowid (no result row to fetch), PostgreSQL's RETURNING id.
@@ -153,3 +156,23 @@ def job_steps(conn: Connection, key: JobKey) -> list[tuple[str, str | None, str 
     """(kind, from_state, to_state, epoch) of each of the job's events, by sequence number; [] when none."""
     rows = conn.run("events.job_steps", (key.job_id, key.operation))
     return [(kind, from_state, to_state, epoch) for kind, from_state, to_state, epoch in rows]
+
+
+Proven = tuple[int, str, str, dict[str, Any], str | None, str | None]
+"""One event as its signature is checked: (id, actor, kind, detail, chain hash, proof)."""
+
+
+def _proven(row: Any) -> Proven:
+    return int(row[0]), str(row[1]), str(row[2]), json.loads(row[3]), row[4], row[5]
+
+
+def authorising(conn: Connection, key: JobKey) -> list[Proven]:
+    """The job's newest reservation or release (what authorised its current attempt) and the one before it,
+    newest first; [] for a job without events."""
+    return [_proven(r) for r in conn.run("events.authorising", (key.job_id, key.operation)).fetchall()]
+
+
+def triage_between(conn: Connection, key: JobKey, after_id: int, before_id: int) -> list[Proven]:
+    """The job's findings, remote queries and dismissed candidates with ids strictly between the two, oldest first."""
+    rows = conn.run("events.triage_between", (key.job_id, key.operation, after_id, before_id)).fetchall()
+    return [_proven(r) for r in rows]

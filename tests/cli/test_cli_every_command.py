@@ -99,7 +99,9 @@ def test_init_creates_a_ledger_then_finds_it(
     doc = json.loads(first.stdout)
     assert {k: doc[k] for k in ("ledger", "created", "wrote_config")} == {
         "ledger": str(fresh), "created": True, "wrote_config": False}
-    assert doc["policy"].startswith("recorded from") and doc["wrote_audit_key"], doc  # root made it: its owner
+    # root made it: its owner, whose new signing key signs the first policy (its fingerprint printed to check)
+    assert doc["policy"].startswith("recorded from") and doc["wrote_signing_key"], doc
+    assert doc["owner_key"].startswith("SHA256:"), doc
     assert _read(fresh, "SELECT COUNT(*) FROM jobs") == [(0,)]
     again = run_cli("init", "--json", ledger=fresh)
     assert again.rc == 0 and json.loads(again.stdout)["created"] is False, again

@@ -12,15 +12,8 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import secrets
-import shutil
 import sqlite3
-import subprocess
-import sys
-import sysconfig
-import tempfile
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +23,7 @@ import pytest
 from ledger import triage
 from ledger.clock import ManualClock, SystemClock
 from ledger.config import Config, parse_config
-from ledger.db import connect, create_ledger
+from ledger.db import connect
 from ledger.errors import BadInput, Refused
 from ledger.identity import Identity, os_account, resolve
 from ledger.model import JobKey
@@ -38,6 +31,7 @@ from ledger.simulator import Simulator
 from ledger.store import events as events_store
 from ledger.store import jobs as jobs_store
 from ledger.worker import RemoteCache, submit_now
+from tests.support.os_accounts import Seats, held_in, raw_config
 
 OP = "article.generate"
 ROOT = Path(__file__).resolve().parents[2]
@@ -221,115 +215,12 @@ def test_the_shipped_cli_ignores_clock_variables(
     assert all(j is not None and j.created_at > datetime(2026, 1, 1, tzinfo=UTC).timestamp() for j in reserved)
 
 
-# -- two real OS accounts ---------------------------------------------------------------------------------
-@dataclass
-class Seats:
-    """Two real accounts (alice triage, bob triage+approver) sharing a ledger in os mode."""
-
-    alice: str
-    bob: str
-    python: Path
-    ledger: Path
-    config: Path
-
-    def run(self, who: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        """`reclaim ARGS` as the account `who`, with a clean environment (plus `env`)."""
-        base = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "NO_COLOR": "1", "COLUMNS": "200",
-                "PYTHONDONTWRITEBYTECODE": "1", "RECLAIM_LEDGER": str(self.ledger), "RECLAIM_CONFIG": str(self.config)}
-        envs = [f"{k}={v}" for k, v in {**base, **(env or {})}.items()]
-        return subprocess.run(
-            ["runuser", "-u", who, "--", "env", "-i", *envs, str(self.python), "-m", "console", *args],
-            capture_output=True, text=True, timeout=120, umask=0, cwd="/",
-        )
-
-
-def _readable_by(account: str, path: Path) -> bool:
-    return subprocess.run(["runuser", "-u", account, "--", "test", "-r", str(path)], capture_output=True).returncode == 0
-
-
-def _shared_venv(folder: Path, probe_account: str) -> Path:
-    """A venv from the system python that sees this checkout and its installed packages (copied when the
-    account cannot read them where they are)."""
-    venv = folder / "venv"
-    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    paths: list[Path] = []
-    for src, probe in ((ROOT, ROOT / "ledger" / "__init__.py"),
-                       (Path(sysconfig.get_paths()["purelib"]), Path(sysconfig.get_paths()["purelib"]) / "typer")):
-        if _readable_by(probe_account, probe):
-            paths.append(src)
-        else:
-            copy = folder / f"copy-{len(paths)}"
-            if src == ROOT:
-                for pkg in ("ledger", "console"):
-                    shutil.copytree(src / pkg, copy / pkg)
-            else:
-                shutil.copytree(src, copy, symlinks=True)
-            paths.append(copy)
-    site = next((venv / "lib").glob("python3*/site-packages"))
-    (site / "reclaim-under-test.pth").write_text("".join(f"{p}\n" for p in paths), encoding="utf-8")
-    for p in [folder, *folder.rglob("*")]:
-        if not p.is_symlink():
-            p.chmod(p.stat().st_mode | 0o755 if p.is_dir() else p.stat().st_mode | 0o444)
-    return venv / "bin" / "python"
-
-
-@pytest.fixture
-def seats(sim: Simulator, config_dict: dict[str, Any], write_config: Callable[..., Path]) -> Iterator[Seats]:
-    if os.geteuid() != 0 or not shutil.which("useradd") or not Path("/usr/bin/python3").exists():
-        pytest.fail("the OS-account tests need root, useradd and /usr/bin/python3 (CI runs as root)")
-    if sys.version_info[:2] != tuple(int(x) for x in subprocess.run(
-            ["/usr/bin/python3", "-c", "import sys; print(sys.version_info[0], sys.version_info[1])"],
-            capture_output=True, text=True, check=True).stdout.split()):
-        pytest.fail("/usr/bin/python3 is not the same minor version as the test interpreter: packages would not load")
-    tag = secrets.token_hex(3)
-    alice, bob = f"rc-alice-{tag}", f"rc-bob-{tag}"
-    made: list[str] = []
-    folder = Path(tempfile.mkdtemp(prefix="reclaim-seats-", dir="/tmp"))
-    try:
-        for name in (alice, bob):
-            subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True,
-                           capture_output=True, timeout=60)
-            made.append(name)
-        folder.chmod(0o755)
-        python = _shared_venv(folder, alice)
-        data = folder / "data"
-        data.mkdir()
-        data.chmod(0o777)
-        config_dict.pop("identity")  # the default: identity from the OS account
-        config_dict["operators"] = {alice: ["triage"], bob: ["triage", "approver"], "scheduler": ["sender"]}
-        config = write_config(config_dict, data / "reclaim.toml")
-        ledger = data / "reclaim.db"
-        create_ledger(ledger)
-        yield Seats(alice, bob, python, ledger, config)
-    finally:
-        for name in made:
-            subprocess.run(["userdel", name], capture_output=True, timeout=60)
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _held_in(seats: Seats, sim: Simulator, job_id: str = "held-os") -> JobKey:
-    cfg = parse_config({**_raw_config(seats.config)}, base_dir=seats.config.parent)
-    conn = connect(seats.ledger)
-    try:
-        key = _held(sim, conn, cfg, SystemClock(), job_id)
-    finally:
-        conn.close()
-    for p in seats.ledger.parent.iterdir():
-        p.chmod(0o666)
-    return key
-
-
-def _raw_config(path: Path) -> dict[str, Any]:
-    import tomllib
-
-    return tomllib.loads(path.read_text(encoding="utf-8"))
-
-
+# -- two real OS accounts (tests/support/os_accounts.py, the `seats` fixture of tests/cli/conftest.py) ------
 @pytest.mark.slow
 def test_alice_cannot_act_as_bob_in_os_mode(
     seats: Seats, sim: Simulator, fingerprint: Callable[[Path], str],
 ) -> None:
-    key = _held_in(seats, sim)
+    key = held_in(seats, sim)
     r = seats.run(seats.alice, "finding", key.job_id, "--category", "not_received", "--note", "absent remotely")
     assert r.returncode == 0, r.stderr
     before = fingerprint(seats.ledger)
@@ -355,7 +246,7 @@ def test_alice_cannot_act_as_bob_in_os_mode(
 
 def test_four_eyes_between_real_accounts(seats: Seats, sim: Simulator, fingerprint: Callable[[Path], str]) -> None:
     """bob writes the finding, alice adds one; bob may not release: he looked at this attempt."""
-    key = _held_in(seats, sim, "held-four-eyes")
+    key = held_in(seats, sim, "held-four-eyes")
     for who, category in ((seats.bob, "not_received"), (seats.alice, "cannot_determine")):
         r = seats.run(who, "finding", key.job_id, "--category", category, "--note", ".")
         assert r.returncode == 0, r.stderr
@@ -371,7 +262,10 @@ def _seed_policy(seats: Seats) -> None:
     from ledger import policy
     from ledger.config import load_config
     from ledger.db import write_tx
+    from ledger.signing import current_signer, key_path, new_key, use_signer
 
+    if current_signer() is None:
+        use_signer(new_key(key_path(), os_account()))
     conn = connect(seats.ledger)
     try:
         with write_tx(conn):
@@ -384,12 +278,12 @@ def _seed_policy(seats: Seats) -> None:
 def test_a_config_of_her_own_makes_alice_neither_bob_nor_an_approver(
     seats: Seats, sim: Simulator, fingerprint: Callable[[Path], str], write_config: Callable[..., Path],
 ) -> None:
-    key = _held_in(seats, sim, "held-policy")
+    key = held_in(seats, sim, "held-policy")
     _seed_policy(seats)
     r = seats.run(seats.alice, "finding", key.job_id, "--category", "not_received", "--note", "absent remotely")
     assert r.returncode == 0, r.stderr
     before = fingerprint(seats.ledger)
-    shared = _raw_config(seats.config)
+    shared = raw_config(seats.config)
 
     def own(change: Callable[[dict[str, Any]], None], name: str) -> Path:
         doc = json.loads(json.dumps(shared))

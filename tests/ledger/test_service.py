@@ -42,7 +42,7 @@ def _hold_policy(ledger_path: Path, config: dict[str, Any], tmp_path: Path) -> N
 
 
 def test_the_ledger_policy_governs_the_config_and_a_contradicting_one_is_refused(
-    ledger_path: Path, make_config: Callable[..., dict[str, Any]], tmp_path: Path,
+    ledger_path: Path, make_config: Callable[..., dict[str, Any]], tmp_path: Path, owner_signer: Any,
 ) -> None:
     _hold_policy(ledger_path, make_config(policy={"four_eyes": False}), tmp_path)
     silent = make_config()

@@ -153,9 +153,9 @@ def test_a_console_import_of_a_ledger_module_breaks_the_facade_contract(tmp_path
 
 
 GROUND_FLOOR = {"ledger.model", "ledger.errors", "ledger.clock", "ledger.jsontext", "ledger.chain", "ledger.seal",
-                "ledger.event_table", "ledger.files"}
+                "ledger.signing", "ledger.event_table", "ledger.files"}
 """What the store may import besides itself: records, errors, time, the canonical JSON and the chain's hash, the
-event table, file placement. Each of these imports only the others (and the store's types when type checking)."""
+audit key and the signing key, the event table, file placement. Each of these imports only the others (and the store's types when type checking)."""
 
 
 def _ledger_imports(path: Path) -> set[str]:

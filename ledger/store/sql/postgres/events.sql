@@ -67,3 +67,13 @@ ORDER BY job_id, operation, seq;
 
 -- name: job_steps
 SELECT kind, from_state, to_state, epoch FROM events WHERE job_id = %s AND operation = %s ORDER BY seq;
+
+-- name: authorising
+-- The job's two newest reservations and releases (what authorised its current attempt, and the one before).
+SELECT id, actor, kind, detail, hash, mac FROM events WHERE job_id = %s AND operation = %s
+AND kind IN ('reserve', 'release') ORDER BY id DESC LIMIT 2;
+
+-- name: triage_between
+-- A job's findings, remote queries and dismissed candidates between two event ids, with their proofs.
+SELECT id, actor, kind, detail, hash, mac FROM events WHERE job_id = %s AND operation = %s AND id > %s AND id < %s
+AND kind IN ('finding', 'remote_query', 'candidate_dismissed') ORDER BY id;

@@ -1,6 +1,6 @@
--- The ledger's own policy (ledger.store.policy): its newest policy_set event.
+-- The ledger's own policy (ledger.store.policy): its policy_set events.
 
--- name: latest
--- The newest policy_set event of the policy's own sequence (job_id, operation given).
+-- name: every
+-- Every policy_set event of the policy's own sequence (job_id, operation given), oldest first.
 SELECT id, detail, hash, mac FROM events WHERE job_id = %s AND operation = %s AND kind = 'policy_set'
-ORDER BY seq DESC LIMIT 1;
+ORDER BY seq;
