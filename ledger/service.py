@@ -245,7 +245,7 @@ class Ledger:
         return verify_ledger(self.conn, key=key, expect_head=expect_head, timezone=self.config.timezone)
 
     def policy(self) -> LedgerPolicy:
-        """The policy the ledger holds (`ledger.policy.read`); LedgerCorrupt for a policy event whose MAC is wrong."""
+        """The policy the ledger holds (`ledger.policy.read`): its newest valid policy event, and those ignored."""
         return read_policy(self.conn)
 
     def owner(self) -> tuple[str, bool]:
