@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 
@@ -49,3 +50,31 @@ def unlink_all(*paths: Path) -> None:
             p.unlink(missing_ok=True)
         except OSError:
             pass
+
+
+def read_private(path: Path, what: str, *, others: int, fix: str, limit: int = 8192) -> bytes | None:
+    """The first `limit` bytes of the key file `path`; None when it is missing or this account may not read it.
+
+    Raises ConfigError, naming `what` and the file, for something that is not a regular file, or one whose mode
+    has any bit of `others` set (others may read or write it: `fix` says what to do).
+    """
+    from ledger.errors import ConfigError
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if e.errno in (errno.EACCES, errno.EPERM, errno.ENOTDIR):
+            return None
+        raise ConfigError(f"{what} {path}: cannot be read ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"{what} {path}: not a regular file")
+        if st.st_mode & others:
+            raise ConfigError(f"{what} {path}: others may read or write it; {fix}")
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+

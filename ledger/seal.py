@@ -17,17 +17,16 @@ pass bytes. A process without it writes events without a MAC (a triage account, 
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import hmac
 import os
 import secrets
-import stat
 from pathlib import Path
 from typing import Any
 
 from ledger import jsontext
 from ledger.errors import ConfigError
+from ledger.files import read_private
 
 KEY_ENV = "RECLAIM_AUDIT_KEY_FILE"
 """The variable naming the audit key file; wins over `[audit] key_file`."""
@@ -101,24 +100,10 @@ def read_key(path: Path) -> bytes | None:
     Raises ConfigError for a key file others may read or write (the key must stay with the accounts that
     send and approve), for something that is not a regular file, or for a file too short to be a key.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
+    data = read_private(path, "audit key file", others=0o007, limit=4096,
+                        fix=f"chmod o-rwx {path} (only the accounts that send and approve may hold the key)")
+    if data is None:
         return None
-    except OSError as e:
-        if e.errno in (errno.EACCES, errno.EPERM):
-            return None
-        raise ConfigError(f"audit key file {path}: cannot be read ({e.strerror})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(f"audit key file {path}: not a regular file; point [audit] key_file at the key")
-        if st.st_mode & 0o007:
-            raise ConfigError(f"audit key file {path}: others may read or write it; chmod o-rwx {path} "
-                              "(only the accounts that send and approve may hold the key)")
-        data = os.read(fd, 4096)
-    finally:
-        os.close(fd)
     key = data.strip()
     try:
         raw = bytes.fromhex(key.decode("ascii"))

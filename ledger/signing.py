@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-import errno
 import hashlib
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.errors import ConfigError
+from ledger.files import read_private
 
 if TYPE_CHECKING:  # cryptography is imported when a key is read, made or checked, not at start
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -117,24 +116,10 @@ def read_key(path: Path, account: str) -> Signer | None:
     Raises ConfigError for a key file others (group or world) may read or write, something that is not a
     regular file, or a file that is not an unencrypted PEM Ed25519 private key.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
+    data = read_private(path, "signing key file", others=0o077,
+                        fix=f"chmod 600 {path} (it signs as you: only your account may read it)")
+    if data is None:
         return None
-    except OSError as e:
-        if e.errno in (errno.EACCES, errno.EPERM, errno.ENOTDIR):
-            return None
-        raise ConfigError(f"signing key file {path}: cannot be read ({e.strerror})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(f"signing key file {path}: not a regular file; make one with 'reclaim keys new'")
-        if st.st_mode & 0o077:
-            raise ConfigError(f"signing key file {path}: others may read or write it; chmod 600 {path} (it signs "
-                              "as you: only your account may read it)")
-        data = os.read(fd, 8192)
-    finally:
-        os.close(fd)
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
