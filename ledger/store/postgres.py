@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pgerr
+from psycopg import sql
 from psycopg.pq import ExecStatus, TransactionStatus
 
 from ledger.errors import (
@@ -318,7 +319,50 @@ CREATE TABLE foreign_interactions (
 );
 CREATE INDEX foreign_interactions_last_seen ON foreign_interactions (last_seen);
 """,
+    # The only way the operators' and workers' roles (ROLES) append an event: this function, run with its owner's
+    # rights (they hold no INSERT on events, and own nothing, so no trigger can be disabled or dropped by them).
+    16: """
+CREATE FUNCTION reclaim_append_event(
+    p_at DOUBLE PRECISION, p_job_id TEXT, p_operation TEXT, p_seq BIGINT, p_actor TEXT, p_kind TEXT,
+    p_from_state TEXT, p_to_state TEXT, p_epoch BIGINT, p_detail TEXT, p_prev_hash TEXT, p_hash TEXT,
+    p_seal TEXT, p_mac TEXT
+) RETURNS BIGINT LANGUAGE sql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+    INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, prev_hash,
+                        hash, seal, mac)
+    VALUES (p_at, p_job_id, p_operation, p_seq, p_actor, p_kind, p_from_state, p_to_state, p_epoch, p_detail,
+            p_prev_hash, p_hash, p_seal, p_mac)
+    RETURNING id
+$$;
+REVOKE ALL ON FUNCTION reclaim_append_event(DOUBLE PRECISION, TEXT, TEXT, BIGINT, TEXT, TEXT, TEXT, TEXT, BIGINT,
+    TEXT, TEXT, TEXT, TEXT, TEXT) FROM PUBLIC;
+""",
 }
+
+ROLES = ("operators", "workers")
+"""The roles `reclaim init` makes beside a PostgreSQL ledger, named `DATABASE_operators` and `DATABASE_workers`:
+the operators' (people, the browser seat) and the workers' (worker, receiver, submit) login roles are made members
+of them. They own nothing, hold no INSERT on events (they append through `reclaim_append_event`), may change only
+the tables the product writes, in the ways it writes them (GRANTS), and are not the ledger's owner, whose URL is
+for `init` and migrations only. The two hold the same rights today: they tell who connected."""
+
+GRANTS: dict[str, str] = {
+    "jobs": "INSERT, UPDATE",
+    "quota_usage": "INSERT, UPDATE",
+    "outbox": "INSERT, UPDATE",
+    "state_count_deltas": "INSERT",
+    "saved_views": "INSERT, UPDATE, DELETE",
+    "remote_pauses": "INSERT, UPDATE, DELETE",
+    "evidence": "INSERT",
+    "evidence_handled": "INSERT, UPDATE",
+    "fenced_writes": "INSERT",
+    "webhook_deliveries": "INSERT",
+    "webhook_refusals": "INSERT, UPDATE",
+    "worker_heartbeats": "INSERT, UPDATE, DELETE",
+    "picks": "INSERT, UPDATE, DELETE",
+    "foreign_interactions": "INSERT, UPDATE, DELETE",
+}
+"""What the operators' and workers' roles may change, beyond reading every table: the product's writes, no more
+(append-only tables: INSERT alone; `events`: through its function alone; `reclaim_meta`: nothing)."""
 
 TRIGGERS = frozenset({
     "events_no_change", "events_no_truncate", "events_chain", "evidence_no_change", "evidence_no_truncate",
@@ -740,11 +784,58 @@ def _migrate(raw: psycopg.Connection[Any], url: str) -> bool:
     return created
 
 
+def role_names(raw: psycopg.Connection[Any]) -> dict[str, str]:
+    """The operators' and workers' role names of the database `raw` is connected to, by ROLES entry."""
+    row = raw.execute("SELECT current_database()").fetchone()
+    database = str(row[0]) if row else "reclaim"
+    return {role: f"{database}_{role}"[:63] for role in ROLES}
+
+
+def _grant_roles(raw: psycopg.Connection[Any]) -> dict[str, str]:
+    """Make the operators' and workers' roles if missing (NOLOGIN: login roles are made their members) and give
+    them exactly GRANTS, the events function and reading; run by the ledger's owner. The role names."""
+    names = role_names(raw)
+    with raw.transaction():
+        for name in names.values():
+            exists = raw.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone()
+            if not exists:
+                raw.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(name)))
+            role = sql.Identifier(name)
+            raw.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
+                sql.Identifier(_current_schema(raw)), role))
+            raw.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
+                sql.Identifier(_current_schema(raw)), role))
+            raw.execute(sql.SQL("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {} TO {}").format(
+                sql.Identifier(_current_schema(raw)), role))
+            for table, rights in GRANTS.items():
+                raw.execute(sql.SQL(f"GRANT {rights} ON {{}} TO {{}}").format(sql.Identifier(table), role))
+            raw.execute(sql.SQL("GRANT EXECUTE ON FUNCTION reclaim_append_event(DOUBLE PRECISION, TEXT, TEXT, BIGINT, "
+                                "TEXT, TEXT, TEXT, TEXT, BIGINT, TEXT, TEXT, TEXT, TEXT, TEXT) TO {}").format(role))
+    return names
+
+
+def _current_schema(raw: psycopg.Connection[Any]) -> str:
+    row = raw.execute("SELECT current_schema()").fetchone()
+    return str(row[0]) if row and row[0] else "public"
+
+
 def create(url: str) -> bool:
-    """Create the ledger's schema in the database at `url` (or migrate it forward); True when created."""
+    """Create the ledger's schema in the database at `url` (or migrate it forward), and the operators' and workers'
+    roles with their rights (`ROLES`); True when the schema was created. Raises LedgerUnusable when this role may
+    not make roles (CREATEROLE), naming what a superuser must run."""
     raw = _connect_raw(url)
     try:
-        return _migrate(raw, url)
+        created = _migrate(raw, url)
+        try:
+            _grant_roles(raw)
+        except pgerr.InsufficientPrivilege as e:
+            names = ", ".join(role_names(raw).values())
+            raise LedgerUnusable(
+                f"ledger {_redact(url)}: the schema is ready, but this role may not make the operators' and workers' "
+                f"roles ({names}): {_first(e)}. Run 'reclaim init' once as a role with CREATEROLE (or a superuser), "
+                "or have one make them; see docs/postgresql.md"
+            ) from None
+        return created
     except psycopg.Error as e:
         raise _as_ledger_error(e, url) from None
     finally:

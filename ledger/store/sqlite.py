@@ -329,7 +329,11 @@ CREATE TABLE foreign_interactions (
 CREATE INDEX foreign_interactions_last_seen ON foreign_interactions (last_seen);
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, _V13, _V14, _V15]
+# Version 16 is PostgreSQL's: events appended through a function the operators' and workers' roles may call, not
+# by INSERT (ledger.store.postgres). A SQLite ledger's file permissions decide who writes it: nothing changes here.
+_V16 = ""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, _V13, _V14, _V15, _V16]
 
 TRIGGERS = frozenset({
     "events_no_update", "events_no_delete", "events_no_replace", "events_chain", "evidence_no_update",

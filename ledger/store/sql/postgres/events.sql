@@ -11,9 +11,9 @@ SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = %s AND opera
 (SELECT hash FROM fenced_writes ORDER BY id DESC LIMIT 1);
 
 -- name: insert_event
--- One event's row; its id comes back by RETURNING id (the cursor's lastrowid).
-INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail,
-prev_hash, hash, seal, mac) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id;
+-- One event's row, through the one function the operators' and workers' roles may append with (they hold no
+-- INSERT on events); its id comes back as `id` (the cursor's lastrowid).
+SELECT reclaim_append_event(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) AS id;
 
 -- name: last_send_started
 SELECT MAX(at) FROM events WHERE job_id = %s AND operation = %s AND kind = 'send_started';
