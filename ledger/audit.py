@@ -7,9 +7,9 @@ checks what triggers cannot (someone who dropped them, or edited the file): it r
 every event's signature against the policy in force when it was written, with public keys only (ledger.authors;
 every failing event is listed), and with an older ledger's audit key every MAC; rebuilds every job's state, epoch and attempt from the events through
 the event table (ledger.event_table), naming an event whose step the table does not allow, and compares them and
-the sealed columns (payload, handle, idem key, result, owner, due, ...) with the `jobs` table; replays the
-quota; checks the state counts, the evidence and fenced-write chains, the webhook
-deliveries and the triggers; and runs SQLite's integrity check. The head (the number of events and the
+the sealed columns (payload, handle, idem key, result, owner, due, held reason, last error, next try,
+tries, ...) with the `jobs` table; replays the quota; checks the state counts, the evidence and fenced-write
+chains, the webhook deliveries and the triggers; and runs SQLite's integrity check. The head (the number of events and the
 newest one's hash) is shown by `status` and sent with notifications; `verify --expect-head` compares it,
 so a copy outside the ledger catches a deleted tail or a re-hashed chain."""
 
@@ -247,7 +247,8 @@ def _count_quota(r: _Replay, row: Any, timezone: str) -> None:
 
 
 def _check_rows(conn: Connection, r: _Replay) -> None:
-    """Each job's columns that matter against what its last sealed event says they were."""
+    """Each job's columns that matter against what its last sealed event says they were: the columns that seal
+    names (one written before a column was sealed does not name it, and that column is not compared)."""
     for row in verify_store.sealed_columns(conn):
         want = r.rows.get((row[0], row[1]))
         if want is None:
@@ -256,7 +257,7 @@ def _check_rows(conn: Connection, r: _Replay) -> None:
         columns["payload"] = json.loads(columns["payload"])
         columns["result"] = json.loads(columns["result"]) if columns["result"] is not None else None
         got = seal.row_digest(columns)
-        changed = [c for c in seal.ROW_COLUMNS if got[c] != want.get(c)]
+        changed = [c for c in seal.ROW_COLUMNS if c in want and got[c] != want[c]]
         if changed:
             r.note("row", f"job {row[0]} / {row[1]}: its {', '.join(changed)} differ from what its last event "
                           "sealed (the jobs table was edited)")

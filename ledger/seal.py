@@ -7,8 +7,8 @@ event's chain hash). Whoever can write the ledger file but not read the key can 
 chain, but not the MACs, so `reclaim verify` (run with the key) names any event they added or rewrote.
 
 Each event also carries a seal, covered by its chain hash and so by its MAC: the digest of its job's row
-after the event (the columns that matter: idem key, target, payload, handle, result, owner, due, quota day)
-and the heads of the hash chains of the side tables the rules write (evidence, fenced writes). An edit of a
+after the event (the columns that matter: idem key, target, payload, handle, result, owner, due, quota day,
+held reason, last error, next try, tries) and the heads of the hash chains of the side tables the rules write (evidence, fenced writes). An edit of a
 job's row, or a removed evidence or fenced-write row, no longer matches the last seal that covered it.
 
 The key is held per process (`use_key`): the CLI loads it once from the config; library callers and tests
@@ -59,18 +59,30 @@ def mac_ok(key: bytes, chain_hash: str, given: str) -> bool:
     return hmac.compare_digest(mac(key, chain_hash), given)
 
 
-ROW_COLUMNS = ("idem_key", "target", "payload", "handle", "result", "owner", "due_at", "quota_day")
-"""The job columns an event seals, beside the state, epoch and attempt its own fields replay."""
+ROW_COLUMNS = ("idem_key", "target", "payload", "handle", "result", "owner", "due_at", "quota_day",
+               "held_reason", "last_error", "next_try_at", "tries")
+"""The job columns an event seals, beside the state, epoch and attempt its own fields replay. Every change of
+any of them is an event's (ledger.transitions' `apply()` is the jobs table's only writer), so the row always
+equals what its last event sealed. A seal written before a column was added does not name it, and verify
+compares only the columns a seal names."""
+
+_FLOAT_COLUMNS = frozenset({"due_at", "next_try_at"})
+_INT_COLUMNS = frozenset({"tries"})
 
 
 def row_digest(job_columns: dict[str, Any]) -> dict[str, str]:
     """Per column of ROW_COLUMNS (payload and result decoded), a short sha256 of its value: what every event on
-    a job seals, and what verify recomputes from the jobs table to name the column that was edited."""
+    a job seals, and what verify recomputes from the jobs table to name the column that was edited.
+
+    A time digests as repr(float) and a count as an int, so the number a writer gave and the one SQLite's REAL
+    or INTEGER or PostgreSQL's double precision or bigint gives back digest alike."""
     out: dict[str, str] = {}
     for column in ROW_COLUMNS:
         value = job_columns[column]
-        if column == "due_at" and value is not None:
-            value = repr(float(value))  # a REAL read back, or the number a caller gave
+        if value is not None and column in _FLOAT_COLUMNS:
+            value = repr(float(value))
+        elif value is not None and column in _INT_COLUMNS:
+            value = int(value)
         out[column] = hashlib.sha256(_SEAL_BODY([value]).encode("utf-8")).hexdigest()[:16]
     return out
 

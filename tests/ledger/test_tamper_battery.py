@@ -73,7 +73,8 @@ def _signed(event_type: str, handle: str) -> tuple[bytes, dict[str, str]]:
 @pytest.fixture
 def worked(sim: Simulator, ledger_path: Path, config_dict: dict[str, Any], tmp_path: Path, keyed: None) -> Config:
     """j0 held, found (by alice, without the key), queried, assigned, released; j1 done and consumed, then a
-    signed webhook about it; a fenced accepted outcome on j0; j2 held and assigned."""
+    signed webhook about it; a fenced accepted outcome on j0; j2 held and assigned; j3 rate limited, its next try
+    a fraction of a second ahead."""
     config_dict["remotes"]["gemini"]["webhook_secret_env"] = "RECLAIM_TEST_WHSEC"
     cfg = parse_config(config_dict, base_dir=tmp_path)
     clock = SystemClock()
@@ -86,6 +87,9 @@ def worked(sim: Simulator, ledger_path: Path, config_dict: dict[str, Any], tmp_p
         for job_id in ("j0", "j2"):
             sim.add_fault("status", status=503)  # one 503 in reply to the create: outcome unknown, held
             assert submit_now(conn, cfg, OP, {"input": job_id}, clock=clock, job_id=job_id, remotes=remotes).state == "held"
+        sim.add_fault("rate_limited", retry_after_ms=1250.5)  # a 429: not delivered, tried again later
+        j3 = submit_now(conn, cfg, OP, {"input": "j3"}, clock=clock, job_id="j3", remotes=remotes)
+        assert j3.state == "reserving", j3
         j0, j2 = JobKey("j0", OP), JobKey("j2", OP)
         seal.use_key(None)  # alice, a triage account, cannot read the key
         triage.record_finding(conn, cfg, j0, "not_received", "nothing there", actor="alice", clock=clock)
@@ -107,6 +111,10 @@ def worked(sim: Simulator, ledger_path: Path, config_dict: dict[str, Any], tmp_p
                   for t in ("evidence", "fenced_writes", "webhook_deliveries")}
         assert all(counts.values()), counts
         assert triage.get_job(conn, JobKey("j1", OP)).result is not None
+        waiting = triage.get_job(conn, JobKey("j3", OP))
+        assert waiting.tries == 1 and waiting.last_error and waiting.next_try_at is not None, waiting
+        assert waiting.next_try_at != int(waiting.next_try_at), waiting  # a fraction: the REAL read back is sealed
+        assert triage.get_job(conn, j2).held_reason
     finally:
         conn.close()
     return cfg
@@ -167,6 +175,14 @@ EDITS: list[tuple[str, str, Any]] = [
     ("result", "its result differ", ["UPDATE jobs SET result = '{\"text\": \"forged\"}' WHERE job_id = 'j1'"]),
     ("owner", "its owner differ", ["UPDATE jobs SET owner = 'mallory' WHERE job_id = 'j2'"]),
     ("due", "its due_at differ", ["UPDATE jobs SET due_at = 1 WHERE job_id = 'j2'"]),
+    ("held reason", "its held_reason differ",
+     ["UPDATE jobs SET held_reason = 'remote confirmed: never received' WHERE job_id = 'j2'"]),
+    ("last error", "its last_error differ", ["UPDATE jobs SET last_error = 'HTTP 400: bad input' WHERE job_id = 'j3'"]),
+    ("next try in 2100", "its next_try_at differ",
+     ["UPDATE jobs SET next_try_at = 4102444800 WHERE job_id = 'j3'"]),
+    ("next try set on a job without one", "its next_try_at differ",
+     ["UPDATE jobs SET next_try_at = 4102444800 WHERE job_id = 'j0'"]),
+    ("tries", "its tries differ", ["UPDATE jobs SET tries = 0 WHERE job_id = 'j3'"]),
     ("re-hashed chain", "its MAC does not match", _rehash_all),
     ("evidence row deleted", "does not chain to the row before it",
      ["DELETE FROM evidence WHERE source = 'fenced_outcome'"]),
@@ -274,3 +290,56 @@ def _restore_sqlite_guards(conn: sqlite3.Connection) -> None:
     for stmt in creates:
         if stmt.split()[2] not in present:
             conn.execute(stmt)
+
+
+OLDER_ROW_COLUMNS = ("idem_key", "target", "payload", "handle", "result", "owner", "due_at", "quota_day")
+"""What an event sealed of its job's row before the held reason, last error, next try and tries were sealed."""
+
+
+def _said_after(ledger: Path, *edits: str) -> str:
+    """What verify says of the ledger with `edits` applied ("" when it holds), the edits rolled back after."""
+    conn = _raw(ledger)
+    try:
+        conn.execute("BEGIN")
+        for stmt in edits:
+            conn.execute(stmt)
+        verdict = audit.verify(conn, key=KEY)
+        said = " | ".join(p for p in (verdict.chain_break, verdict.job_mismatch, *verdict.problems) if p)
+        assert verdict.ok == (said == ""), verdict
+        return said
+    finally:
+        conn.execute("ROLLBACK")
+        conn.close()
+
+
+def test_an_older_seal_is_compared_on_the_columns_it_names(
+    sim: Simulator, ledger_path: Path, config_dict: dict[str, Any], tmp_path: Path, keyed: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A job whose last event sealed only the older columns verifies; an edit of a column that seal names is
+    still named, one it does not name is not; the job's next event seals every column again."""
+    cfg = parse_config(config_dict, base_dir=tmp_path)
+    clock = SystemClock()
+    conn = connect(ledger_path)
+    try:
+        with monkeypatch.context() as older:
+            older.setattr(seal, "ROW_COLUMNS", OLDER_ROW_COLUMNS)
+            sim.add_fault("status", status=503)
+            held = submit_now(conn, cfg, OP, {"input": "old"}, clock=clock, job_id="old", remotes=RemoteCache(cfg))
+        assert held.state == "held", held
+        sealed = conn.execute("SELECT seal FROM events WHERE job_id = 'old' ORDER BY seq DESC LIMIT 1").fetchone()[0]
+        assert set(json.loads(sealed)["row"]) == set(OLDER_ROW_COLUMNS)
+    finally:
+        conn.close()
+    assert _said_after(ledger_path) == ""
+    assert _said_after(ledger_path, "UPDATE jobs SET held_reason = 'rewritten', tries = 9 WHERE job_id = 'old'") == ""
+    said = _said_after(ledger_path, "UPDATE jobs SET payload = '{\"input\": \"evil\"}' WHERE job_id = 'old'")
+    assert "job old / article.generate: its payload differ" in said, said
+    conn = connect(ledger_path)
+    try:
+        triage.assign(conn, cfg, JobKey("old", OP), "carol", clock.now() + 3600, actor="bob", clock=clock, reason="r")
+    finally:
+        conn.close()
+    assert _said_after(ledger_path) == ""
+    said = _said_after(ledger_path, "UPDATE jobs SET held_reason = 'rewritten' WHERE job_id = 'old'")
+    assert "job old / article.generate: its held_reason differ" in said, said
