@@ -26,6 +26,7 @@ from ledger.chain import event_hash
 from ledger.clock import day_of
 from ledger.config import Config
 from ledger.errors import LedgerError
+from ledger.outbox import outbox_id
 from ledger.seal import mac_ok
 from ledger.signing import Proof
 from ledger.store import Connection
@@ -75,6 +76,8 @@ class _Replay:
     problems: dict[str, str] = field(default_factory=dict)  # first problem per category
     failing: list[str] = field(default_factory=list)
     """Every event whose signature does not hold, and every ignored policy event: one line each, all of them."""
+    notified: list[tuple[str, str]] = field(default_factory=list)
+    """(event name, outbox id) of each notification an event says it queued."""
     policy: Config = field(default_factory=Config)
     """The policy in force at the event being read (the newest valid policy event before it)."""
     owner_key: str | None = None
@@ -173,6 +176,8 @@ def _check_chain(
                 sealed_from = event_id
             _read_seal(r, (job_id, operation), sealed, name)
         _check_author(r, row, name)
+        if '"notified"' in row[10]:
+            _read_notified(r, row, name)
         hmac = Proof.parse(mac).hmac
         if key is not None:
             if hmac is not None:
@@ -217,6 +222,16 @@ def _check_author(r: _Replay, row: Any, name: str) -> None:
                           chain_hash=row[12], proof=row[14])
     if why is not None:
         r.failing.append(f"{name}: {why}")
+
+
+def _read_notified(r: _Replay, row: Any, name: str) -> None:
+    """The outbox rows the event says it queued (its detail's `notified` channels)."""
+    try:
+        channels = json.loads(row[10]).get("notified")
+    except (ValueError, AttributeError):
+        return
+    if isinstance(channels, list):
+        r.notified.extend((name, outbox_id(int(row[0]), str(c))) for c in channels)
 
 
 def _read_seal(r: _Replay, job: tuple[str, str], sealed: str, name: str) -> None:
@@ -284,6 +299,12 @@ def _check_tables(conn: Connection, r: _Replay) -> None:
                          f"{actual.get(bad, 0)} (the counts were edited)")
     _check_side_chain(conn, r, "evidence", r.evidence_head)
     _check_side_chain(conn, r, "fenced_writes", r.fenced_head)
+    if r.notified:
+        queued = verify_store.outbox_ids(conn)
+        for name, oid in r.notified:
+            if oid not in queued:
+                r.failing.append(f"{name}: its notification {oid} is gone from the outbox (deleted: it will never "
+                                 "be sent, and nobody is told)")
     missing = verify_store.webhook_without_delivery(conn)
     if missing is not None:
         r.note("webhook_deliveries", f"webhook_deliveries: no row for webhook {missing[1]!r}, which brought evidence "

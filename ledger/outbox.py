@@ -64,20 +64,31 @@ _EVENT_KINDS: dict[str, str] = {
 }
 
 
-def enqueue_for_transition(
-    conn: Connection, channels: Mapping[str, NotifyConfig], job: Job, event: str, event_id: int, now: float
-) -> list[str]:
-    """Queue one outbox row per channel that wants this transition; return their stable event ids."""
+def channels_for(channels: Mapping[str, NotifyConfig], job: Job, event: str) -> list[str]:
+    """The names of the channels that want `event` on `job` (the order the config gives); [] when none."""
     kind = _EVENT_KINDS.get(event)
     if kind is None:
         return []
+    return [c.name for c in channels.values()
+            if kind in c.events and (c.operations is None or job.operation in c.operations)]
+
+
+def outbox_id(event_id: int, channel: str) -> str:
+    """The stable id of the notification of event `event_id` on `channel` (what the receiver dedups on)."""
+    return f"evt-{event_id}-{channel}"
+
+
+def enqueue_for_transition(
+    conn: Connection, channels: Mapping[str, NotifyConfig], job: Job, event: str, event_id: int, now: float,
+    names: list[str],
+) -> list[str]:
+    """Queue one outbox row for each of the channels `names` (`channels_for`: those that want this transition);
+    return their stable event ids."""
+    kind = _EVENT_KINDS[event]
     ids = []
-    for channel in channels.values():
-        if kind not in channel.events:
-            continue
-        if channel.operations is not None and job.operation not in channel.operations:
-            continue
-        oid = f"evt-{event_id}-{channel.name}"
+    for name in names:
+        channel = channels[name]
+        oid = outbox_id(event_id, channel.name)
         body: dict[str, Any] = {
             "event_id": oid,
             "kind": kind,

@@ -15,7 +15,7 @@ from typing import Any
 from ledger import event_table
 from ledger.config import NotifyConfig
 from ledger.model import Job, JobKey, canonical_json, detail_json
-from ledger.outbox import enqueue_for_transition
+from ledger.outbox import channels_for, enqueue_for_transition
 from ledger.store import Connection
 from ledger.store import events as events_store
 from ledger.store import jobs as jobs_store
@@ -180,6 +180,10 @@ def _record(
     conn: Connection, key: JobKey, job: Job, event: str, from_state: str | None, *, actor: str,
     now: float, detail: dict[str, Any] | None, notify: Mapping[str, NotifyConfig] | None,
 ) -> Applied:
+    # The channels notified are named in the event (and so sealed in the chain): `verify` finds a deleted row.
+    channels = channels_for(notify, job, event) if notify else []
+    if channels:
+        detail = {**(detail or {}), "notified": channels}
     event_id = events_store.append(
         conn,
         key,
@@ -192,6 +196,6 @@ def _record(
         detail=detail,
         job=job,
     )
-    if notify:
-        enqueue_for_transition(conn, notify, job, event, event_id, now)
+    if channels and notify:
+        enqueue_for_transition(conn, notify, job, event, event_id, now, channels)
     return Applied(ok=True, job=job, event_id=event_id)

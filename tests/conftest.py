@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+from child_env import inherited_env
 from cli_in_process import process_boundary, run_in_process
 from hypothesis import settings
 from ledger_reads import job_fingerprint
@@ -537,8 +538,7 @@ def cli_env(ledger: Path, config: Path, now: float | str | None = None, operator
     """The environment a `reclaim` subprocess gets: no inherited RECLAIM_* except what is given and the test's
     signing key file; the
     operator is `operator`, else the scheduler (declared identity); `now` freezes the test launcher's clock."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("RECLAIM_") or k == "RECLAIM_SIGNING_KEY_FILE"}
+    env = inherited_env()
     env.update(RECLAIM_LEDGER=str(ledger), RECLAIM_CONFIG=str(config), PYTHONDONTWRITEBYTECODE="1",
                NO_COLOR="1", COLUMNS="200", RECLAIM_OPERATOR=operator if operator is not None else SENDER)
     if now is not None:

@@ -110,3 +110,8 @@ def webhook_without_delivery(conn: Connection) -> tuple[int, str] | None:
     one has its row."""
     row = conn.run("verify.webhook_without_delivery").fetchone()
     return (int(row[0]), str(row[1])) if row is not None else None
+
+
+def outbox_ids(conn: Connection) -> set[str]:
+    """The id of every notification in the outbox (`evt-EVENT-CHANNEL`), whatever its state."""
+    return {str(row[0]) for row in conn.run("verify.outbox_ids")}

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from os_accounts import Seats, shared_venv
 
 from ledger.db import create_ledger
 from ledger.simulator import Simulator
-from tests.support.os_accounts import Seats, shared_venv
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ or the test launcher tests/support/clocked_reclaim.py (subprocesses); waiting fo
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from child_env import inherited_env
 from ledger_reads import job_fingerprint
 from webhook_receiver import WebhookReceiver
 
@@ -201,7 +201,7 @@ def kinds(events: list[Event]) -> list[str]:
 
 def reclaim(env: Env, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run the `reclaim` CLI in a subprocess against this test's ledger and config."""
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith("RECLAIM_")}
+    inherited = inherited_env()
     penv = {**inherited, "RECLAIM_TEST_NOW": str(env.clock.now()), "RECLAIM_OPERATOR": "scheduler", **(extra_env or {})}
     return subprocess.run(
         [sys.executable, str(CLOCKED), *args, "--ledger", str(env.ledger), "--config", str(env.config_path)],

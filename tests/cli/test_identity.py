@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from os_accounts import Seats, held_in, raw_config
 
 from ledger import triage
 from ledger.clock import ManualClock, SystemClock
@@ -31,7 +32,6 @@ from ledger.simulator import Simulator
 from ledger.store import events as events_store
 from ledger.store import jobs as jobs_store
 from ledger.worker import RemoteCache, submit_now
-from tests.support.os_accounts import Seats, held_in, raw_config
 
 OP = "article.generate"
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,6 @@ held through the simulator's clean-up API (a 5xx on the POST). Ledger reads use 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from child_env import inherited_env
 from ledger_reads import job_fingerprint
 from webhook_receiver import EVENT_ID_HEADER, WebhookReceiver
 
@@ -164,7 +164,7 @@ class Env:
         return f"evt-{ev.id}-oncall"
 
     def reclaim(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith("RECLAIM_")}
+        inherited = inherited_env()
         penv = {**inherited, "RECLAIM_TEST_NOW": str(self.clock.now()), "RECLAIM_CONFIG": str(self.config_path),
                 "RECLAIM_OPERATOR": "scheduler", **extra}
         return subprocess.run(

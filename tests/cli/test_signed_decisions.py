@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from os_accounts import Seats, held_in, raw_config
 
 from ledger import policy
 from ledger.clock import SystemClock
@@ -32,7 +33,6 @@ from ledger.simulator import Simulator
 from ledger.store import events as events_store
 from ledger.store import jobs as jobs_store
 from ledger.store import outbox as outbox_store
-from tests.support.os_accounts import Seats, held_in, raw_config
 
 pytestmark = pytest.mark.slow
 

@@ -76,6 +76,7 @@ def worked(sim: Simulator, ledger_path: Path, config_dict: dict[str, Any], tmp_p
     signed webhook about it; a fenced accepted outcome on j0; j2 held and assigned; j3 rate limited, its next try
     a fraction of a second ahead."""
     config_dict["remotes"]["gemini"]["webhook_secret_env"] = "RECLAIM_TEST_WHSEC"
+    config_dict["notify"] = {"oncall": {"kind": "webhook", "url": "http://127.0.0.1:9/hook", "events": ["held"]}}
     cfg = parse_config(config_dict, base_dir=tmp_path)
     clock = SystemClock()
     conn = connect(ledger_path)
@@ -108,7 +109,7 @@ def worked(sim: Simulator, ledger_path: Path, config_dict: dict[str, Any], tmp_p
         verdict = audit.verify(conn, key=KEY)
         assert verdict.ok and verdict.mac_checked and verdict.unauthenticated == 1, verdict
         counts = {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
-                  for t in ("evidence", "fenced_writes", "webhook_deliveries")}
+                  for t in ("evidence", "fenced_writes", "webhook_deliveries", "outbox")}
         assert all(counts.values()), counts
         assert triage.get_job(conn, JobKey("j1", OP)).result is not None
         waiting = triage.get_job(conn, JobKey("j3", OP))
@@ -192,6 +193,7 @@ EDITS: list[tuple[str, str, Any]] = [
     ("fenced_writes deleted", "fenced_writes: the newest row the last event sealed is gone",
      ["DELETE FROM fenced_writes"]),
     ("webhook_deliveries deleted", "webhook_deliveries: no row for webhook", ["DELETE FROM webhook_deliveries"]),
+    ("pending notifications deleted", "is gone from the outbox", ["DELETE FROM outbox"]),
 ]
 SQLITE_ONLY: list[tuple[str, str, Any]] = [
     ("state_counts edited", "state_counts says", ["UPDATE state_counts SET n = n + 5 WHERE state = 'held'"]),

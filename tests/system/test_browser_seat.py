@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from child_env import inherited_env
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
 from console.job_link import job_link
@@ -172,7 +173,7 @@ def serve_seat(tmp_path: Path, write_config: Callable[..., Path]) -> Iterator[Ca
             args = readme_serve_command({"--socket": sock, "--ledger": ledger, "--config": config})
         else:
             args = ["serve", "--ledger", str(ledger), "--config", str(config), "--listen", str(listen)]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("RECLAIM_")}
+        env = inherited_env()
         proc = subprocess.Popen([*RECLAIM, *args],
                                 cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 stdin=subprocess.DEVNULL)

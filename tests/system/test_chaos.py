@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from child_env import inherited_env
 
 from ledger.clock import day_of
 from ledger.db import connect, create_ledger
@@ -59,7 +60,7 @@ FAULTS: list[dict[str, Any]] = [
 
 
 def chaos_env(ledger: Path, config: Path, offset: str | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RECLAIM_")}
+    env = inherited_env()
     env.update(RECLAIM_LEDGER=str(ledger), RECLAIM_CONFIG=str(config), RECLAIM_OPERATOR="chaos",
                PYTHONDONTWRITEBYTECODE="1")
     env.pop("GEMINI_API_KEY", None)

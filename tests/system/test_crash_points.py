@@ -8,7 +8,6 @@ worker's death. Each check reads the ledger back from a fresh connection.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from child_env import inherited_env
 from ledger_reads import QmarkSql
 
 from ledger.crashpoints import POINTS
@@ -70,7 +70,7 @@ sink = "{tmp_path / 'results'}"
 """,
         encoding="utf-8",
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RECLAIM_")}
+    env = inherited_env()
     env.update(RECLAIM_LEDGER=ledger, RECLAIM_CONFIG=str(config), RECLAIM_OPERATOR="cp-test",
                RECLAIM_JOURNAL_DIR=str(tmp_path))
     env.pop("GEMINI_API_KEY", None)

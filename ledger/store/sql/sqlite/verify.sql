@@ -25,3 +25,7 @@ SELECT state, COUNT(*) FROM jobs GROUP BY state;
 -- The first evidence a webhook brought whose delivery row is gone.
 SELECT e.id, e.ref FROM evidence e LEFT JOIN webhook_deliveries w ON w.webhook_id = e.ref
 WHERE e.source = 'webhook' AND e.ref IS NOT NULL AND w.webhook_id IS NULL ORDER BY e.id LIMIT 1;
+
+-- name: outbox_ids
+-- Every notification's stable id (evt-EVENT-CHANNEL): what the events that notified name.
+SELECT event_id FROM outbox;
