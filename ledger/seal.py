@@ -60,13 +60,13 @@ def mac_ok(key: bytes, chain_hash: str, given: str) -> bool:
 
 
 ROW_COLUMNS = ("idem_key", "target", "payload", "handle", "result", "owner", "due_at", "quota_day",
-               "held_reason", "last_error", "next_try_at", "tries")
+               "held_reason", "last_error", "next_try_at", "tries", "lease_owner", "lease_until", "send_started_at")
 """The job columns an event seals, beside the state, epoch and attempt its own fields replay. Every change of
 any of them is an event's (ledger.transitions' `apply()` is the jobs table's only writer), so the row always
 equals what its last event sealed. A seal written before a column was added does not name it, and verify
 compares only the columns a seal names."""
 
-_FLOAT_COLUMNS = frozenset({"due_at", "next_try_at"})
+_FLOAT_COLUMNS = frozenset({"due_at", "next_try_at", "lease_until", "send_started_at"})
 _INT_COLUMNS = frozenset({"tries"})
 
 
