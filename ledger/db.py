@@ -29,8 +29,13 @@ def create_ledger(path: str | Path) -> bool:
         from ledger.store import postgres
 
         created = postgres.create(str(path))
-    else:
-        created = sqlite_store.create_ledger(path, companions=_journal_of)
+        conn = postgres.connect(str(path))
+        try:
+            journal.reserve_space(journal.of(cast(Connection, conn)))
+        finally:
+            conn.close()
+        return created
+    created = sqlite_store.create_ledger(path, companions=_journal_of)
     journal.reserve_space(path)
     return created
 

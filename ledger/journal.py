@@ -4,7 +4,9 @@ An accepted send's handle is the most precious thing a worker holds. When its ou
 committed (the ledger locked past the timeout, the disk full, an I/O error), the worker appends it here
 and fsyncs before it exits, and every pass replays the journal before anything else.
 
-The file sits beside the ledger (`<ledger>.outcomes`) and its space is allocated in advance, so an
+The file sits beside a SQLite ledger (`<ledger>.outcomes`). A PostgreSQL ledger's sits on each host, named after the
+database's identity (`HostJournal`), so every spelling of its URL finds the same file; one named after the URL's
+text, as older versions wrote it, is read and replayed too. Its space is allocated in advance, so an
 append overwrites blocks the file already owns and succeeds on a full disk. Records are lines
 `<checksum> <json>\\n` written from the start of the file; the first NUL byte ends them. Appends and
 replays hold an exclusive `flock`, so workers on one host never interleave.
@@ -71,21 +73,66 @@ class OutcomeRecord:
         return cls(**doc)
 
 
-def journal_path(ledger: str | Path) -> Path:
-    """The journal file that belongs to a ledger file; for a PostgreSQL ledger (a URL), a file on this host
-    under $RECLAIM_JOURNAL_DIR (default ~/.local/state/reclaim) named after the URL."""
+@dataclass(frozen=True)
+class HostJournal:
+    """A PostgreSQL ledger's journal on this host: named after the database's identity, not the URL's text."""
+
+    identity: str
+    """`<system identifier>-<database oid>` (`Connection.journal_identity`)."""
+    url: str
+    """The URL as the connection shows it (password hidden): what older versions named the journal after."""
+
+
+Where = str | Path | HostJournal
+"""What names a journal: a ledger file's path, a PostgreSQL ledger (`HostJournal`), or a URL (named after its text)."""
+
+
+def of(conn: Connection) -> Where:
+    """The journal that belongs to the ledger `conn` reaches, named without asking the database (it is known while
+    the database refuses): the file's path, or the PostgreSQL database's identity read when `conn` opened."""
+    from ledger import store
+    from ledger.errors import LedgerError
+
+    identity = conn.journal_identity()
+    try:
+        location = store.ledger_file(conn)
+    except LedgerError:
+        location = conn.ledger_name
+    return location if identity is None else HostJournal(identity, location)
+
+
+def _host_folder() -> Path:
+    folder = Path(os.environ.get("RECLAIM_JOURNAL_DIR") or Path.home() / ".local" / "state" / "reclaim")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def journal_path(ledger: Where) -> Path:
+    """The journal file that belongs to a ledger: beside a ledger file; for a PostgreSQL ledger, a file on this
+    host under $RECLAIM_JOURNAL_DIR (default ~/.local/state/reclaim) named after the database's identity
+    (`HostJournal`), or after the URL's text when only a URL is known."""
+    if isinstance(ledger, HostJournal):
+        return _host_folder() / f"pg-{ledger.identity}{SUFFIX}"
     if str(ledger).startswith(("postgresql://", "postgres://")):
-        folder = Path(os.environ.get("RECLAIM_JOURNAL_DIR") or Path.home() / ".local" / "state" / "reclaim")
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder / f"pg-{hashlib.sha256(str(ledger).encode()).hexdigest()[:16]}{SUFFIX}"
+        return _host_folder() / f"pg-{hashlib.sha256(str(ledger).encode()).hexdigest()[:16]}{SUFFIX}"
     return Path(f"{ledger}{SUFFIX}")
+
+
+def _paths(ledger: Where) -> list[Path]:
+    """The journal's file, then the one older versions named after the URL's text (when it differs)."""
+    path = journal_path(ledger)
+    if isinstance(ledger, HostJournal):
+        older = journal_path(ledger.url)
+        if older != path:
+            return [path, older]
+    return [path]
 
 
 def _checksum(body: bytes) -> bytes:
     return hashlib.sha256(body).hexdigest()[:16].encode("ascii")
 
 
-def allocate(ledger: str | Path) -> bool:
+def allocate(ledger: Where) -> bool:
     """Make sure the journal exists with its space allocated; True when this call made it. Raises OSError
     when it cannot.
 
@@ -116,7 +163,7 @@ def allocate(ledger: str | Path) -> bool:
     return place_new(tmp, path)  # False: another process made it meanwhile; theirs is as good
 
 
-def reserve_space(ledger: str | Path) -> bool:
+def reserve_space(ledger: Where) -> bool:
     """Create the journal with its space allocated, if it is not there yet; True when it is ready.
 
     Never raises: on a full disk or a read-only folder the journal simply is not ready (and nothing
@@ -149,7 +196,7 @@ def _read(fd: int) -> tuple[bytes, int]:
     return used[:end], len(used)
 
 
-def append(ledger: str | Path, record: OutcomeRecord) -> Path:
+def append(ledger: Where, record: OutcomeRecord) -> Path:
     """Append one record and fsync it; return the journal's path. Raises JournalFull when it cannot."""
     path = journal_path(ledger)
     if not path.exists() and not reserve_space(ledger):
@@ -170,14 +217,16 @@ def append(ledger: str | Path, record: OutcomeRecord) -> Path:
     return path
 
 
-def pending(ledger: str | Path) -> list[OutcomeRecord]:
-    """The complete, intact records in the journal (none when there is no journal)."""
-    path = journal_path(ledger)
-    if not path.exists():
-        return []
-    with _locked(path) as fd:
-        complete, _ = _read(fd)
-    return _parse(complete)
+def pending(ledger: Where) -> list[OutcomeRecord]:
+    """The complete, intact records in the journal, and in the one an older version named after the URL (none
+    when there is no journal). Raises OSError when a journal cannot be opened or locked."""
+    out: list[OutcomeRecord] = []
+    for path in _paths(ledger):
+        if path.exists():
+            with _locked(path) as fd:
+                complete, _ = _read(fd)
+            out.extend(_parse(complete))
+    return out
 
 
 def _parse(data: bytes) -> list[OutcomeRecord]:
@@ -211,25 +260,29 @@ def _line(record: OutcomeRecord) -> bytes:
 
 
 @contextlib.contextmanager
-def replaying(ledger: str | Path) -> Iterator[Replay]:
-    """Hold the journal while the caller applies its records; when the block ends cleanly, clear every
-    record except those the caller kept (`Replay.keep`), which are written back at the start of the file.
+def replaying(ledger: Where) -> Iterator[Replay]:
+    """Hold the journal (and the one an older version named after the URL) while the caller applies their
+    records; when the block ends cleanly, clear every record except those the caller kept (`Replay.keep`),
+    which are written back at the start of the first file.
 
     The space stays allocated (cleared by writing zeros), so the next append still fits on a full
     disk. When the block raises, nothing is cleared and the records are replayed again next pass.
     """
-    path = journal_path(ledger)
-    if not path.exists():
+    paths = [p for p in _paths(ledger) if p.exists()]
+    if not paths:
         yield Replay([])
         return
-    with _locked(path) as fd:
-        complete, used = _read(fd)
-        records = Replay(_parse(complete))
+    with contextlib.ExitStack() as held:
+        fds = [held.enter_context(_locked(p)) for p in paths]  # always in the same order: no deadlock
+        reads = [_read(fd) for fd in fds]
+        records = Replay([r for complete, _ in reads for r in _parse(complete)])
         yield records
         kept = b"".join(_line(r) for r in records.kept)
-        if used or kept:
-            os.pwrite(fd, kept + b"\0" * max(used - len(kept), 0), 0)
-            os.fsync(fd)
+        for i, (fd, (_, used)) in enumerate(zip(fds, reads, strict=True)):
+            mine = kept if i == 0 else b""
+            if used or mine:
+                os.pwrite(fd, mine + b"\0" * max(used - len(mine), 0), 0)
+                os.fsync(fd)
 
 
 @dataclass(frozen=True)
@@ -247,7 +300,7 @@ class JournalState:
         return self.size is not None and self.size >= JOURNAL_BYTES
 
 
-def state(ledger: str | Path) -> JournalState:
+def state(ledger: Where) -> JournalState:
     """The journal's path, allocated size and waiting records, read without changing anything."""
     path = journal_path(ledger)
     try:

@@ -150,8 +150,10 @@ class LedgerCollector(Collector):
         """Outcomes waiting in this host's journal (the ledger refused them; the next pass replays them)."""
         if self.journal_of is None:
             return []
+        # The connection names a PostgreSQL ledger's journal by the database's identity, not the URL's text.
+        where = journal.of(self.conn) if self.conn is not None else self.journal_of
         try:
-            n = len(journal.pending(self.journal_of))
+            n = len(journal.pending(where))
         except OSError as e:  # e.g. no permission to lock it: say nothing rather than a wrong zero
             print(f"reclaim metrics: the outcome journal could not be read: {e}", file=sys.stderr, flush=True)
             return []

@@ -207,14 +207,14 @@ def read_status(
         board=f.board, live=f.board.liveness(now, config.policy.worker_silence_seconds),
         paused_remotes=f.paused_remotes,
         policy_held=held_policy.settings is not None, policy_event_id=held_policy.event_id,
-        warnings=tuple(warnings), journal=_journal(conn, config, ledger),
+        warnings=tuple(warnings), journal=_journal(conn, config),
     )
 
 
-def _journal(conn: Connection, config: Config, ledger: str | Path) -> JournalReport:
+def _journal(conn: Connection, config: Config) -> JournalReport:
     """The outcome journal's state, with why each waiting record waits (the next pass records it, or it cannot be
     yet)."""
-    st = journal.state(ledger)
+    st = journal.state(journal.of(conn))
     return JournalReport(
         path=st.path, size=st.size, preallocated=st.ready,
         records=tuple(

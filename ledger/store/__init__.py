@@ -121,6 +121,11 @@ class Connection(Protocol):
         """Where the ledger lives, for messages."""
         ...
 
+    def journal_identity(self) -> str | None:
+        """What this host's outcome journal is named after when it cannot sit beside the ledger (PostgreSQL: the
+        database's identity, the same whichever URL reaches it); None when the journal is named after `location()`."""
+        ...
+
     def check_pages(self, budget_seconds: float) -> bool:
         """Check the pages for damage within `budget_seconds` (`check_pages`)."""
         ...

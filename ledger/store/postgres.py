@@ -7,8 +7,10 @@ methods (the server's clock, NOTIFY, advisory locks, retries). Write transaction
 COMMITTED and take a transaction-scoped advisory lock: the chain lock for general writes (what BEGIN
 IMMEDIATE gives on SQLite), or a per-operation lock for reserve, which takes the chain lock only when it
 appends an event. Serialization failures and deadlocks are retried by the callers that run a body more
-than once (`ledger.store.retrying`). A lock wait past `lock_timeout` raises LedgerLocked (exit 8), like SQLite's busy
-timeout. Database errors are raised as the ledger's own (`_as_ledger_error`: locked, conflict, unavailable,
+than once (`ledger.store.retrying`). Every session sets `lock_timeout` and `statement_timeout` as it opens
+(`timeouts`: 5 s and 120 s, or $RECLAIM_PG_LOCK_TIMEOUT and $RECLAIM_PG_STATEMENT_TIMEOUT in seconds), so a client never
+waits without end: a lock wait past its bound raises LedgerLocked (exit 8), like SQLite's busy timeout, and a statement
+past its bound LedgerUnavailable (exit 7). Database errors are raised as the ledger's own (`_as_ledger_error`: locked, conflict, unavailable,
 unusable, a serialization failure to run again); a value no column can hold (a NUL in text, an integer beyond
 64 bits) as BadInput (exit 2), one line.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
+import os
 import random
 import re
 import time
@@ -42,6 +45,11 @@ from ledger.errors import (
 from ledger.store import queries
 
 LOCK_TIMEOUT_MS = 5000
+"""How long a statement waits for a lock (advisory or row) by default, in ms; $RECLAIM_PG_LOCK_TIMEOUT overrides it."""
+STATEMENT_TIMEOUT_MS = 120_000
+"""How long one statement may run by default, in ms; $RECLAIM_PG_STATEMENT_TIMEOUT overrides it. Every statement the
+ledger runs is bounded by an index or streamed in batches (verify and export fetch 1000 rows a statement), so two
+minutes leaves a wide margin on a loaded server; a migration of a large ledger may need it raised."""
 CHAIN_LOCK = 0x52434C4D00000001  # the audit chain (and every general write transaction)
 _OP_LOCK_SPACE = 0x52434C4D
 MIGRATE_LOCK = 0x52434C4D000000FF
@@ -426,11 +434,20 @@ def _row_factory(cursor: Any) -> Callable[[Sequence[Any]], Row]:
 
 def _as_ledger_error(e: psycopg.Error, url: str) -> Exception:
     """The ledger's own error for what PostgreSQL said (`ledger.errors`)."""
-    if isinstance(e, (pgerr.LockNotAvailable, pgerr.QueryCanceled)):
+    if isinstance(e, pgerr.LockNotAvailable) or (isinstance(e, pgerr.QueryCanceled) and "lock timeout" in str(e)):
+        lock_ms, _ = timeouts()
         return LedgerLocked(
-            f"ledger {_redact(url)}: locked by another transaction for more than {LOCK_TIMEOUT_MS // 1000} s; "
-            "retry later"
+            f"ledger {_redact(url)}: locked by another transaction for more than {lock_ms / 1000:g} s "
+            "(lock_timeout); retry later, or find the session holding it (pg_stat_activity)"
         )
+    if isinstance(e, pgerr.QueryCanceled):
+        _, statement_ms = timeouts()
+        if "statement timeout" in str(e):
+            return LedgerUnavailable(
+                f"ledger {_redact(url)}: a statement ran past the statement timeout ({statement_ms / 1000:g} s); "
+                "the server is overloaded or stuck: retry later, or raise RECLAIM_PG_STATEMENT_TIMEOUT (seconds)"
+            )
+        return LedgerUnavailable(f"ledger {_redact(url)}: the server cancelled the statement ({_first(e)}); retry later")
     if isinstance(e, (psycopg.IntegrityError, pgerr.RaiseException)):
         return LedgerConflict(f"ledger {_redact(url)}: {_first(e)}")
     if isinstance(e, psycopg.DataError) and "NUL" in str(e):  # psycopg's own refusal, before the server
@@ -483,6 +500,8 @@ class PgConnection:
     def __init__(self, raw: psycopg.Connection[Any], url: str) -> None:
         self.raw = raw
         self.url = url
+        self.identity: str | None = None
+        """The database's identity as read when the connection opened (`journal_identity`)."""
         self.ledger_name = _redact(url)
         self.row_factory: Any = None
         self.retrying = False
@@ -508,17 +527,12 @@ class PgConnection:
         """The live session: a new one when the server dropped this one (a restart, a killed backend).
 
         The statement that met the dropped session already raised LedgerUnavailable, and its transaction was
-        lost with it; the next statement opens a fresh session (lock timeout set, LISTEN renewed on demand).
+        lost with it; the next statement opens a fresh session (timeouts set, LISTEN renewed on demand).
         Raises LedgerUnavailable while the server cannot be reached. A session closed by `close()` stays closed.
         """
         if not self.raw.broken:
             return self.raw
         raw = _connect_raw(self.url)
-        try:
-            raw.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
-        except psycopg.Error as e:
-            raw.close()
-            raise _as_ledger_error(e, self.url) from None
         self.raw = raw
         self._listening = False
         return raw
@@ -638,6 +652,23 @@ class PgConnection:
         """The URL, any password hidden."""
         return _redact(self.url)
 
+    def journal_identity(self) -> str | None:
+        """What this host's outcome journal for the ledger is named after: `<system identifier>-<database oid>`
+        (`identity.database`), the same whichever URL reaches the database, read when the connection opened so it
+        is known while the server refuses; None when the role may not read the server's system identifier."""
+        return self.identity
+
+    def read_identity(self) -> str | None:
+        """`<system identifier>-<database oid>` read from the server (`identity.database`); None when this role may not
+        read the system identifier. Raises psycopg's error for anything else (`connect` maps it)."""
+        try:
+            row = self.raw.execute(self.sql("identity.database")).fetchone()
+        except (pgerr.InsufficientPrivilege, pgerr.UndefinedFunction):
+            return None
+        if row is None or row[0] is None:
+            return None
+        return f"{int(row[0])}-{int(row[1])}"
+
     def check_pages(self, budget_seconds: float) -> bool:
         """True at once: the server checks its own pages as it reads them."""
         return True
@@ -699,14 +730,17 @@ class PgConnection:
         """One READ COMMITTED write transaction holding the advisory lock `lock` (none when None); commit on success.
 
         A lock (advisory or row) waited on longer than the lock timeout (or `wait` seconds) raises
-        LedgerLocked. A SerializationFailure (or a deadlock) leaves the transaction rolled back.
+        LedgerLocked; a statement past the statement timeout (never shorter than `wait`) LedgerUnavailable. A SerializationFailure (or a deadlock) leaves the transaction rolled back.
         """
-        timeout_ms = LOCK_TIMEOUT_MS if wait is None else max(int(wait * 1000), 1)
+        lock_ms, statement_ms = timeouts()
+        timeout_ms = lock_ms if wait is None else max(int(wait * 1000), 1)
+        # A wait longer than the statement timeout is given its full length (and a second to act on the lock).
+        longer = f"; SET LOCAL statement_timeout = {timeout_ms + 1000}" if 0 < statement_ms < timeout_ms + 1000 else ""
         try:
-            # One round trip: the three statements go as one simple query (integers only, no parameters).
+            # One round trip: the statements go as one simple query (integers only, no parameters).
             advisory = "" if lock is None else f"; SELECT pg_advisory_xact_lock({int(lock)})"
             self._session().execute(
-                f"BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {int(timeout_ms)}{advisory}"
+                f"BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {int(timeout_ms)}{longer}{advisory}"
             )
         except psycopg.Error as e:
             self.rollback()
@@ -736,13 +770,43 @@ def operation_lock(operation: str) -> int:
     return _OP_LOCK_SPACE << 32 | h
 
 
-def _connect_raw(url: str) -> psycopg.Connection[Any]:
+def timeouts() -> tuple[int, int]:
+    """(lock_timeout, statement_timeout) in ms for the sessions this process opens: LOCK_TIMEOUT_MS and
+    STATEMENT_TIMEOUT_MS, or $RECLAIM_PG_LOCK_TIMEOUT and $RECLAIM_PG_STATEMENT_TIMEOUT in seconds (a fraction
+    allowed; 0 turns that bound off). Raises BadInput for a value that is not a number of seconds >= 0."""
+    return (_env_ms("RECLAIM_PG_LOCK_TIMEOUT", LOCK_TIMEOUT_MS),
+            _env_ms("RECLAIM_PG_STATEMENT_TIMEOUT", STATEMENT_TIMEOUT_MS))
+
+
+def _env_ms(name: str, default: int) -> int:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
     try:
-        return psycopg.connect(url, autocommit=True, row_factory=_row_factory, connect_timeout=10)
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < 86_400 * 365:
+        raise BadInput(f"{name}={text!r}: give a number of seconds, 0 or more (0: no bound)")
+    return 0 if seconds == 0 else max(int(seconds * 1000), 1)
+
+
+def _connect_raw(url: str) -> psycopg.Connection[Any]:
+    """A new autocommit session with the lock and statement timeouts set (`timeouts`). Raises BadInput for a
+    timeout given wrong, LedgerUnavailable when the server cannot be reached or does not answer."""
+    lock_ms, statement_ms = timeouts()
+    try:
+        raw = psycopg.connect(url, autocommit=True, row_factory=_row_factory, connect_timeout=10)
     except psycopg.Error as e:
         raise LedgerUnavailable(
             f"ledger {_redact(url)}: cannot connect ({_first(e)}); check the URL and the server"
         ) from None
+    try:
+        raw.execute(f"SET lock_timeout = {lock_ms}; SET statement_timeout = {statement_ms}")
+    except psycopg.Error as e:
+        raw.close()
+        raise _as_ledger_error(e, url) from None
+    return raw
 
 
 def _version(raw: psycopg.Connection[Any]) -> int | None:
@@ -862,11 +926,12 @@ def connect(url: str, *, readonly: bool = False) -> PgConnection:
                     "run 'reclaim init' once to migrate it"
                 )
             _migrate(raw, url)
-        raw.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+        conn = PgConnection(raw, url)
+        conn.identity = conn.read_identity()
     except psycopg.Error as e:
         raw.close()
         raise _as_ledger_error(e, url) from None
     except BaseException:
         raw.close()
         raise
-    return PgConnection(raw, url)
+    return conn

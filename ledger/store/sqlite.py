@@ -529,8 +529,12 @@ class SqliteConnection(sqlite3.Connection):
         yield from self.execute(sql, tuple(params))
 
     def location(self) -> str:
-        """The ledger file's full path."""
-        return ledger_path(self)
+        """The ledger file's full path (`identity.database`)."""
+        return str(self.run("identity.database").fetchone()[0])
+
+    def journal_identity(self) -> str | None:
+        """None: the outcome journal sits beside the ledger file, named after its path."""
+        return None
 
     def check_pages(self, budget_seconds: float) -> bool:
         """PRAGMA quick_check for at most `budget_seconds` (module `check_pages`)."""

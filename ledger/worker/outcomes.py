@@ -154,9 +154,8 @@ def commit_outcome(
         tries=job.tries, kind=outcome.kind, handle=outcome.handle, error=outcome.error, reason=outcome.reason,
         retry_after=outcome.retry_after, at=store.host_clock(clock).now(), cause=str(error)[:300],
     )
-    ledger = _ledger_file(conn)
     try:
-        path = journal.append(ledger, record)
+        path = journal.append(journal.of(conn), record)
     except journal.JournalFull as full:
         print(
             f"reclaim: UNRECORDED send outcome for job {job.job_id!r} / {job.operation} epoch {claim.epoch}: "
@@ -171,13 +170,6 @@ def commit_outcome(
     ) from None
 
 
-def _ledger_file(conn: Connection) -> str:
-    try:
-        return store.ledger_file(conn)
-    except LedgerError:
-        return conn.ledger_name
-
-
 def replay_journal(conn: Connection, config: Config, *, clock: Clock, report: TickReport) -> None:
     """Record every outcome the journal holds, idempotently by (job, epoch), then clear it.
 
@@ -188,7 +180,7 @@ def replay_journal(conn: Connection, config: Config, *, clock: Clock, report: Ti
     `report.journal_kept`, and `reclaim status` lists it. A ledger that still refuses the writes leaves the
     journal as it is, for the next pass.
     """
-    ledger = _ledger_file(conn)
+    ledger = journal.of(conn)
     journal.reserve_space(ledger)
     if not journal.journal_path(ledger).exists():
         return

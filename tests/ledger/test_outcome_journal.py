@@ -10,6 +10,7 @@ pass replays the journal: the handle is attached, 1 POST in all, read back from 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import sqlite3
@@ -63,6 +64,23 @@ def _finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
     os.kill(proc.pid, signal.SIGCONT)
     out, err = proc.communicate(timeout=60)
     return proc.returncode, out, err
+
+
+def _journal_of(ledger: Any) -> Any:
+    """The journal a connection to `ledger` names (for PostgreSQL: after the database's identity)."""
+    conn = connect(ledger, readonly=True)
+    try:
+        return journal.of(conn)
+    finally:
+        conn.close()
+
+
+def _another_spelling(url: str) -> str:
+    """The same database by another URL: the other scheme, the user and the socket folder as parameters."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return f"postgres:///{parts.path.lstrip('/')}?user={parts.username}&{parts.query}&application_name=other"
 
 
 def _job(ledger: Path, job_id: str) -> Any:
@@ -127,9 +145,9 @@ def test_on_postgresql_an_accepted_reply_while_its_row_is_locked_is_journaled_on
     assert rc == 8, (out, err)
     assert "journaled" in err and "pg-locked-1" in err and "Traceback" not in err
     assert sim.count("create", idem) == 1
-    [record] = journal.pending(ledger)
+    [record] = journal.pending(_journal_of(ledger))
     assert (record.job_id, record.kind) == ("pg-locked-1", "accepted") and record.handle
-    assert journal.journal_path(ledger).parent == tmp_path / "journal"
+    assert journal.journal_path(_journal_of(ledger)).parent == tmp_path / "journal"
 
     assert run_cli("tick", ledger=ledger, env=env).rc == 0
     job, events, mismatches = _job(ledger, "pg-locked-1")
@@ -137,8 +155,69 @@ def test_on_postgresql_an_accepted_reply_while_its_row_is_locked_is_journaled_on
     accepted = [e for e in events if e.kind == "accepted"]
     assert len(accepted) == 1 and accepted[0].detail["journaled"]["owner"] == record.owner
     assert sim.count("create", idem) == 1
-    assert journal.pending(ledger) == []
+    assert journal.pending(_journal_of(ledger)) == []
     assert mismatches == []
+
+
+def test_on_postgresql_a_handle_journaled_under_one_spelling_of_the_url_is_recorded_under_another(
+    sim: Simulator, pg_url: str, journal_config: Path, run_cli: Callable[..., Any],
+    start_cli: Callable[..., subprocess.Popen[str]], wait_for: Callable[..., Any], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The host's journal is named after the database, not the URL's text: a worker that reached the ledger by one
+    URL journals a handle, and `status` and the next pass by another URL of the same database see and record it."""
+    import json
+
+    import psycopg
+
+    create_ledger(pg_url)
+    other: Any = _another_spelling(pg_url)
+    assert other != pg_url and journal.journal_path(_journal_of(other)) == journal.journal_path(_journal_of(pg_url))
+    env = {"RECLAIM_JOURNAL_DIR": str(tmp_path / "journal")}
+    monkeypatch.setenv("RECLAIM_JOURNAL_DIR", env["RECLAIM_JOURNAL_DIR"])
+    ledger: Any = pg_url
+    idem = _reserve(ledger, journal_config, "pg-spelling-1")
+    worker = start_cli("tick", ledger=ledger, env={"RECLAIM_PAUSE_AT": "after_send_claim", **env})
+    wait_for(lambda: process_state(worker.pid) == "T", timeout=30, what="the worker to stop after its claim")
+    with psycopg.connect(pg_url) as holder:
+        holder.execute("SELECT 1 FROM jobs WHERE job_id = 'pg-spelling-1' FOR UPDATE")
+        rc, out, err = _finish(worker)
+        holder.rollback()
+    assert rc == 8 and "journaled" in err, (out, err)
+
+    status = json.loads(run_cli("status", "--json", ledger=other, env=env).stdout)["journal"]
+    [waiting] = status["records"]  # `status` by the other URL reads the worker's journal
+    assert waiting["job_id"] == "pg-spelling-1" and waiting["handle"]
+    assert run_cli("tick", ledger=other, env=env).rc == 0
+    job, events, mismatches = _job(other, "pg-spelling-1")
+    accepted = [e for e in events if e.kind == "accepted"]
+    assert len(accepted) == 1 and "journaled" in accepted[0].detail
+    assert job.handle == waiting["handle"] == accepted[0].detail["handle"]
+    assert sim.count("create", idem) == 1
+    assert journal.pending(_journal_of(pg_url)) == []
+    assert mismatches == []
+
+
+def test_a_journal_named_after_the_url_by_an_older_version_is_read_and_replayed_with_the_database_named_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RECLAIM_JOURNAL_DIR", str(tmp_path / "journal"))
+    url = "postgresql://reclaim:***@db.example/ledger"
+    host = journal.HostJournal("7312345678901234567-16384", url)
+    old = journal.OutcomeRecord(job_id="old", operation=OP, epoch=1, owner="w", attempt=1, tries=1, kind="accepted",
+                                handle="h-old", error=None, reason=None, retry_after=None, at=1.0, cause="locked")
+    new = dataclasses.replace(old, job_id="new", handle="h-new")
+    journal.append(url, old)  # where an older version put it: named after the URL's text
+    journal.append(host, new)
+    assert journal.journal_path(host) != journal.journal_path(url)
+    assert journal.journal_path(host).name == "pg-7312345678901234567-16384.outcomes"
+    assert sorted(r.job_id for r in journal.pending(host)) == ["new", "old"]
+    assert [r.job_id for r in journal.state(host).records] == ["new", "old"]
+    with journal.replaying(host) as records:
+        assert sorted(r.job_id for r in records) == ["new", "old"]
+        records.keep(old)
+    assert journal.pending(url) == []  # the older file is cleared; what was kept now waits in the new one
+    assert journal.pending(host) == [old]
 
 
 @contextlib.contextmanager
@@ -295,14 +374,14 @@ def test_on_postgresql_a_reply_accepted_while_the_server_is_down_is_journaled_by
     after = time.time()
     assert rc == 7, (out, err)
     assert "journaled" in out + err and "not sent" not in out + err, (out, err)
-    [record] = journal.pending(ledger)
+    [record] = journal.pending(_journal_of(ledger))
     assert (record.job_id, record.kind) == ("pg-down", "accepted") and record.handle == sim.interactions()[0]["id"]
     assert before <= record.at <= after
 
     assert run_cli("tick", ledger=ledger, env=env).rc == 0
     job, _, mismatches = _job(ledger, "pg-down")
     assert job.handle == record.handle and job.state in ("submitted", "done", "consumed")
-    assert sim.count("create") == 1 and journal.pending(ledger) == [] and mismatches == []
+    assert sim.count("create") == 1 and journal.pending(_journal_of(ledger)) == [] and mismatches == []
 
 
 def _record(job_id: str, operation: str = OP) -> journal.OutcomeRecord:

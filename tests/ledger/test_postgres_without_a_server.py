@@ -40,6 +40,9 @@ def test_an_operation_lock_is_stable_distinct_and_never_the_chain_or_migration_l
 @pytest.mark.parametrize(("error", "becomes", "says"), [
     (pgerr.LockNotAvailable("lock timeout"), LedgerLocked, "locked by another transaction"),
     (pgerr.QueryCanceled("canceling statement due to lock timeout"), LedgerLocked, "retry later"),
+    (pgerr.QueryCanceled("canceling statement due to statement timeout"), LedgerUnavailable,
+     "RECLAIM_PG_STATEMENT_TIMEOUT"),
+    (pgerr.QueryCanceled("canceling statement due to user request"), LedgerUnavailable, "cancelled the statement"),
     (pgerr.UniqueViolation("duplicate key value violates unique constraint\nDETAIL: x"), LedgerConflict,
      "duplicate key value violates unique constraint"),
     (pgerr.NumericValueOutOfRange("bigint out of range"), BadInput, "64-bit integers"),

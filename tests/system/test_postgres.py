@@ -3,7 +3,8 @@
 Each test runs against a fresh database on the session's throwaway server (`pg_url`, tests/support/pg_server.py):
 reserve under many processes (duplicates, the quota, holds), claims fenced by the epoch, picks with SKIP
 LOCKED, leases by the server's clock, append-only events and the audit chain, the follow cursor under a
-late commit, a lock wait past lock_timeout as exit 8, counts per state without a hot row, and LISTEN/NOTIFY.
+late commit, a lock wait past lock_timeout as exit 8 and a statement past statement_timeout as the ledger's error,
+counts per state without a hot row, and LISTEN/NOTIFY.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ledger import audit, store
 from ledger.clock import ManualClock, SystemClock
 from ledger.config import parse_config
 from ledger.db import connect, create_ledger, write_tx
-from ledger.errors import EXIT_LEDGER_LOCKED, LedgerConflict, LedgerLocked
+from ledger.errors import EXIT_LEDGER_LOCKED, BadInput, LedgerConflict, LedgerLocked, LedgerUnavailable
 from ledger.follow import EventCursor
 from ledger.leases import claim_for_send
 from ledger.model import JobKey
@@ -294,6 +295,57 @@ def test_a_lock_wait_past_the_timeout_is_exit_8(pg: str, cfg: Any) -> None:
     assert job_fingerprint(waiter) == before
     holder.close()
     waiter.close()
+
+
+@pytest.mark.parametrize(("lock_s", "statement_s", "raised", "says"), [
+    ("0.3", "60", LedgerLocked, "(lock_timeout); retry later"),
+    ("60", "0.3", LedgerUnavailable, "past the statement timeout (0.3 s)"),
+])
+def test_a_read_blocked_by_another_sessions_lock_ends_with_the_ledgers_error_within_the_timeout(
+    pg: str, monkeypatch: pytest.MonkeyPatch, lock_s: str, statement_s: str, raised: type[Exception], says: str,
+) -> None:
+    """Every session the ledger opens bounds its lock waits and its statements: a read that waits on a table another
+    session locked ends with the ledger's own error soon after the bound, not a hang."""
+    import psycopg
+
+    monkeypatch.setenv("RECLAIM_PG_LOCK_TIMEOUT", lock_s)
+    monkeypatch.setenv("RECLAIM_PG_STATEMENT_TIMEOUT", statement_s)
+    conn = connect(pg, readonly=True)
+    with psycopg.connect(pg) as holder:  # one transaction, rolled back on leaving
+        holder.execute("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
+        started = time.monotonic()
+        with pytest.raises(raised) as info:
+            jobs_store.operation_counts(conn)
+        waited = time.monotonic() - started
+        holder.rollback()
+    assert 0.3 <= waited < 5, waited
+    assert says in str(info.value)
+    assert jobs_store.operation_counts(conn) == {}  # the session goes on once the lock is gone
+    conn.close()
+
+
+def test_a_write_told_to_wait_longer_than_the_statement_timeout_waits_its_full_length(
+    pg: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RECLAIM_PG_STATEMENT_TIMEOUT", "0.2")
+    holder, waiter = connect(pg), connect(pg)
+    with write_tx(holder):
+        started = time.monotonic()
+        with pytest.raises(LedgerLocked, match="lock_timeout"):
+            with write_tx(waiter, wait=0.6):
+                pass
+        assert time.monotonic() - started >= 0.6
+    holder.close()
+    waiter.close()
+
+
+@pytest.mark.parametrize("value", ["soon", "-1"])
+def test_a_timeout_given_wrong_is_refused_before_connecting(
+    pg: str, monkeypatch: pytest.MonkeyPatch, value: str,
+) -> None:
+    monkeypatch.setenv("RECLAIM_PG_STATEMENT_TIMEOUT", value)
+    with pytest.raises(BadInput, match="RECLAIM_PG_STATEMENT_TIMEOUT"):
+        connect(pg)
 
 
 def test_counts_per_state_have_no_hot_row(pg: str, cfg: Any) -> None:
