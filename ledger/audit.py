@@ -30,7 +30,10 @@ from ledger.outbox import outbox_id
 from ledger.seal import mac_ok
 from ledger.signing import Proof
 from ledger.store import Connection
+from ledger.store import evidence as evidence_store
 from ledger.store import verify as verify_store
+
+HANDLED_TEXT = f'"{evidence_store.HANDLED_KEY}"'
 
 UNKEYED_KINDS = frozenset({"finding", "assign", "remote_query", "candidate_dismissed"})
 """Events a triage account writes: without the audit key (it holds none) they carry no MAC, and are
@@ -76,11 +79,15 @@ class _Replay:
     problems: dict[str, str] = field(default_factory=dict)  # first problem per category
     failing: list[str] = field(default_factory=list)
     """Every event whose signature does not hold, and every ignored policy event: one line each, all of them."""
+    handled: list[tuple[str, int]] = field(default_factory=list)
+    """(event name, evidence id) of each piece of evidence an event says a pass acted on."""
     notified: list[tuple[str, str]] = field(default_factory=list)
     """(event name, outbox id) of each notification an event says it queued."""
     policy: Config = field(default_factory=Config)
     """The policy in force at the event being read (the newest valid policy event before it)."""
     owner_key: str | None = None
+    signed_since: float | None = None
+    """When the first policy that requires signatures (ledger.authors) was recorded; None: none has."""
 
     def note(self, category: str, text: str) -> None:
         self.problems.setdefault(category, text)
@@ -178,6 +185,8 @@ def _check_chain(
         _check_author(r, row, name)
         if '"notified"' in row[10]:
             _read_notified(r, row, name)
+        if HANDLED_TEXT in row[10]:
+            _read_handled(r, row, name)
         hmac = Proof.parse(mac).hmac
         if key is not None:
             if hmac is not None:
@@ -211,6 +220,8 @@ def _check_author(r: _Replay, row: Any, name: str) -> None:
                 r.policy = policy_rules.apply_to(Config(), held)
         named = detail.get("owner_key")
         r.owner_key = named if isinstance(named, str) else r.owner_key
+        if r.signed_since is None and authors.required(r.policy):
+            r.signed_since = float(row[1])
         return
     if not authors.required(r.policy):
         return
@@ -232,6 +243,16 @@ def _read_notified(r: _Replay, row: Any, name: str) -> None:
         return
     if isinstance(channels, list):
         r.notified.extend((name, outbox_id(int(row[0]), str(c))) for c in channels)
+
+
+def _read_handled(r: _Replay, row: Any, name: str) -> None:
+    """The evidence a worker pass acted on when it wrote the event (its `evidence_handled` row must stay)."""
+    try:
+        handled = json.loads(row[10]).get(evidence_store.HANDLED_KEY)
+    except (ValueError, AttributeError):
+        return
+    if isinstance(handled, int) and not isinstance(handled, bool):
+        r.handled.append((name, handled))
 
 
 def _read_seal(r: _Replay, job: tuple[str, str], sealed: str, name: str) -> None:
@@ -305,6 +326,18 @@ def _check_tables(conn: Connection, r: _Replay) -> None:
             if oid not in queued:
                 r.failing.append(f"{name}: its notification {oid} is gone from the outbox (deleted: it will never "
                                  "be sent, and nobody is told)")
+    if r.handled:
+        recorded = evidence_store.handled_ids(conn)
+        for name, evidence_id in r.handled:
+            if evidence_id not in recorded:
+                r.failing.append(f"{name}: the evidence_handled row of evidence {evidence_id} it acted on is gone "
+                                 "(deleted: the next pass would act on that evidence again)")
+    if r.signed_since is not None:
+        for row in verify_store.deliveries_since(conn, r.signed_since):
+            why = authors.sender_refusal(r.policy, row.digest, row.proof)
+            if why is not None:
+                r.failing.append(f"webhook delivery {row.webhook_id!r} (received at {row.received_at}): {why}; a row "
+                                 "inserted around reclaim makes a real delivery of that id look like a replay")
     missing = verify_store.webhook_without_delivery(conn)
     if missing is not None:
         r.note("webhook_deliveries", f"webhook_deliveries: no row for webhook {missing[1]!r}, which brought evidence "

@@ -109,3 +109,17 @@ def attempt_refusal(conn: Connection, config: Config, key: JobKey) -> tuple[int,
                                   f"{triaged[2].replace('_', ' ')} (event {triaged[0]}) is part of the attempt it "
                                   "ends (four-eyes: an approver who did neither must release)")
     return None
+
+
+def sender_refusal(config: Config, digest: str, proof: str | None) -> str | None:
+    """Why a row the worker or the receiver writes beside the events (a webhook delivery) does not prove it was
+    written by an account with the sender role, or None when it does."""
+    got = Proof.parse(proof)
+    signer = signer_of(got, digest, config.keys)
+    if signer is None:
+        if got.signer is None:
+            return "is not signed (written by a process holding no registered key)"
+        return f"claims {got.signer}'s signature, which does not verify against a registered key"
+    if "sender" not in config.roles_of(signer):
+        return f"is signed by {signer}, who lacks the sender role"
+    return None

@@ -52,6 +52,7 @@ from typing import Any
 
 from standardwebhooks.webhooks import Webhook
 
+from ledger import authors
 from ledger.clock import Clock
 from ledger.config import Config
 from ledger.db import connect, write_tx
@@ -224,13 +225,19 @@ def receive(
     signature, now = lower["webhook-signature"], clock.now()
     recorded = True
     with write_tx(conn):
-        seen = evidence_store.delivery_signature(conn, webhook_id)
+        first = evidence_store.delivery(conn, webhook_id)
+        forged = first is not None and authors.required(config) and authors.sender_refusal(
+            config, first.digest, first.proof) is not None
+        seen = None if first is None or forged else first.signature
         if seen is None and kind in EVENT_STATUS:
             recorded = _record(conn, config, remote, kind, data, doc, webhook_id, signature,
-                               lower["webhook-timestamp"], now)
-        elif seen is None:
+                               lower["webhook-timestamp"], now, row_taken=forged)
+        elif seen is None and not forged:
             evidence_store.record_delivery(conn, webhook_id=webhook_id, received_at=now, signature=signature,
                                            kind=kind, evidence_id=None)
+    if forged:
+        # A delivery row no receiver signed (inserted around reclaim) does not make this one a replay.
+        _count(conn, tally, "unsigned_delivery_row")
     if seen is not None:
         _count(conn, tally, "replayed" if seen == signature else "redelivered")
         return Answer(200, "already received")
@@ -243,10 +250,11 @@ def receive(
 
 def _record(
     conn: Connection, config: Config, remote: str, kind: str, data: dict[str, Any], doc: dict[str, Any],
-    webhook_id: str, signature: str, timestamp: str, now: float,
+    webhook_id: str, signature: str, timestamp: str, now: float, *, row_taken: bool = False,
 ) -> bool:
     """Record a verified interaction event as evidence (inside the caller's transaction); False when its
-    interaction is registered foreign (another application's: ledger.foreign), which only counts the delivery."""
+    interaction is registered foreign (another application's: ledger.foreign), which only counts the delivery.
+    `row_taken`: a forged row holds the delivery's id already (the evidence is recorded, the row is not)."""
     interaction = str(data["id"])
     status = EVENT_STATUS[kind]
     job = jobs_store.job_with_handle(conn, interaction)
@@ -266,8 +274,9 @@ def _record(
         handle=interaction, remote_state=REMOTE_STATE_OF_STATUS.get(status, "needs_person"),
         job=job.key if job else None, ref=webhook_id, detail=detail,
     )
-    evidence_store.record_delivery(conn, webhook_id=webhook_id, received_at=now, signature=signature, kind=kind,
-                                   evidence_id=ev_id)
+    if not row_taken:
+        evidence_store.record_delivery(conn, webhook_id=webhook_id, received_at=now, signature=signature, kind=kind,
+                                       evidence_id=ev_id)
     if job is not None:
         apply(conn, job.key, "evidence", actor="reclaim-receiver", now=now, expected_state=job.state,
               detail={"source": "webhook", "webhook_id": webhook_id, "type": kind, "handle": interaction,

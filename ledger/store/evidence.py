@@ -16,9 +16,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ledger import seal, store
+from ledger import seal, signing, store
 from ledger.model import Evidence, Job, JobKey, detail_json
 from ledger.store import Connection
+
+HANDLED_KEY = "handled_evidence"
+"""The detail key of an event a worker pass wrote while acting on a piece of evidence: its id, whose
+`evidence_handled` row `verify` then expects (a deleted one would have the evidence acted on again)."""
 
 UNOWNED_OUTCOMES = ("orphan: the interaction's record names no idem key", "orphan: the remote no longer knows")
 """How a pass words an orphan whose owner nobody can read (ledgers older than the `record` column kept only these)."""
@@ -147,18 +151,56 @@ def orphans_since(conn: Connection, since: float, limit: int = 500) -> list[Unow
 
 
 # -- webhook deliveries and refusals ----------------------------------------------------------------------------------
-def delivery_signature(conn: Connection, webhook_id: str) -> str | None:
-    """The signature the delivery `webhook_id` was first received with; None when it was never received."""
-    row = conn.run("evidence.delivery_signature", (webhook_id,)).fetchone()
-    return str(row[0]) if row is not None else None
+@dataclass(frozen=True)
+class Delivery:
+    """A recorded webhook delivery, and its receiver's proof (ledger.signing) over `digest`."""
+
+    webhook_id: str
+    received_at: float
+    signature: str
+    type: str | None
+    evidence_id: int | None
+    proof: str | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> Delivery:
+        """From a row of (webhook_id, received_at, signature, type, evidence_id, proof)."""
+        return cls(str(row[0]), float(row[1]), str(row[2]), row[3], int(row[4]) if row[4] is not None else None,
+                   row[5])
+
+    @property
+    def digest(self) -> str:
+        """What the receiver signed: the hash of the row's content."""
+        return delivery_digest(self.webhook_id, self.received_at, self.signature, self.type, self.evidence_id)
+
+
+def delivery_digest(webhook_id: str, received_at: float, signature: str, kind: str | None,
+                    evidence_id: int | None) -> str:
+    """The hash a delivery's proof signs: its table's name and its content."""
+    return seal.side_hash(None, ["webhook_deliveries", webhook_id, float(received_at), signature, kind, evidence_id])
+
+
+def handled_ids(conn: Connection) -> set[int]:
+    """The id of every piece of evidence a pass has recorded acting on."""
+    return {int(row[0]) for row in conn.run("evidence.handled_ids")}
+
+
+def delivery(conn: Connection, webhook_id: str) -> Delivery | None:
+    """The delivery `webhook_id` as first recorded; None when it was never received."""
+    row = conn.run("evidence.delivery", (webhook_id,)).fetchone()
+    return Delivery.from_row(row) if row is not None else None
 
 
 def record_delivery(conn: Connection, *, webhook_id: str, received_at: float, signature: str, kind: str,
                     evidence_id: int | None) -> None:
     """Record a verified delivery once (inside the caller's write transaction), with the evidence it became (None:
-    none, an event reclaim does not act on). Raises LedgerConflict when `webhook_id` was already recorded."""
+    none, an event reclaim does not act on), signed by this process's key when it holds one (ledger.signing).
+    Raises LedgerConflict when `webhook_id` was already recorded."""
+    signer = signing.current_signer()
+    proof = (signer.sign(delivery_digest(webhook_id, received_at, signature, kind, evidence_id))
+             if signer is not None else None)
     conn.run(
-        "evidence.record_delivery", (webhook_id, received_at, signature, kind, evidence_id),
+        "evidence.record_delivery", (webhook_id, received_at, signature, kind, evidence_id, proof),
     )
 
 

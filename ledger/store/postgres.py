@@ -344,6 +344,10 @@ $$;
 REVOKE ALL ON FUNCTION reclaim_append_event(DOUBLE PRECISION, TEXT, TEXT, BIGINT, TEXT, TEXT, TEXT, TEXT, BIGINT,
     TEXT, TEXT, TEXT, TEXT, TEXT) FROM PUBLIC;
 """,
+    # Each webhook delivery carries its receiver's signature over its own content (ledger.signing).
+    17: """
+ALTER TABLE webhook_deliveries ADD COLUMN proof TEXT;
+""",
 }
 
 ROLES = ("operators", "workers")

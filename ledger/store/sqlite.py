@@ -333,7 +333,14 @@ CREATE INDEX foreign_interactions_last_seen ON foreign_interactions (last_seen);
 # by INSERT (ledger.store.postgres). A SQLite ledger's file permissions decide who writes it: nothing changes here.
 _V16 = ""
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, _V13, _V14, _V15, _V16]
+# Each webhook delivery carries its receiver's signature (ledger.signing) over its own content: a row inserted by
+# hand no longer makes a real delivery of that id look like a replay.
+_V17 = """
+ALTER TABLE webhook_deliveries ADD COLUMN proof TEXT;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, _V13, _V14, _V15, _V16,
+                         _V17]
 
 TRIGGERS = frozenset({
     "events_no_update", "events_no_delete", "events_no_replace", "events_chain", "evidence_no_update",

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from ledger import seal, store
 from ledger.errors import LedgerError
 from ledger.store import Connection
+from ledger.store import evidence as evidence_store
 
 
 @contextlib.contextmanager
@@ -115,3 +116,9 @@ def webhook_without_delivery(conn: Connection) -> tuple[int, str] | None:
 def outbox_ids(conn: Connection) -> set[str]:
     """The id of every notification in the outbox (`evt-EVENT-CHANNEL`), whatever its state."""
     return {str(row[0]) for row in conn.run("verify.outbox_ids")}
+
+
+def deliveries_since(conn: Connection, since: float) -> Iterator[evidence_store.Delivery]:
+    """Every webhook delivery received at or after `since` (epoch seconds), by time, read as it goes."""
+    for row in conn.run("verify.deliveries_since", (since,)):
+        yield evidence_store.Delivery.from_row(row)

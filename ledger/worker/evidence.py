@@ -126,7 +126,8 @@ def _attribute(
         assert current is not None
         apply(conn, job.key, "evidence", actor="reclaim", now=now, expected_state=current.state,
               detail={"source": "webhook", "webhook_id": ev.ref, "type": ev.detail.get("type"),
-                      "handle": ev.handle, "attempt": attempt, "evidence_id": new_id, "attributed_by": how})
+                      "handle": ev.handle, "attempt": attempt, "evidence_id": new_id, "attributed_by": how,
+                      evidence_store.HANDLED_KEY: ev.id})
         evidence_store.mark_handled(conn, ev.id, f"attributed to {job.job_id} / {job.operation} "
                               f"(evidence {new_id}, by {how})", now)
     report.evidence_attributed += 1
@@ -204,7 +205,8 @@ def _reconcile_from_evidence(
             applied = apply(
                 conn, job.key, "reconcile", actor="reclaim", now=now, expected_state="held",
                 expected_epoch=job.epoch,
-                detail={"handle": ev.handle, "reason": reason, "verified": True, "evidence_id": ev.id},
+                detail={"handle": ev.handle, "reason": reason, "verified": True, "evidence_id": ev.id,
+                        evidence_store.HANDLED_KEY: ev.id},
                 fields={"handle": ev.handle}, notify=config.notify,
             )
             report.reconciled_by_evidence += applied.ok
@@ -214,7 +216,7 @@ def _reconcile_from_evidence(
             apply(
                 conn, job.key, "finding", actor="reclaim", now=now, expected_state="held",
                 detail={"category": category, "note": reason, "suggested_handle": ev.handle,
-                        "evidence_id": ev.id, "query_event_id": None, "snapshot": None},
+                        "evidence_id": ev.id, "query_event_id": None, "snapshot": None, evidence_store.HANDLED_KEY: ev.id},
             )
             outcome = "finding recorded"
         evidence_store.mark_handled(conn, ev.id, outcome, now)

@@ -10,18 +10,23 @@ policy event she appends through the library is ignored by every process, and th
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import pwd
+import secrets
+import sqlite3
 import textwrap
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from os_accounts import Seats, held_in, raw_config
+from os_accounts import OP, Seats, held_in, raw_config
+from standardwebhooks import Webhook
 
-from ledger import policy
+from ledger import policy, receiver
 from ledger.clock import SystemClock
 from ledger.config import load_config
 from ledger.db import connect, write_tx
@@ -33,6 +38,7 @@ from ledger.simulator import Simulator
 from ledger.store import events as events_store
 from ledger.store import jobs as jobs_store
 from ledger.store import outbox as outbox_store
+from ledger.worker import RemoteCache, submit_now
 
 pytestmark = pytest.mark.slow
 
@@ -211,3 +217,45 @@ def test_a_forged_policy_event_is_ignored_by_every_process_and_the_owner_sets_po
     shown = json.loads(seats.run(seats.alice, "policy", "show", "--json").stdout)
     assert shown["event_id"] == recorded and shown["policy"]["policy.release_requires_finding"] is False, shown
     assert os.path.exists(seats.key_file("root"))
+
+
+def test_a_delivery_row_inserted_by_hand_does_not_make_the_real_delivery_a_replay(
+    seats: Seats, signed: Signer, sim: Simulator, write_config: Callable[..., Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+    monkeypatch.setenv("RECLAIM_TEST_WHSEC", secret)
+    doc = raw_config(seats.config)
+    doc["remotes"]["gemini"]["webhook_secret_env"] = "RECLAIM_TEST_WHSEC"
+    write_config(doc, seats.config)
+    cfg = load_config(seats.config)
+    conn = connect(seats.ledger)
+    try:
+        sent = submit_now(conn, cfg, OP, {"input": "wh"}, clock=SystemClock(), job_id="wh-1", remotes=RemoteCache(cfg))
+        assert sent.state == "submitted", sent
+        handle = jobs_store.find_job(conn, sent.key).handle
+    finally:
+        conn.close()
+    # Someone who can write the file records, ahead of it, the id the remote's next delivery will carry.
+    webhook_id = f"wh-{secrets.token_hex(6)}"
+    raw = sqlite3.connect(seats.ledger)
+    with raw:
+        raw.execute("INSERT INTO webhook_deliveries (webhook_id, received_at, signature, type, evidence_id) "
+                    "VALUES (?, ?, 'v1,forged', 'interaction.completed', NULL)", (webhook_id, SystemClock().now()))
+    raw.close()
+    body = json.dumps({"type": "interaction.completed", "version": "v1", "timestamp": datetime.now(UTC).isoformat(),
+                       "data": {"id": handle, "status": "completed"}}).encode()
+    now = datetime.now(UTC)
+    headers = {"webhook-id": webhook_id, "webhook-timestamp": str(int(now.timestamp())),
+               "webhook-signature": Webhook(secret).sign(webhook_id, now, body.decode())}
+    conn = connect(seats.ledger)
+    try:
+        answer = receiver.receive(conn, cfg, {"gemini": secret}, body, headers, clock=SystemClock())
+        assert answer.status == 202 and answer.message == "recorded", answer
+        assert any(e.kind == "evidence" for e in events_store.job_events(conn, sent.key))
+    finally:
+        conn.close()
+    seats.share_files()
+    rc, verdict = _verify(seats, seats.bob)
+    assert rc == EXIT_VERIFY_FAILED, verdict
+    assert any(f"webhook delivery {webhook_id!r}" in p and "is not signed" in p for p in verdict["problems"]), verdict

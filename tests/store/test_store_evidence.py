@@ -14,6 +14,7 @@ from ledger import seal
 from ledger.db import write_tx
 from ledger.errors import LedgerConflict
 from ledger.model import Evidence, Job, JobKey, idem_key
+from ledger.signing import Proof, signer_of
 from ledger.store import Connection
 from ledger.store import evidence as ev_store
 
@@ -59,7 +60,7 @@ def test_an_empty_ledger_holds_no_evidence(conn: Connection) -> None:
     assert ev_store.unattributed(conn) == [] and ev_store.unattributed(conn, newest=True) == []
     assert ev_store.orphans(conn) == []
     assert ev_store.orphans_since(conn, 0.0) == []
-    assert ev_store.delivery_signature(conn, "wh-1") is None
+    assert ev_store.delivery(conn, "wh-1") is None
     assert ev_store.refusal_counts(conn) == {}
     assert ev_store.foreign_oldest_seen(conn) is None
     assert ev_store.foreign_tally(conn) == ev_store.ForeignTally(0, 0, None)
@@ -103,7 +104,7 @@ def test_a_write_is_part_of_the_callers_transaction(conn: Connection, ledger_pat
         raise RuntimeError("the caller fails")
     with fresh(ledger_path) as c:
         assert ev_store.latest_id(c) == 0 and ev_store.refusal_counts(c) == {}
-        assert ev_store.delivery_signature(c, "wh-1") is None and ev_store.foreign_tally(c).interactions == 0
+        assert ev_store.delivery(c, "wh-1") is None and ev_store.foreign_tally(c).interactions == 0
 
 
 def test_unhandled_lists_webhook_evidence_for_a_job_oldest_first_until_handled(
@@ -193,11 +194,27 @@ def test_a_delivery_is_recorded_once(conn: Connection, ledger_path: Path) -> Non
         ev_store.record_delivery(conn, webhook_id="wh-1", received_at=T + 1, signature="v1,zzz", kind="x",
                                  evidence_id=None)
     with fresh(ledger_path) as c:
-        assert ev_store.delivery_signature(c, "wh-1") == "v1,abc"
-        assert ev_store.delivery_signature(c, "wh-2") == "v1,def"
-        assert ev_store.delivery_signature(c, "wh-3") is None
+        assert (got := ev_store.delivery(c, "wh-1")) is not None and got.signature == "v1,abc"
+        assert (got := ev_store.delivery(c, "wh-2")) is not None and got.signature == "v1,def"
+        assert ev_store.delivery(c, "wh-3") is None
         rows = c.execute("SELECT webhook_id, evidence_id FROM webhook_deliveries ORDER BY webhook_id").fetchall()
     assert [tuple(r) for r in rows] == [("wh-1", evidence_id), ("wh-2", None)]
+
+
+def test_a_delivery_carries_its_receivers_signature_over_its_content(
+    conn: Connection, ledger_path: Path, owner_signer: Any,
+) -> None:
+    with write_tx(conn):
+        ev_store.record_delivery(conn, webhook_id="wh-s", received_at=T + 0.25, signature="v1,abc", kind="x",
+                                 evidence_id=None)
+    with fresh(ledger_path) as c:
+        got = ev_store.delivery(c, "wh-s")
+    assert got is not None and got.proof is not None
+    keys = {owner_signer.account: owner_signer.public}
+    assert signer_of(Proof.parse(got.proof), got.digest, keys) == owner_signer.account
+    # The same proof over a row that says otherwise (another time) does not verify.
+    moved = ev_store.delivery_digest(got.webhook_id, got.received_at + 1, got.signature, got.type, got.evidence_id)
+    assert signer_of(Proof.parse(got.proof), moved, keys) is None
 
 
 def test_refusals_are_counted_by_reason(conn: Connection, ledger_path: Path) -> None:
@@ -251,4 +268,4 @@ def test_evidence_and_deliveries_refuse_change(conn: Connection, ledger_path: Pa
     with pytest.raises(LedgerConflict), write_tx(conn):
         conn.execute("DELETE FROM webhook_deliveries")
     with fresh(ledger_path) as c:
-        assert ev_store.get(c, evidence_id) is not None and ev_store.delivery_signature(c, "wh") == "s"
+        assert ev_store.get(c, evidence_id) is not None and (got := ev_store.delivery(c, "wh")) is not None and got.signature == "s"

@@ -42,6 +42,11 @@ class Seats:
         """`reclaim ARGS` as the account `who`, with a clean environment (plus `env`) and their own key file."""
         return self._as(who, ["-m", "console", *args], env)
 
+    def share_files(self) -> None:
+        """Let every account read and write the ledger's files as root left them (the file, its -wal and -shm)."""
+        for p in self.ledger.parent.iterdir():
+            p.chmod(0o666)
+
     def run_python(self, who: str, script: Path) -> subprocess.CompletedProcess[str]:
         """The Python `script` as the account `who`, with the CLI's interpreter and environment."""
         return self._as(who, [str(script)], None)
@@ -102,8 +107,7 @@ def held_in(seats: Seats, sim: Simulator, job_id: str = "held-os") -> JobKey:
         key = held(sim, conn, cfg, SystemClock(), job_id)
     finally:
         conn.close()
-    for p in seats.ledger.parent.iterdir():
-        p.chmod(0o666)
+    seats.share_files()
     return key
 
 

@@ -464,6 +464,7 @@ def test_a_ledger_of_schema_version_9_migrates_forward_to_the_current_schema(pg:
         c.execute("ALTER TABLE evidence_handled DROP COLUMN record")
         c.execute("DROP TABLE foreign_interactions")
         c.execute("DROP FUNCTION reclaim_append_event")
+        c.execute("ALTER TABLE webhook_deliveries DROP COLUMN proof")
         c.execute("UPDATE reclaim_meta SET value = %s WHERE key = 'schema_version'", (str(BASE_VERSION),))
         # A reservation as that version wrote it: the job, its quota, its event chained without a seal.
         c.execute("INSERT INTO jobs (job_id, operation, idem_key, payload, state, quota_day, created_at, updated_at) "
@@ -480,7 +481,7 @@ def test_a_ledger_of_schema_version_9_migrates_forward_to_the_current_schema(pg:
     conn = connect(pg)  # migrates forward
     try:
         version = conn.execute("SELECT value FROM reclaim_meta WHERE key = 'schema_version'").fetchone()[0]
-        assert int(version) == schema_version() == 16
+        assert int(version) == schema_version() == 17
         assert conn.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = 'evidence_handled' "
                             "AND column_name = 'record' AND table_schema = current_schema()").fetchone()[0] == 1
         assert conn.execute("SELECT count(*) FROM foreign_interactions").fetchone()[0] == 0

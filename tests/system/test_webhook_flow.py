@@ -8,9 +8,11 @@ from a fresh connection.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import secrets
 import signal
+import sqlite3
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +25,7 @@ from process_state import process_state
 from ledger.clock import SystemClock
 from ledger.config import load_config
 from ledger.db import connect
+from ledger.errors import EXIT_VERIFY_FAILED
 from ledger.model import JobKey, idem_key
 from ledger.reservation import reserve
 from ledger.simulator import Simulator
@@ -107,6 +110,17 @@ def test_a_lost_reply_ends_consumed_through_the_webhook_and_a_dropped_webhook_le
     unheard, _ = _job(ledger_path, "unheard")
     assert unheard.state == "held" and unheard.handle is None  # no webhook, no evidence: a person decides
     assert sim.count("create", idem_key("unheard", OP)) == 1
+    # The reconcile names the evidence it acted on: deleting that evidence's handled row (so that the next pass
+    # would act on it again) is named by verify.
+    assert run_cli("verify").rc == 0
+    handled = next(e.detail["handled_evidence"] for e in events if e.kind == "reconcile")
+    with sqlite3.connect(ledger_path) as raw:
+        assert raw.execute("DELETE FROM evidence_handled WHERE evidence_id = ?", (handled,)).rowcount == 1
+    raw.close()
+    verdict = run_cli("verify", "--json")
+    assert verdict.rc == EXIT_VERIFY_FAILED, verdict
+    assert any(f"evidence_handled row of evidence {handled} it acted on is gone" in p
+               for p in json.loads(verdict.stdout)["problems"]), verdict
 
 
 def test_a_stray_create_of_a_stopped_worker_is_detected_cancelled_and_never_delivered(

@@ -66,12 +66,13 @@ WHERE e.job_id IS NULL AND e.source = 'webhook' AND e.at >= ?
 AND (h.evidence_id IS NULL OR h.record IS NOT NULL OR h.outcome LIKE ? OR h.outcome LIKE ?)
 ORDER BY e.id LIMIT ?;
 
--- name: delivery_signature
-SELECT signature FROM webhook_deliveries WHERE webhook_id = ?;
+-- name: delivery
+-- A recorded delivery: what its proof covers, then the proof.
+SELECT webhook_id, received_at, signature, type, evidence_id, proof FROM webhook_deliveries WHERE webhook_id = ?;
 
 -- name: record_delivery
-INSERT INTO webhook_deliveries (webhook_id, received_at, signature, type, evidence_id)
-VALUES (?, ?, ?, ?, ?);
+INSERT INTO webhook_deliveries (webhook_id, received_at, signature, type, evidence_id, proof)
+VALUES (?, ?, ?, ?, ?, ?);
 
 -- name: count_refusal
 INSERT INTO webhook_refusals (reason, n) VALUES (?, ?)
@@ -98,3 +99,7 @@ SELECT MIN(last_seen) FROM foreign_interactions;
 
 -- name: foreign_tally
 SELECT COUNT(*), COALESCE(SUM(deliveries), 0), MAX(last_seen) FROM foreign_interactions;
+
+-- name: handled_ids
+-- Every piece of evidence a pass has recorded acting on.
+SELECT evidence_id FROM evidence_handled;

@@ -29,3 +29,8 @@ WHERE e.source = 'webhook' AND e.ref IS NOT NULL AND w.webhook_id IS NULL ORDER 
 -- name: outbox_ids
 -- Every notification's stable id (evt-EVENT-CHANNEL): what the events that notified name.
 SELECT event_id FROM outbox;
+
+-- name: deliveries_since
+-- The webhook deliveries received at or after a time, with what their proofs cover, by time.
+SELECT webhook_id, received_at, signature, type, evidence_id, proof FROM webhook_deliveries
+WHERE received_at >= ? ORDER BY received_at, webhook_id;
