@@ -178,10 +178,12 @@ def call_with_deadline(
         if overrun > STALL_SECONDS:
             stalled += overrun
         last = now
-        if while_waiting is not None:
-            while_waiting()
+        # The limits first: a request past its firm limit is given up before anything else this waiter does
+        # (`while_waiting` may write to the ledger, and wait on its disk, while `fn` goes on writing).
         if (now >= limit() + stalled or (firm_limit is not None and now >= firm_limit())) and not done.is_set():
             return False, None
+        if while_waiting is not None:
+            while_waiting()
     if "error" in box:
         raise box["error"]  # type: ignore[misc]
     return True, box.get("value")  # type: ignore[return-value]

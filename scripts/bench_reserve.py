@@ -36,6 +36,7 @@ from ledger.clock import SystemClock, day_of
 from ledger.config import Config, parse_config
 from ledger.db import connect, create_ledger
 from ledger.reservation import reserve
+from ledger.signing import new_key, use_signer
 from ledger.store import queries
 from ledger.store.sqlite import BUSY_TIMEOUT_MS
 
@@ -207,14 +208,20 @@ def profile(n: int, synchronous: str, workdir: Path, top: int = 25) -> str:
 
 
 def run(n: int = 5000, rounds: int = 5, workdir: Path | None = None) -> list[dict[str, Any]]:
-    """Figure rows for bench.py: reserve()/s beside the raw loop, at FULL and NORMAL."""
+    """Figure rows for bench.py: reserve()/s beside the raw loop, at FULL and NORMAL, and at NORMAL with every
+    event signed (a process holding its signing key, ledger.signing: the raw loop signs nothing)."""
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="reclaim-bench-reserve-", dir=workdir) as d:
-        for sync in ("FULL", "NORMAL"):
-            led, raw, ratio = measure(n, sync, rounds, Path(d))
+        for sync, signed in (("FULL", False), ("NORMAL", False), ("NORMAL", True)):
+            use_signer(new_key(Path(d) / f"key-{sync}", "bench") if signed else None)
+            try:
+                led, raw, ratio = measure(n, sync, rounds, Path(d))
+            finally:
+                use_signer(None)
             rows.append(
                 {
-                    "figure": f"reserve() per s, synchronous={sync} (N={n}, median of {rounds})",
+                    "figure": f"reserve() per s, synchronous={sync}{', signed' if signed else ''} "
+                              f"(N={n}, median of {rounds})",
                     "value": f"{led:,.0f} /s",
                     "baseline": f"{raw:,.0f} /s raw sqlite3 loop",
                     "ratio": ratio,
