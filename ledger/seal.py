@@ -68,6 +68,7 @@ compares only the columns a seal names."""
 
 _FLOAT_COLUMNS = frozenset({"due_at", "next_try_at", "lease_until", "send_started_at"})
 _INT_COLUMNS = frozenset({"tries"})
+_NONE_DIGEST = hashlib.sha256(_SEAL_BODY([None]).encode("utf-8")).hexdigest()[:16]
 
 
 def row_digest(job_columns: dict[str, Any]) -> dict[str, str]:
@@ -79,9 +80,12 @@ def row_digest(job_columns: dict[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     for column in ROW_COLUMNS:
         value = job_columns[column]
-        if value is not None and column in _FLOAT_COLUMNS:
+        if value is None:
+            out[column] = _NONE_DIGEST  # most columns of most rows: the same digest, computed once
+            continue
+        if column in _FLOAT_COLUMNS:
             value = repr(float(value))
-        elif value is not None and column in _INT_COLUMNS:
+        elif column in _INT_COLUMNS:
             value = int(value)
         out[column] = hashlib.sha256(_SEAL_BODY([value]).encode("utf-8")).hexdigest()[:16]
     return out

@@ -164,7 +164,10 @@ def measure(n: int, synchronous: str, rounds: int, workdir: Path) -> tuple[float
     the robust figure. One reservation on a scratch ledger first loads what reserve() imports once.
     """
     config = bench_config()
-    run_ledger(workdir / f"warm-up-{synchronous}.db", 1, synchronous, config)
+    warm = workdir / f"warm-up-{synchronous}.db"
+    run_ledger(warm, 1, synchronous, config)
+    for f in (warm, Path(f"{warm}-wal"), Path(f"{warm}-shm")):
+        f.unlink(missing_ok=True)
     clock = SystemClock()
     led: list[float] = []
     raw: list[float] = []
