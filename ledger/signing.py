@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import os
 from dataclasses import dataclass
@@ -36,12 +37,28 @@ PUBLIC_PREFIX = "ed25519:"
 _PROOF_PREFIX = "ed25519:"
 
 
-@dataclass(frozen=True)
 class Signer:
-    """This process's account and its private key: what signs every event the process writes."""
+    """This process's account and its private key: what signs every event the process writes. The key file's
+    text is parsed on first use, so a command that writes nothing never loads the cryptography it needs."""
 
-    account: str
-    key: Ed25519PrivateKey
+    def __init__(self, account: str, pem: bytes) -> None:
+        self.account = account
+        self._pem = pem
+
+    @functools.cached_property
+    def key(self) -> Ed25519PrivateKey:
+        """The private key. Raises ConfigError when the file's text is not an unencrypted PEM Ed25519 key."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        try:
+            key = serialization.load_pem_private_key(self._pem, password=None)
+        except (ValueError, TypeError):
+            raise ConfigError(f"signing key of {self.account}: not an unencrypted PEM private key; restore it from "
+                              "its backup, or make a new one with 'reclaim keys new' and have it registered") from None
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ConfigError(f"signing key of {self.account}: not an Ed25519 key; make one with 'reclaim keys new'")
+        return key
 
     @property
     def public(self) -> str:
@@ -114,23 +131,16 @@ def read_key(path: Path, account: str) -> Signer | None:
     """The signer kept in `path` for `account`; None when there is no such file or this account may not read it.
 
     Raises ConfigError for a key file others (group or world) may read or write, something that is not a
-    regular file, or a file that is not an unencrypted PEM Ed25519 private key.
+    regular file, or a file that holds no PEM private key (the key itself is parsed when it first signs).
     """
     data = read_private(path, "signing key file", others=0o077,
                         fix=f"chmod 600 {path} (it signs as you: only your account may read it)")
     if data is None:
         return None
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    try:
-        key = serialization.load_pem_private_key(data, password=None)
-    except (ValueError, TypeError):
-        raise ConfigError(f"signing key file {path}: not an unencrypted PEM private key; restore it from its "
-                          "backup, or make a new one with 'reclaim keys new' and have it registered") from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise ConfigError(f"signing key file {path}: not an Ed25519 key; make one with 'reclaim keys new'")
-    return Signer(account, key)
+    if b"PRIVATE KEY-----" not in data:
+        raise ConfigError(f"signing key file {path}: not a PEM private key; restore it from its backup, or make a "
+                          "new one with 'reclaim keys new' and have it registered")
+    return Signer(account, data)
 
 
 def new_key(path: Path, account: str) -> Signer:
@@ -156,7 +166,7 @@ def new_key(path: Path, account: str) -> Signer:
         os.fsync(fd)
     finally:
         os.close(fd)
-    return Signer(account, key)
+    return Signer(account, pem)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ RECLAIM = [sys.executable, "-m", "console"]
 def _env(folder: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RECLAIM_") and k != "PYTHONDONTWRITEBYTECODE"}
     env.update(RECLAIM_LEDGER=str(folder / "reclaim.db"), RECLAIM_CONFIG=str(folder / "reclaim.toml"),
-               NO_COLOR="1", COLUMNS="160")
+               RECLAIM_SIGNING_KEY_FILE=str(folder / "signing-key"), NO_COLOR="1", COLUMNS="160")
     return env
 
 

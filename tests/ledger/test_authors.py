@@ -55,11 +55,11 @@ def test_a_seat_signs_for_the_person_its_proxy_authenticated_and_for_no_one_else
     assert "lacks the approver role" in (_why(cfg, signers["seat"], "alice", "release", "proxy") or "")
 
 
-def test_the_systems_events_are_signed_by_a_sending_account(signers: dict[str, Signer]) -> None:
+def test_the_systems_events_are_signed_by_a_sending_account(signers: dict[str, Signer], tmp_path: Path) -> None:
     cfg = _policy(signers)
     assert _why(cfg, signers["sched"], "host:1:abc", "send_started", None) is None
     assert "lacks the sender role" in (_why(cfg, signers["alice"], "reclaim", "reconcile", None) or "")
-    assert "has no key registered" in (_why(cfg, Signer("mallory", signers["alice"].key), "reclaim", "evidence",
+    assert "has no key registered" in (_why(cfg, new_key(tmp_path / "m", "mallory"), "reclaim", "evidence",
                                             None) or "")
 
 
