@@ -51,8 +51,9 @@ class Verdict:
     job_mismatch: str | None = None
     integrity: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    """Every other break, one line each: MACs, steps the event table does not allow, sealed job rows, quota,
-    counts, side tables, triggers, the head."""
+    """Every other break, one line each: the first of each kind for the tables (sealed job rows, quota, counts, side
+    tables, triggers, the head), and every event that fails (a later chain break, a step the event table does not
+    allow, a signature, a notification or handled evidence gone) and every unsigned webhook delivery."""
     mac_checked: bool = False
     unauthenticated: int = 0
     """Triage events written without the key (allowed; see UNKEYED_KINDS)."""
@@ -128,10 +129,7 @@ def verify(
             v.jobs = verify_store.job_count(conn)
             steps: list[replay.BadStep] = []
             bad = replay.mismatches(conn, steps)
-            if steps:
-                more = len(steps) - 1
-                more_text = f" (and {more} more such event{'s' if more > 1 else ''})" if more else ""
-                r.note("step", steps[0].text() + more_text)
+            r.failing.extend(step.text() for step in steps)
             _check_rows(conn, r)
             _check_tables(conn, r)
         except (LedgerError, ValueError, TypeError) as e:
@@ -167,13 +165,17 @@ def _check_chain(
         if expect_head is not None and v.events == expect_head[0] and row[12] != expect_head[1]:
             r.note("head", f"{name}: is event number {expect_head[0]}, but its hash differs from the head you kept: "
                            "the chain was rewritten (re-hashed) up to there")
-        if v.chain_break is None:
-            if row[11] != prev:
-                v.chain_break = (f"{name}: its previous hash does not match the event before it "
-                                 "(an event was removed or inserted)")
-            elif row[12] != event_hash(prev, row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9],
-                                       row[10], sealed):
-                v.chain_break = f"{name}: its content does not match its hash (the event was rewritten)"
+        broken = None
+        if row[11] != prev:
+            broken = f"{name}: its previous hash does not match the event before it (an event was removed or inserted)"
+        elif row[12] != event_hash(prev, row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9],
+                                   row[10], sealed):
+            broken = f"{name}: its content does not match its hash (the event was rewritten)"
+        if broken is not None:  # the first break is the verdict's; every later one is listed with the others
+            if v.chain_break is None:
+                v.chain_break = broken
+            else:
+                r.failing.append(broken)
         prev = row[12]
         if sealed is None:
             if sealed_from is not None:

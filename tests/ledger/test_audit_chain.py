@@ -116,6 +116,20 @@ def test_verify_names_an_event_rewritten_by_replace(worked: Path, run_cli: Calla
     assert out.rc == 11 and f"event {victim} " in out.stdout and "rewritten" in out.stdout, out
 
 
+def test_verify_lists_every_rewritten_event_not_only_the_first(worked: Path, run_cli: Callable[..., Any]) -> None:
+    conn = _raw(worked)
+    victims = [row[0] for row in conn.execute("SELECT id FROM events WHERE kind = 'reserve' ORDER BY id").fetchall()]
+    conn.close()
+    assert len(victims) >= 2
+    _tamper(worked, *_drop_guards(worked),
+            *(f"UPDATE events SET actor = 'carol' WHERE id = {victim}" for victim in victims))
+    out = run_cli("verify")
+    assert out.rc == 11, out
+    for victim in victims:
+        assert f"event {victim} " in out.stdout, (victim, out.stdout)
+    assert out.stdout.count("its content does not match its hash") == len(victims), out.stdout
+
+
 def test_verify_names_a_job_moved_by_a_bare_update(worked: Path, run_cli: Callable[..., Any]) -> None:
     _tamper(worked, "UPDATE jobs SET state = 'reserving', send_started_at = NULL WHERE job_id = 'j1'")
     out = run_cli("verify")
