@@ -80,13 +80,11 @@ class _Replay:
     problems: dict[str, str] = field(default_factory=dict)  # first problem per category
     failing: list[str] = field(default_factory=list)
     """Every event whose signature does not hold, and every ignored policy event: one line each, all of them."""
-    handled: list[tuple[str, int]] = field(default_factory=list)
-    """(event name, evidence id) of each piece of evidence an event says a pass acted on."""
-    notified: list[tuple[str, str]] = field(default_factory=list)
-    """(event name, outbox id) of each notification an event says it queued."""
+    expected: list[tuple[str, str, str | int]] = field(default_factory=list)
+    """(event name, "notification" or "handled", its id) of each row beside the events an event says it wrote."""
+    policies: policy_rules.PolicyChain = field(default_factory=policy_rules.PolicyChain)
     policy: Config = field(default_factory=Config)
     """The policy in force at the event being read (the newest valid policy event before it)."""
-    owner_key: str | None = None
     signed_since: float | None = None
     """When the first policy that requires signatures (ledger.authors) was recorded; None: none has."""
 
@@ -184,11 +182,9 @@ def _check_chain(
             if sealed_from is None:
                 sealed_from = event_id
             _read_seal(r, (job_id, operation), sealed, name)
-        _check_author(r, row, name)
-        if '"notified"' in row[10]:
-            _read_notified(r, row, name)
-        if HANDLED_TEXT in row[10]:
-            _read_handled(r, row, name)
+        detail = _detail(row) if _needs_detail(r, row) else {}
+        _check_author(r, row, name, detail)
+        _read_references(r, event_id, name, detail)
         hmac = Proof.parse(mac).hmac
         if key is not None:
             if hmac is not None:
@@ -200,61 +196,63 @@ def _check_chain(
                               "sending and approving process holds)")
             elif sealed is not None:
                 v.unauthenticated += 1
-        _count_quota(r, row, timezone)
+        _count_quota(r, row, timezone, detail)
     v.head_hash = prev
     if expect_head is not None and v.events < expect_head[0]:
         r.note("head", f"the ledger holds {v.events} events but the head you kept says {expect_head[0]}: "
                        "events were deleted from the end of the chain (or this is another ledger)")
 
 
-def _check_author(r: _Replay, row: Any, name: str) -> None:
+def _counts_quota(row: Any) -> bool:
+    return row[6] in ("reserve", "release") and row[8] == "reserving"
+
+
+def _needs_detail(r: _Replay, row: Any) -> bool:
+    """Whether a check reads this event's detail: its signature's (a person's event names how they were identified),
+    the quota's, or the rows it names beside the events (read only when its text names them)."""
+    text = row[10]
+    return (authors.required(r.policy) or _counts_quota(row) or '"notified"' in text
+            or HANDLED_TEXT in text)
+
+
+def _detail(row: Any) -> dict[str, Any]:
+    """The event's detail as a dict ({} when it is not one)."""
+    try:
+        detail = json.loads(row[10])
+    except ValueError:
+        return {}
+    return detail if isinstance(detail, dict) else {}
+
+
+def _check_author(r: _Replay, row: Any, name: str, detail: dict[str, Any]) -> None:
     """A policy event against the owner's key (a valid one becomes the policy in force); any other event, under a
     policy that registers keys, against its writer's registered key and role (ledger.authors)."""
     if row[6] == "policy_set":
-        why, detail = policy_rules.refusal(row[10], row[12], row[14], r.owner_key, None)
+        why = r.policies.add(row[0], row[10], row[12], row[14])
         if why is not None:
             r.failing.append(f"{name}: {why}")
             return
-        settings = detail.get("policy")
-        if isinstance(settings, dict):
-            held = policy_rules.LedgerPolicy({"public_keys": {}, **settings}, row[0])
-            with contextlib.suppress(KeyError, TypeError, ValueError):
-                r.policy = policy_rules.apply_to(Config(), held)
-        named = detail.get("owner_key")
-        r.owner_key = named if isinstance(named, str) else r.owner_key
+        with contextlib.suppress(LedgerError, KeyError, TypeError, ValueError, AttributeError):  # unreadable: kept
+            r.policy = policy_rules.apply_to(Config(), r.policies.held())
         if r.signed_since is None and authors.required(r.policy):
             r.signed_since = float(row[1])
         return
     if not authors.required(r.policy):
         return
-    try:
-        detail = json.loads(row[10])
-    except ValueError:
-        detail = {}
-    why = authors.refusal(r.policy, actor=row[5], kind=row[6], detail=detail if isinstance(detail, dict) else {},
-                          chain_hash=row[12], proof=row[14])
+    why = authors.refusal(r.policy, actor=row[5], kind=row[6], detail=detail, chain_hash=row[12], proof=row[14])
     if why is not None:
         r.failing.append(f"{name}: {why}")
 
 
-def _read_notified(r: _Replay, row: Any, name: str) -> None:
-    """The outbox rows the event says it queued (its detail's `notified` channels)."""
-    try:
-        channels = json.loads(row[10]).get("notified")
-    except (ValueError, AttributeError):
-        return
+def _read_references(r: _Replay, event_id: int, name: str, detail: dict[str, Any]) -> None:
+    """The rows beside the events that the event says it wrote and that must stay: the notifications it queued (its
+    `notified` channels), the evidence a worker pass acted on (its `evidence_handled` row)."""
+    channels = detail.get("notified")
     if isinstance(channels, list):
-        r.notified.extend((name, outbox_id(int(row[0]), str(c))) for c in channels)
-
-
-def _read_handled(r: _Replay, row: Any, name: str) -> None:
-    """The evidence a worker pass acted on when it wrote the event (its `evidence_handled` row must stay)."""
-    try:
-        handled = json.loads(row[10]).get(evidence_store.HANDLED_KEY)
-    except (ValueError, AttributeError):
-        return
+        r.expected.extend((name, "notification", outbox_id(event_id, str(c))) for c in channels)
+    handled = detail.get(evidence_store.HANDLED_KEY)
     if isinstance(handled, int) and not isinstance(handled, bool):
-        r.handled.append((name, handled))
+        r.expected.append((name, "handled", handled))
 
 
 def _read_seal(r: _Replay, job: tuple[str, str], sealed: str, name: str) -> None:
@@ -268,15 +266,11 @@ def _read_seal(r: _Replay, job: tuple[str, str], sealed: str, name: str) -> None
         r.rows[job] = row
 
 
-def _count_quota(r: _Replay, row: Any, timezone: str) -> None:
+def _count_quota(r: _Replay, row: Any, timezone: str, detail: dict[str, Any]) -> None:
     """Add what a reserve or a release counted against its operation's daily quota."""
-    if row[6] not in ("reserve", "release") or row[8] != "reserving":
+    if not _counts_quota(row):
         return
-    try:
-        detail = json.loads(row[10])
-    except ValueError:
-        return
-    day = detail.get("quota_day") if isinstance(detail, dict) else None
+    day = detail.get("quota_day")
     if not isinstance(day, str):
         day = day_of(float(row[1]), timezone)
     r.quota[(row[3], day)] = r.quota.get((row[3], day), 0) + 1
@@ -322,18 +316,16 @@ def _check_tables(conn: Connection, r: _Replay) -> None:
                          f"{actual.get(bad, 0)} (the counts were edited)")
     _check_side_chain(conn, r, "evidence", r.evidence_head)
     _check_side_chain(conn, r, "fenced_writes", r.fenced_head)
-    if r.notified:
-        queued = verify_store.outbox_ids(conn)
-        for name, oid in r.notified:
-            if oid not in queued:
-                r.failing.append(f"{name}: its notification {oid} is gone from the outbox (deleted: it will never "
-                                 "be sent, and nobody is told)")
-    if r.handled:
-        recorded = evidence_store.handled_ids(conn)
-        for name, evidence_id in r.handled:
-            if evidence_id not in recorded:
-                r.failing.append(f"{name}: the evidence_handled row of evidence {evidence_id} it acted on is gone "
-                                 "(deleted: the next pass would act on that evidence again)")
+    if r.expected:
+        present: dict[str, set[Any]] = {"notification": verify_store.outbox_ids(conn),
+                                         "handled": evidence_store.handled_ids(conn)}
+        gone = {"notification": "its notification {} is gone from the outbox (deleted: it will never be sent, and "
+                                "nobody is told)",
+                "handled": "the evidence_handled row of evidence {} it acted on is gone (deleted: the next pass "
+                           "would act on that evidence again)"}
+        for name, what, ref in r.expected:
+            if ref not in present[what]:
+                r.failing.append(f"{name}: {gone[what].format(ref)}")
     if r.signed_since is not None:
         for row in verify_store.deliveries_since(conn, r.signed_since):
             why = authors.sender_refusal(r.policy, row.digest, row.proof)

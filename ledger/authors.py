@@ -1,6 +1,6 @@
 """Who wrote an event, as its signature proves, and whether that account may have written it.
 
-Under a policy that registers keys (`[keys]`, ledger.policy) and takes identity from the OS account or the
+Under a policy that registers keys (`[public_keys]`, ledger.policy) and takes identity from the OS account or the
 seat's proxy, an event counts only when its proof (ledger.signing) verifies against a registered key, and:
 - a person's event (a decision, or a triage event that names how its actor was identified) is signed by the
   account it names, or by the browser seat's account for a person the proxy authenticated, and that person
@@ -25,12 +25,14 @@ from ledger.store import Connection
 from ledger.store import events as events_store
 from ledger.store.events import Proven
 
-APPROVER_KINDS = frozenset({"release", "reconcile", "reject", "remediate"})
+APPROVER_KINDS = frozenset({"release", "reconcile", "reject", "remediate", "notification_resent_other_route"})
 """A person's decisions: signed by an approver (a reconcile the worker makes on evidence is the system's)."""
 TRIAGE_KINDS = frozenset({"finding", "assign", "remote_query", "candidate_dismissed", "notification_confirmed"})
 """A person's triage: signed by someone with the triage role."""
 ALWAYS_PERSON = frozenset({"release", "reject", "remediate", "notification_resent_other_route"})
 """Kinds only a person writes: one without a named identity is refused, not taken as the system's."""
+_ROLE_OF = {**dict.fromkeys(TRIAGE_KINDS, "triage"), **dict.fromkeys(APPROVER_KINDS, "approver")}
+"""The role a person's event needs, by kind; every other event needs the sender role."""
 
 
 def required(config: Config) -> bool:
@@ -38,12 +40,18 @@ def required(config: Config) -> bool:
     return bool(config.keys) and config.identity_source != "declared"
 
 
-def _role_for(kind: str) -> str:
-    if kind in APPROVER_KINDS or kind == "notification_resent_other_route":
-        return "approver"
-    if kind in TRIAGE_KINDS:
-        return "triage"
-    return "sender"
+def _signer(config: Config, digest: str | None, proof: str | None) -> tuple[str | None, str | None]:
+    """(the registered account whose key signed `digest`, None), or (None, why no registered key did)."""
+    got = Proof.parse(proof)
+    signer = signer_of(got, digest, config.keys)
+    if signer is not None:
+        return signer, None
+    if got.signer is None:
+        return None, "is not signed (written by a process holding no registered key)"
+    if got.signer not in config.keys:
+        return None, f"is signed by {got.signer}, who has no key registered in the ledger's policy"
+    return None, (f"claims {got.signer}'s signature, which does not verify against {got.signer}'s registered key "
+                  "(written by another account, or rewritten)")
 
 
 def refusal(
@@ -51,15 +59,9 @@ def refusal(
 ) -> str | None:
     """Why the event does not prove it was written by an account allowed to write it, in words that fit after
     "event N ... "; None when it does. Call only when `required(config)`."""
-    got = Proof.parse(proof)
-    signer = signer_of(got, chain_hash, config.keys)
+    signer, why = _signer(config, chain_hash, proof)
     if signer is None:
-        if got.signer is None:
-            return "is not signed (written by a process holding no registered key)"
-        if got.signer not in config.keys:
-            return f"is signed by {got.signer}, who has no key registered in the ledger's policy"
-        return (f"claims {got.signer}'s signature, which does not verify against {got.signer}'s registered key "
-                "(written by another account, or rewritten)")
+        return why
     person = "identity_source" in detail or kind in ALWAYS_PERSON
     if not person:
         if "sender" not in config.roles_of(signer):
@@ -68,15 +70,10 @@ def refusal(
     seat = detail.get("identity_source") == "proxy" and signer == config.serve.account
     if signer != actor and not seat:
         return f"names {actor} but is signed by {signer}"
-    role = _role_for(kind)
+    role = _ROLE_OF.get(kind, "sender")
     if role not in config.roles_of(actor):
         return f"is {actor}'s, who lacks the {role} role it needs"
     return None
-
-
-def verified_signer(config: Config, chain_hash: str | None, proof: str | None) -> str | None:
-    """The account whose registered key signed the event, or None (unsigned, unknown, or not verifying)."""
-    return signer_of(Proof.parse(proof), chain_hash, config.keys)
 
 
 def author(config: Config, event: Proven) -> str | None:
@@ -114,12 +111,9 @@ def attempt_refusal(conn: Connection, config: Config, key: JobKey) -> tuple[int,
 def sender_refusal(config: Config, digest: str, proof: str | None) -> str | None:
     """Why a row the worker or the receiver writes beside the events (a webhook delivery) does not prove it was
     written by an account with the sender role, or None when it does."""
-    got = Proof.parse(proof)
-    signer = signer_of(got, digest, config.keys)
+    signer, why = _signer(config, digest, proof)
     if signer is None:
-        if got.signer is None:
-            return "is not signed (written by a process holding no registered key)"
-        return f"claims {got.signer}'s signature, which does not verify against a registered key"
+        return why
     if "sender" not in config.roles_of(signer):
         return f"is signed by {signer}, who lacks the sender role"
     return None

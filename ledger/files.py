@@ -1,6 +1,7 @@
 """Making a file whole or not at all: a file built under a temporary name in its folder is linked into
 place only once finished, never over an existing one, and the folder is fsynced so the name survives a
-power cut. A failure before that leaves nothing under the real name."""
+power cut. A failure before that leaves nothing under the real name. And a private key file (a signing key, an
+older ledger's audit key) is read only when no one else may read or write it (`read_private`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import errno
 import os
 import stat
 from pathlib import Path
+
+from ledger.errors import ConfigError
 
 
 def place_new(tmp: Path, final: Path) -> bool:
@@ -58,8 +61,6 @@ def read_private(path: Path, what: str, *, others: int, fix: str, limit: int = 8
     Raises ConfigError, naming `what` and the file, for something that is not a regular file, or one whose mode
     has any bit of `others` set (others may read or write it: `fix` says what to do).
     """
-    from ledger.errors import ConfigError
-
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:

@@ -122,11 +122,11 @@ def claim_for_send(
     """Claim a due `reserving` job for one send: epoch + 1, lease, send start, event; committed on return.
     The job's pick (ledger.picks), whoever held it, is deleted in the same transaction.
 
-    Returns None, sending nothing, when the reservation or release behind the job's attempt does not verify
-    against its writer's registered key and role (ledger.authors): the job is held instead, naming that event,
-    and a notification queued. Returns None (nothing written) when the job is not due: another send is under way or was begun
-    without an outcome, its next try is later, it is no longer `reserving`, another worker holds a live
-    pick of it, or (when `expected_epoch` is given: the epoch it had when picked) it changed since.
+    Returns None (nothing written) when the job is not due: another send is under way or was begun without an
+    outcome, its next try is later, it is no longer `reserving`, another worker holds a live pick of it, or (when
+    `expected_epoch` is given: the epoch it had when picked) it changed since. Returns None too, sending nothing,
+    when the reservation or release behind the attempt does not verify against its writer's registered key and
+    role (ledger.authors): the job is held instead, naming that event, and a notification is queued.
     """
     return _claim(
         conn, config, key, "send_started", owner=owner, now=now,

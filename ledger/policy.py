@@ -72,30 +72,48 @@ class LedgerPolicy:
     """(event id, why) of each policy event that does not count."""
 
 
+class PolicyChain:
+    """The ledger's policy events folded in their order: which count (see the module), the owner key in force, and
+    the newest that counts. What `read` returns, and what `verify` holds as it walks the audit chain."""
+
+    def __init__(self, audit_key: bytes | None = None) -> None:
+        self.audit_key = audit_key
+        """An older ledger's audit key this process holds (None: its MACs are not checked here)."""
+        self.owner_key: str | None = None
+        self.ignored: list[tuple[int, str]] = []
+        self._current: tuple[int, dict[str, Any]] | None = None
+
+    def add(self, event_id: int, detail_text: str, chain_hash: str, proof_text: str | None) -> str | None:
+        """Fold in the next policy event; why it is ignored, or None when it counts."""
+        why, detail = refusal(detail_text, chain_hash, proof_text, self.owner_key, self.audit_key)
+        if why is not None:
+            self.ignored.append((int(event_id), why))
+            return why
+        self._current = (int(event_id), detail)
+        named = detail.get("owner_key")
+        self.owner_key = named if isinstance(named, str) else self.owner_key
+        return None
+
+    def held(self) -> LedgerPolicy:
+        """The policy as folded so far. Raises LedgerCorrupt when the policy that counts cannot be read."""
+        if self._current is None:
+            return LedgerPolicy(None, None, self.owner_key, tuple(self.ignored))
+        event_id, detail = self._current
+        settings = detail.get("policy")
+        if isinstance(settings, dict):
+            settings = {"public_keys": {}, **settings}  # policies recorded before keys were registered
+        if not isinstance(settings, dict) or set(settings) != set(SETTINGS):
+            raise LedgerCorrupt(f"ledger policy (event {event_id}): unreadable; run 'reclaim verify'")
+        return LedgerPolicy(settings, event_id, self.owner_key, tuple(self.ignored))
+
+
 def read(conn: Connection) -> LedgerPolicy:
     """The ledger's policy: its newest policy event that verifies (see the module), with those that do not.
     Raises LedgerCorrupt only when the policy that counts cannot be read."""
-    current: tuple[int, dict[str, Any]] | None = None
-    owner_key: str | None = None
-    ignored: list[tuple[int, str]] = []
-    audit_key = seal.current_key()
+    chain = PolicyChain(seal.current_key())
     for event_id, detail_text, chain_hash, proof_text in sql.every(conn):
-        why, detail = refusal(detail_text, chain_hash, proof_text, owner_key, audit_key)
-        if why is not None:
-            ignored.append((int(event_id), why))
-            continue
-        current = (int(event_id), detail)
-        named = detail.get("owner_key")
-        owner_key = named if isinstance(named, str) else owner_key
-    if current is None:
-        return LedgerPolicy(None, None, owner_key, tuple(ignored))
-    event_id, detail = current
-    settings = detail.get("policy")
-    if isinstance(settings, dict):
-        settings = {"public_keys": {}, **settings}  # policies recorded before keys were registered
-    if not isinstance(settings, dict) or set(settings) != set(SETTINGS):
-        raise LedgerCorrupt(f"ledger policy (event {event_id}): unreadable; run 'reclaim verify'")
-    return LedgerPolicy(settings, event_id, owner_key, tuple(ignored))
+        chain.add(event_id, detail_text, chain_hash, proof_text)
+    return chain.held()
 
 
 def refusal(detail_text: str, chain_hash: str, proof_text: str | None, owner_key: str | None,

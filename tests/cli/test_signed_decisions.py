@@ -18,18 +18,18 @@ import secrets
 import sqlite3
 import textwrap
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gemini_deliveries import delivery
+from ledger_reads import fresh
 from os_accounts import OP, Seats, held_in, raw_config
-from standardwebhooks import Webhook
 
 from ledger import policy, receiver
 from ledger.clock import SystemClock
 from ledger.config import load_config
-from ledger.db import connect, write_tx
+from ledger.db import write_tx
 from ledger.errors import EXIT_REFUSED, EXIT_VERIFY_FAILED
 from ledger.identity import os_account
 from ledger.service import Ledger
@@ -66,13 +66,9 @@ def signed(seats: Seats, write_config: Callable[..., Path]) -> Iterator[Signer]:
     doc["notify"] = {"oncall": {"kind": "webhook", "url": "http://127.0.0.1:9/hook", "events": ["held"]}}
     write_config(doc, seats.config)
     use_signer(owner)
-    conn = connect(seats.ledger)
-    try:
-        with write_tx(conn):
-            assert policy.record(conn, load_config(seats.config), actor=owner.account, now=SystemClock().now(),
-                                 how="test")
-    finally:
-        conn.close()
+    with fresh(seats.ledger) as conn, write_tx(conn):
+        assert policy.record(conn, load_config(seats.config), actor=owner.account, now=SystemClock().now(),
+                             how="test")
     yield owner
     use_signer(None)
 
@@ -116,13 +112,10 @@ def test_alice_claiming_bobs_uid_cannot_release_what_the_worker_sends(
     # The worker checks the release's signature before the send: alice's key, not bob's. Held, not sent.
     _tick(seats)
     assert sim.count("create") == 1
-    conn = connect(seats.ledger, readonly=True)
-    try:
+    with fresh(seats.ledger) as conn:
         job = jobs_store.find_job(conn, key)
         events = events_store.job_events(conn, key)
         queued = outbox_store.listed(conn, 100)
-    finally:
-        conn.close()
     forged = next(e for e in events if e.kind == "release")
     assert forged.actor == seats.bob
     assert job is not None and job.state == "held", job
@@ -140,11 +133,8 @@ def test_alice_claiming_bobs_uid_cannot_release_what_the_worker_sends(
     # verify, run by bob with public keys only, names both forged releases.
     rc, verdict = _verify(seats, seats.bob)
     assert rc == EXIT_VERIFY_FAILED and not verdict["ok"], verdict
-    conn = connect(seats.ledger, readonly=True)
-    try:
+    with fresh(seats.ledger) as conn:
         releases = [e for e in events_store.job_events(conn, key) if e.kind == "release"]
-    finally:
-        conn.close()
     assert len(releases) == 2
     for e in releases:
         assert any(f"event {e.id} " in p and "release" in p for p in verdict["problems"]), verdict["problems"]
@@ -155,11 +145,8 @@ def test_alice_claiming_bobs_uid_cannot_release_what_the_worker_sends(
     assert r.returncode == 0, r.stderr
     _tick(seats)
     assert sim.count("create") == 2
-    conn = connect(seats.ledger, readonly=True)
-    try:
+    with fresh(seats.ledger) as conn:
         assert jobs_store.state_of(conn, key) in ("submitted", "done", "consumed")
-    finally:
-        conn.close()
 
 
 def test_a_forged_policy_event_is_ignored_by_every_process_and_the_owner_sets_policy_again(
@@ -229,13 +216,10 @@ def test_a_delivery_row_inserted_by_hand_does_not_make_the_real_delivery_a_repla
     doc["remotes"]["gemini"]["webhook_secret_env"] = "RECLAIM_TEST_WHSEC"
     write_config(doc, seats.config)
     cfg = load_config(seats.config)
-    conn = connect(seats.ledger)
-    try:
+    with fresh(seats.ledger) as conn:
         sent = submit_now(conn, cfg, OP, {"input": "wh"}, clock=SystemClock(), job_id="wh-1", remotes=RemoteCache(cfg))
         assert sent.state == "submitted", sent
         handle = jobs_store.find_job(conn, sent.key).handle
-    finally:
-        conn.close()
     # Someone who can write the file records, ahead of it, the id the remote's next delivery will carry.
     webhook_id = f"wh-{secrets.token_hex(6)}"
     raw = sqlite3.connect(seats.ledger)
@@ -243,18 +227,11 @@ def test_a_delivery_row_inserted_by_hand_does_not_make_the_real_delivery_a_repla
         raw.execute("INSERT INTO webhook_deliveries (webhook_id, received_at, signature, type, evidence_id) "
                     "VALUES (?, ?, 'v1,forged', 'interaction.completed', NULL)", (webhook_id, SystemClock().now()))
     raw.close()
-    body = json.dumps({"type": "interaction.completed", "version": "v1", "timestamp": datetime.now(UTC).isoformat(),
-                       "data": {"id": handle, "status": "completed"}}).encode()
-    now = datetime.now(UTC)
-    headers = {"webhook-id": webhook_id, "webhook-timestamp": str(int(now.timestamp())),
-               "webhook-signature": Webhook(secret).sign(webhook_id, now, body.decode())}
-    conn = connect(seats.ledger)
-    try:
+    body, headers = delivery(handle, secret, msg_id=webhook_id)  # the documented envelope, signed
+    with fresh(seats.ledger) as conn:
         answer = receiver.receive(conn, cfg, {"gemini": secret}, body, headers, clock=SystemClock())
         assert answer.status == 202 and answer.message == "recorded", answer
         assert any(e.kind == "evidence" for e in events_store.job_events(conn, sent.key))
-    finally:
-        conn.close()
     seats.share_files()
     rc, verdict = _verify(seats, seats.bob)
     assert rc == EXIT_VERIFY_FAILED, verdict
