@@ -78,7 +78,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "read_signing_key": ("ledger.signing", "read_key"), "new_signing_key": ("ledger.signing", "new_key"),
     "use_signer": ("ledger.signing", "use_signer"), "current_signer": ("ledger.signing", "current_signer"),
     "key_fingerprint": ("ledger.signing", "fingerprint"),
-    "parse_audit_head": ("ledger.audit", "parse_head"),
+    "parse_audit_head": ("ledger.audit", "parse_head"), "Verdict": ("ledger.audit", "Verdict"),
     # ledger.journal
     "JOURNAL_BYTES": ("ledger.journal", "JOURNAL_BYTES"),
     "REPORT_CSV_COLUMNS": ("ledger.report", "CSV_COLUMNS"),
@@ -104,8 +104,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "check_seat_name": ("ledger.identity", "check_seat_name"), "Identity": ("ledger.identity", "Identity"),
     "os_account": ("ledger.identity", "os_account"), "require_role": ("ledger.identity", "require_role"),
     "resolve_identity": ("ledger.identity", "resolve"), "SEAT_ENV": ("ledger.identity", "SEAT_ENV"),
-    # ledger.integrity
-    "check_pages": ("ledger.store", "check_pages"), "loose_permissions": ("ledger.store", "loose_permissions"),
+    # ledger.opening, ledger.store
+    "check_opening": ("ledger.opening", "check"), "loose_permissions": ("ledger.store", "loose_permissions"),
     # ledger.status
     "Status": ("ledger.status", "Status"),
     "Ledger": ("ledger.service", "Ledger"),
@@ -168,6 +168,7 @@ if TYPE_CHECKING:
     from ledger.actions import JOB_ACTIONS
     from ledger.actions import Field as ActionField
     from ledger.actions import action as get_action
+    from ledger.audit import Verdict
     from ledger.audit import parse_head as parse_audit_head
     from ledger.candidates import Candidate
     from ledger.candidates import decide_words as candidate_choices
@@ -250,6 +251,7 @@ if TYPE_CHECKING:
     from ledger.metrics import registry_for as metrics_registry
     from ledger.metrics import samples as metrics_samples
     from ledger.model import GROUPS, STAGES, STATES, Event, Evidence, Job, JobFilter, JobKey, idem_key
+    from ledger.opening import check as check_opening
     from ledger.policy import SETTINGS as POLICY_SETTINGS
     from ledger.policy import apply_to as apply_policy
     from ledger.policy import owner as policy_owner
@@ -283,7 +285,7 @@ if TYPE_CHECKING:
     from ledger.signing import read_key as read_signing_key
     from ledger.stages import Stage
     from ledger.status import JournalReport, LiveFigures, Status
-    from ledger.store import check_pages, is_url, loose_permissions, shown_ledger
+    from ledger.store import is_url, loose_permissions, shown_ledger
     from ledger.store.evidence import ForeignTally
     from ledger.store.export import ExportFilter
     from ledger.store.views import SavedView
@@ -393,6 +395,7 @@ __all__ = [
     "TickReport",
     "UndecidedCandidates",
     "UnknownOperation",
+    "Verdict",
     "WorkerBeat",
     "WorkerBoard",
     "apply_policy",
@@ -402,7 +405,7 @@ __all__ = [
     "candidate_choices",
     "check_action_input",
     "check_export_filter",
-    "check_pages",
+    "check_opening",
     "check_seat_name",
     "claim_for_send",
     "clock_time",

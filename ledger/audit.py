@@ -148,6 +148,17 @@ def verify(
     return v
 
 
+def record_pass(conn: Connection, verdict: Verdict, *, scope: str, actor: str, at: float) -> None:
+    """Record a verify of `scope` that found nothing wrong (`verify_passes`), in its own write transaction. Raises
+    ValueError for a verdict that is not ok, and the ledger's own errors when it cannot be written."""
+    if not verdict.ok:
+        raise ValueError("only a verify that found nothing wrong is recorded as a pass")
+    from ledger.db import write_tx
+
+    with write_tx(conn, rows_only=True):
+        verify_store.record_pass(conn, verify_store.VerifyPass(scope, at, verdict.events, verdict.head_hash, actor))
+
+
 def _check_chain(
     conn: Connection, v: Verdict, r: _Replay, key: bytes | None, expect_head: tuple[int, str] | None,
     timezone: str,
@@ -308,12 +319,10 @@ def _check_tables(conn: Connection, r: _Replay) -> None:
         op, day = diff[0]
         r.note("quota", f"quota_usage for {op} on {day} says {table.get((op, day), 0)} but the events counted "
                         f"{r.quota.get((op, day), 0)} (the quota table was edited)")
-    counts = {s: n for s, n in verify_store.state_counters(conn).items() if n}
-    actual = verify_store.states_counted(conn)
-    if counts != actual:
-        bad = sorted(s for s in counts.keys() | actual.keys() if counts.get(s, 0) != actual.get(s, 0))[0]
-        r.note("counts", f"state_counts says {counts.get(bad, 0)} {bad} jobs but the jobs table holds "
-                         f"{actual.get(bad, 0)} (the counts were edited)")
+    _check_counters(r, "job_counts", "jobs", {k: n for k, n in verify_store.job_counters(conn).items() if n},
+                    verify_store.jobs_counted(conn))
+    _check_counters(r, "event_tallies", "events", verify_store.event_tallies_kept(conn),
+                    verify_store.event_tallies_counted(conn))
     _check_side_chain(conn, r, "evidence", r.evidence_head)
     _check_side_chain(conn, r, "fenced_writes", r.fenced_head)
     if r.expected:
@@ -336,6 +345,16 @@ def _check_tables(conn: Connection, r: _Replay) -> None:
     if missing is not None:
         r.note("webhook_deliveries", f"webhook_deliveries: no row for webhook {missing[1]!r}, which brought evidence "
                                      f"{missing[0]} (a delivery row was deleted: a replay would be accepted again)")
+
+
+def _check_counters(r: _Replay, table: str, source: str, kept: dict[Any, Any], counted: dict[Any, Any]) -> None:
+    """A counter table the events' trigger keeps against a recount of what it counts: the first key that differs."""
+    if kept == counted:
+        return
+    key = sorted((k for k in kept.keys() | counted.keys() if kept.get(k) != counted.get(k)), key=str)[0]
+    r.note(table, f"{table} says {kept.get(key, 'nothing')} for {' / '.join(str(k) for k in key)} but the {source} "
+                  f"counted {counted.get(key, 'nothing')} (the counters were edited, or the {source} were edited "
+                  "around reclaim)")
 
 
 def _check_side_chain(conn: Connection, r: _Replay, table: str, anchor: str | None) -> None:

@@ -18,7 +18,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 from wsgiref.simple_server import make_server as wsgi_server
@@ -35,7 +34,9 @@ from ledger.config import Config
 from ledger.errors import BadInput, LedgerError
 from ledger.status import LiveFigures, read_live_figures
 from ledger.store import Connection, ledger_clock
+from ledger.store import jobs as jobs_store
 from ledger.store import metrics as q
+from ledger.store import verify as verify_store
 
 NOTIFY_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 14_400.0, 86_400.0)
 """Seconds from a state change to its notification being delivered: a second to a day."""
@@ -69,11 +70,6 @@ class LedgerCollector(Collector):
         self.strict = strict
         self.conn: Connection | None = None
         self.lock = threading.Lock()
-        self.tallies: dict[tuple[str, str, str | None, str | None, bool], q.EventTally] = {}
-        """The recovery events counted so far, up to event id `counted_to` (events are append-only)."""
-        self.counted_to = 0
-        self.events = 0
-        """All events up to `counted_to`."""
 
     def describe(self) -> Iterable[Metric]:
         """Nothing up front: registering must not read the ledger (the figures are named as they are read)."""
@@ -118,33 +114,16 @@ class LedgerCollector(Collector):
         conn = self.conn
         with store.read_snapshot(conn):  # one snapshot for every figure
             now = ledger_clock(conn, self.clock).now()
-            self._count_events(conn)
+            tallies = q.event_tallies(conn)  # kept by the events' trigger: a few rows, never a scan of the events
             figures = read_live_figures(conn, self.config, now)  # what `reclaim status` and the console show too
-            out = [*_jobs(conn, now, self.tallies.values()), *_recovery(conn, self.config, self.tallies.values()),
+            out = [*_jobs(conn, now), *_recovery(conn, self.config, tallies), _verified(conn),
                    *_notifications(conn), *_webhooks(conn, figures), *_quota_and_remotes(figures, self.config),
                    *_workers(figures),
                    _counter("reclaim_audit_events", "Events in the ledger: the audit chain's length (compare a copy "
                             "of its head kept outside the ledger with 'reclaim verify').", [],
-                            [((), self.events)])]
+                            [((), sum(t.count for t in tallies))])]
         out.extend(self._journal())
         return out
-
-    def _count_events(self, conn: Connection) -> None:
-        """Add the recovery events committed since the last scrape to the tallies (the first scrape reads all)."""
-        upto = q.last_event_id(conn)
-        if upto < self.counted_to:  # not the ledger counted before (replaced by another): count afresh
-            self.tallies, self.counted_to, self.events = {}, 0, 0
-        if upto == self.counted_to:
-            return
-        self.events += q.event_count_between(conn, self.counted_to, upto)
-        for t in q.event_tallies(conn, self.counted_to, upto):
-            key = (t.operation, t.kind, t.from_state, t.to_state, t.system)
-            old = self.tallies.get(key)
-            if old is not None:
-                t = replace(t, count=old.count + t.count, journaled=old.journaled + t.journaled,
-                            cancelled=old.cancelled + t.cancelled)
-            self.tallies[key] = t
-        self.counted_to = upto
 
     def _journal(self) -> list[Metric]:
         """Outcomes waiting in this host's journal (the ledger refused them; the next pass replays them)."""
@@ -192,11 +171,9 @@ def _le(bound: float) -> str:
     return str(floatToGoString(bound))  # type: ignore[no-untyped-call]  # the library leaves it unannotated
 
 
-def _jobs(conn: Connection, now: float, tallies: Iterable[q.EventTally]) -> Iterator[Metric]:
-    counts: Counts = {(op, state): n for op, state, n in q.open_jobs(conn)}
-    for t in tallies:  # a terminal state is never left: its jobs are the events that entered it
-        if t.to_state in q.TERMINAL_STATES and t.from_state != t.to_state:
-            _add(counts, (t.operation, t.to_state), t.count)
+def _jobs(conn: Connection, now: float) -> Iterator[Metric]:
+    counts: Counts = {(op, state): n for op, states in jobs_store.operation_counts(conn).items()
+                      for state, n in states.items()}
     yield _gauge("reclaim_jobs", "Jobs by operation and state.", ["operation", "state"], sorted(counts.items()))
     held = q.held_figures(conn, now)
     yield _gauge("reclaim_held_jobs_oldest_age_seconds", "Seconds since the oldest held job of each operation was "
@@ -226,7 +203,8 @@ def _recovery(conn: Connection, config: Config, tallies: Iterable[q.EventTally])
             _add(cancelled, (op,), t.cancelled)
         elif t.kind in q.RESOLUTION_KINDS and t.from_state == "held":
             _add(resolved, (op, t.kind, DECIDED_BY[t.system]), t.count)
-        _add(replayed, (op,), t.journaled)
+        if t.kind in q.OUTCOME_KINDS:
+            _add(replayed, (op,), t.journaled)
     fenced: Counts = dict.fromkeys(((op,) for op in ops), 0)
     for op, _event, n in q.fenced_writes(conn):
         _add(fenced, (op,), n)
@@ -247,6 +225,14 @@ def _recovery(conn: Connection, config: Config, tallies: Iterable[q.EventTally])
                    "evidence (the worker) or a person.", ["operation", "decision", "by"], resolved.items())
     yield _histogram("reclaim_evidence_to_resolution_seconds", "Seconds from a webhook delivery's evidence arriving "
                      "to the hold it resolved.", ["operation"], q.evidence_to_resolution(conn, RESOLUTION_BUCKETS))
+
+
+def _verified(conn: Connection) -> Metric:
+    passes = verify_store.last_passes(conn)
+    return _gauge("reclaim_verify_last_pass_timestamp_seconds", "When 'reclaim verify' last found nothing wrong (Unix "
+                  "time; 0: never): scope 'full' checked every page and event, 'since' what was appended after an "
+                  "earlier head. Opening a ledger checks only its header, schema and newest event.", ["scope"],
+                  (((scope,), passes[scope].at if scope in passes else 0.0) for scope in ("full", "since")))
 
 
 def _add(table: Counts, key: tuple[str, ...], n: int) -> None:

@@ -31,10 +31,11 @@ from ledger.db import connect
 from ledger.follow import EventCursor
 from ledger.identity import Identity
 from ledger.model import Event, Evidence, Job, JobFilter, JobKey, check_group
+from ledger.opening import check as check_opening
 from ledger.policy import apply_to as apply_policy
 from ledger.policy import read as read_policy
 from ledger.status import LiveFigures, Status, read_live_figures, read_status
-from ledger.store import Connection, check_pages, ledger_clock, wait_for_change
+from ledger.store import Connection, ledger_clock, wait_for_change
 from ledger.store.events import job_events, last_event_id
 from ledger.store.evidence import for_job as evidence_for_job
 from ledger.store.evidence import orphans as orphan_evidence
@@ -203,11 +204,10 @@ class Ledger:
         """The ledger's live figures now (`ledger.status.read_live_figures`)."""
         return read_live_figures(self.conn, self.config, self.clock.now())
 
-    def status(self, identity: Identity, *, page_check_seconds: float) -> Status:
-        """The status document as `identity` sees it now (`ledger.status.read_status`), the pages checked for damage
-        for at most `page_check_seconds` first. Raises LedgerCorrupt when damage is found."""
-        return read_status(self.conn, self.config, ledger=self.name, identity=identity, now=self.clock.now(),
-                           page_check_seconds=page_check_seconds)
+    def status(self, identity: Identity) -> Status:
+        """The status document as `identity` sees it now (`ledger.status.read_status`), after the checks of opening
+        (`ledger.opening`). Raises LedgerCorrupt when damage is found."""
+        return read_status(self.conn, self.config, ledger=self.name, identity=identity, now=self.clock.now())
 
     def awaiting_count(self, me: str) -> int | None:
         """How many held jobs await `me`'s approval under the policy's four-eyes rule (None: `me` is no approver)."""
@@ -230,10 +230,19 @@ class Ledger:
 
     # -- the ledger itself: its pages, its verdict, its policy, its export ---------------------------------------------
 
-    def check_pages(self, budget_seconds: float) -> bool:
-        """Check the ledger's pages for damage for at most `budget_seconds`: True when all were checked; raises
-        LedgerCorrupt naming the first damage (`ledger.store.check_pages`)."""
-        return check_pages(self.conn, budget_seconds)
+    def check_opening(self) -> None:
+        """Check what is cheap and certain on the way in: the header, the schema, the newest event against its hash
+        (`ledger.opening.check`; never a walk of the whole file: that is `verify`). Raises LedgerCorrupt naming the
+        damage."""
+        check_opening(self.conn)
+
+    def record_verify_pass(self, verdict: Verdict, *, scope: str, actor: str) -> None:
+        """Record that `verify` over `scope` ("full", or "since" an earlier head) found nothing wrong, through the
+        verdict's head, run by `actor` (`status` and `metrics` say when the last one passed). Raises ValueError for a
+        verdict that is not ok, and the ledger's own errors (LedgerUnusable on a ledger opened read-only)."""
+        from ledger.audit import record_pass
+
+        record_pass(self.conn, verdict, scope=scope, actor=actor, at=self.clock.now())
 
     def verify(self, *, key: bytes | None = None, expect_head: tuple[int, str] | None = None) -> Verdict:
         """Check the whole ledger in one snapshot (`ledger.audit.verify`: the chain, with `key` every event's MAC,

@@ -5,7 +5,7 @@ Its live part, `LiveFigures` (jobs per state, today's quota, paused remotes, the
 duplicate sends, webhook refusals, foreign deliveries), is read by `read_live_figures` alone too: `reclaim metrics`
 and the console's live header show the same figures from the same reads.
 
-Jobs per state and per operation, today's quota, the audit head, whether the pages were checked for damage,
+Jobs per state and per operation, today's quota, the audit head, when `verify` last passed,
 whether workers are passing, paused remotes, fenced writes, duplicate sends, webhook refusals, foreign
 deliveries, the outcome journal, whether the ledger holds its policy, and who is asking. Only reads; nothing
 is written and no remote is called.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger import authors, heartbeat, journal, policy, queries, store
+from ledger import authors, heartbeat, journal, opening, policy, queries, store
 from ledger.clock import iso
 from ledger.config import Config
 from ledger.heartbeat import Liveness, WorkerBoard
@@ -29,8 +29,10 @@ from ledger.store import events as events_store
 from ledger.store import evidence as evidence_store
 from ledger.store import jobs as jobs_store
 from ledger.store import remote_pauses as pauses_store
+from ledger.store import verify as verify_store
 from ledger.store.evidence import ForeignTally
 from ledger.store.remote_pauses import RemotePause
+from ledger.store.verify import VerifyPass
 
 NO_POLICY_WARNING = (
     "this ledger holds no policy: identity, roles and four-eyes come from the config each caller passes, which any "
@@ -120,8 +122,9 @@ class Status:
     foreign_retention_days: float
     audit_events: int
     audit_head: str | None
-    pages_checked: bool
-    """False when the bounded page check ran out of time (a large ledger; `reclaim verify` checks them all)."""
+    verified: dict[str, VerifyPass]
+    """The newest `verify` that passed, by scope ("full": every event and page; "since": what was appended after an
+    earlier head); none when it never passed. Opening checks only the header, schema and newest event."""
     now: float
     board: WorkerBoard
     live: Liveness
@@ -162,7 +165,8 @@ class Status:
             },
             "identity": {"operator": self.identity.name, "source": self.identity.source,
                          "verified": self.identity.verified, "roles": list(self.roles)},
-            "pages_checked": self.pages_checked,
+            "verified": {scope: {"at": iso(p.at), "events": p.events, "head": p.head, "by": p.actor}
+                         for scope, p in self.verified.items()},
             "policy": {"held_by_ledger": self.policy_held, "event_id": self.policy_event_id},
             "warnings": list(self.warnings),
             "journal": {
@@ -177,16 +181,14 @@ class Status:
         }
 
 
-def read_status(
-    conn: Connection, config: Config, *, ledger: str | Path, identity: Identity, now: float,
-    page_check_seconds: float,
-) -> Status:
+def read_status(conn: Connection, config: Config, *, ledger: str | Path, identity: Identity, now: float) -> Status:
     """Read the status of the ledger `ledger` open on `conn`, as `identity` sees it at `now`.
 
-    Checks the pages for damage for at most `page_check_seconds` first. Raises LedgerCorrupt when damage is found,
-    and the ledger's other errors when it cannot be read. Only reads.
+    Runs the checks of opening first (`ledger.opening`: header, schema, the newest event; the full check is
+    `verify`, whose last pass is reported). Raises LedgerCorrupt when damage is found, and the ledger's other
+    errors when it cannot be read. Only reads.
     """
-    pages_checked = store.check_pages(conn, page_check_seconds)
+    opening.check(conn)
     held_policy = policy.read(conn)
     warnings = store.loose_permissions(ledger)
     if held_policy.settings is None:
@@ -203,7 +205,7 @@ def read_status(
         states=f.states, operations=jobs_store.operation_counts(conn), quota_today=f.quota_today,
         fenced_writes=f.fenced_writes, duplicate_sends=f.duplicate_sends, webhook_counters=f.webhook_counters,
         foreign=f.foreign, foreign_retention_days=config.policy.foreign_retention_days,
-        audit_events=events, audit_head=head, pages_checked=pages_checked, now=now,
+        audit_events=events, audit_head=head, verified=verify_store.last_passes(conn), now=now,
         board=f.board, live=f.board.liveness(now, config.policy.worker_silence_seconds),
         paused_remotes=f.paused_remotes,
         policy_held=held_policy.settings is not None, policy_event_id=held_policy.event_id,

@@ -78,7 +78,6 @@ OperationOpt = Annotated[
 
 
 DEFAULT_LEDGER = Path("reclaim.db")
-PAGE_CHECK_SECONDS = 1.0  # status and events check the ledger's pages for damage for at most this long
 DEFAULT_CONFIG = Path("reclaim.toml")
 
 
@@ -172,10 +171,10 @@ class Session:
         """The config acting under the ledger's policy, for commands that open the ledger later (or not at all)."""
         return Ledger.governed_config(self.ledger, self.load())
 
-    def check_pages(self, budget_seconds: float) -> None:
-        """Check the ledger's pages for damage for at most `budget_seconds` (a corrupt file stops here)."""
+    def check_opening(self) -> None:
+        """The checks of opening (header, schema, the newest event: `ledger.opening`): a damaged file stops here."""
         with Ledger.read(self.ledger) as reading:
-            reading.check_pages(budget_seconds)
+            reading.check_opening()
 
     def identity(self, cfg: Config) -> Identity:
         """Who acts: the config's identity source applied to --operator and a browser seat's name (if any)."""

@@ -11,7 +11,6 @@ import typer
 
 from console import output
 from console.cli.common import (
-    PAGE_CHECK_SECONDS,
     Session,
     command,
 )
@@ -21,13 +20,17 @@ from ledger import (
     BadInput,
     JournalReport,
     LedgerCorrupt,
+    LedgerError,
     Liveness,
+    Status,
+    Verdict,
     WorkerBoard,
     audit_key_path,
     current_audit_key,
     duration_text,
     is_url,
     iso,
+    os_account,
     parse_when,
     process_clock,
     read_audit_key,
@@ -44,7 +47,7 @@ def status(s: Session) -> None:
     """Jobs per state and per operation, today's quota, the audit head, whether workers are passing, and who
     you are acting as."""
     opened = s.open_ledger(readonly=True)
-    st = opened.status(s.identity(opened.config), page_check_seconds=PAGE_CHECK_SECONDS)
+    st = opened.status(s.identity(opened.config))
     if s.as_json:
         output.emit_json(st.to_dict())
         return
@@ -57,8 +60,7 @@ def status(s: Session) -> None:
                   for q in st.quota_today])
     output.line(f"audit chain: {st.audit_events} events, head hash {st.audit_head or '-'} (keep a copy; "
                 "'reclaim verify' checks it)")
-    if not st.pages_checked:
-        output.line(f"pages: not all checked for damage within {PAGE_CHECK_SECONDS:g} s; 'reclaim verify' checks them all")
+    output.line(_verified_line(st))
     _print_workers(st.board, st.live, st.now)
     _print_journal(st.journal)
     if st.fenced_writes:
@@ -80,6 +82,21 @@ def status(s: Session) -> None:
             f"remote {name} is PAUSED since {iso(p.paused_at)} ({p.reason}; {p.refusals} refusal(s)); "
             f"next probe {iso(p.probe_at)}; 'reclaim resume {name} --reason ...' once it is fixed"
         )
+
+
+def _verified_line(st: Status) -> str:
+    """When `verify` last passed over the whole ledger (opening checks only the header, schema and newest event),
+    and after it, over what was appended since."""
+    full, since = st.verified.get("full"), st.verified.get("since")
+    if full is None:
+        text = ("full check: never passed on this ledger; run 'reclaim verify' (nightly: every page and event; "
+                "opening checks only the header, schema and newest event)")
+    else:
+        text = (f"full check: passed {iso(full.at)} ({duration_text(st.now - full.at)} ago) over {full.events} "
+                f"events, by {full.actor}")
+    if since is not None and (full is None or since.at > full.at):
+        text += f"; appended events checked up to {since.events} at {iso(since.at)} (verify --since)"
+    return text
 
 
 def _print_journal(report: JournalReport) -> None:
@@ -154,8 +171,9 @@ def verify(
         output.error(f"ledger {shown_ledger(s.ledger)}: {engine} cannot read it ({damage}); restore it from a backup",
                      as_json=s.as_json, code=EXIT_VERIFY_FAILED)
         raise typer.Exit(EXIT_VERIFY_FAILED)
+    not_recorded = _record_pass(s, verdict) if verdict.ok else None
     if s.as_json:
-        output.emit_json(verdict.to_dict())
+        output.emit_json({**verdict.to_dict(), "recorded": not_recorded is None and verdict.ok})
     else:
         output.line(f"events {verdict.events}, jobs {verdict.jobs}, head {verdict.events}:{verdict.head_hash or '-'}")
         for problem in (verdict.chain_break, verdict.job_mismatch, *verdict.problems, *verdict.integrity[:5]):
@@ -170,7 +188,23 @@ def verify(
             damage_check = "SQLite finds no damage" if engine == "SQLite" else "every row read back"
             macs = "every event's MAC checks, " if verdict.mac_checked else ""
             output.line(f"ok: the chain holds, {macs}every job equals the replay of its events, {damage_check}")
+            if not_recorded is not None:
+                output.line(f"not recorded as the last pass ('reclaim status' and the metrics say when verify last "
+                            f"passed): {not_recorded}")
     raise typer.Exit(0 if verdict.ok else EXIT_VERIFY_FAILED)
+
+
+def _record_pass(s: Session, verdict: Verdict) -> str | None:
+    """Record a passing verify in the ledger, as the account that ran it; None when recorded, else why not (no
+    config, a ledger this account may not write)."""
+    if s.protect() is None:
+        return "no usable config"
+    try:
+        with s.open_ledger() as opened:
+            opened.record_verify_pass(verdict, scope="full", actor=os_account())
+    except LedgerError as e:
+        return str(e)
+    return None
 
 
 REPORT_SINCE = "7d"

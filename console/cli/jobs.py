@@ -12,7 +12,6 @@ import typer
 
 from console import output, sanitize
 from console.cli.common import (
-    PAGE_CHECK_SECONDS,
     OperationOpt,
     Session,
     command,
@@ -214,7 +213,7 @@ def events(
     within("--after", after, -1, 2**63 - 1)
     within("--limit", limit, 1, 10_000)
     opened = s.read_ledger(None)
-    opened.check_pages(PAGE_CHECK_SECONDS)
+    opened.check_opening()
     events = opened.events(after=max(after, 0))
     batch = events.poll(limit=10_000) if after >= 0 else events.tail(limit)
 

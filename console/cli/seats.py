@@ -25,8 +25,6 @@ from ledger import (
 PANEL = "Seats and tools"
 """Where `reclaim --help` lists this module's commands."""
 
-CONSOLE_PAGE_CHECK_SECONDS = 0.5  # ... and the console, before its first paint
-
 
 @command(PANEL, options=())
 def simulator(
@@ -75,7 +73,7 @@ def console(
     if operation is not None:
         check_link_part("--operation", operation)
     cfg = s.governed_config()
-    s.check_pages(CONSOLE_PAGE_CHECK_SECONDS)  # a corrupt file stops here, before the UI
+    s.check_opening()  # a damaged header, schema or head stops here, before the UI
     run_console(s.ledger, cfg, s.identity(cfg), read_only, config_path=s.config,
                 start_job=(job, operation) if job is not None else None)
 
@@ -108,7 +106,7 @@ def serve(
     if sock is not None and f"unix:{sock}" not in cfg.serve.trusted_proxies:
         output.stderr.print(f"reclaim serve: note: unix:{sock} is not in [serve] trusted_proxies; every "
                             "request will be refused", markup=False, highlight=False)
-    s.check_pages(CONSOLE_PAGE_CHECK_SECONDS)
+    s.check_opening()
     seat = Seat(s.ledger.absolute(), s.config.absolute(), cfg, socket_path=sock)
     import asyncio
 

@@ -11,7 +11,6 @@ import typer
 
 from console import output
 from console.cli.common import (
-    PAGE_CHECK_SECONDS,
     Session,
     app,
     command,
@@ -100,7 +99,7 @@ def init(s: Session) -> None:
         use_signer(new_signing_key(wrote_key, os_account()))
     created = create_ledger(ledger)
     if not created:
-        s.check_pages(PAGE_CHECK_SECONDS)
+        s.check_opening()
     seeded = _seed_policy(ledger, cfg, config) if cfg is not None else "no config: the ledger holds no policy yet"
     owner_key = _owner_fingerprint(ledger)
     loose = loose_permissions(ledger)

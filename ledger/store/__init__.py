@@ -8,7 +8,7 @@ backend owns its SQL: the fixed statements are its own `.sql` files (`ledger/sto
 (`PARAM`, `LIKE`, `TEXT_ORDER`). What else differs is declared by each connection class (`SqliteConnection`,
 `PgConnection`) and called by the functions here, never branched on: how a write transaction starts (BEGIN
 IMMEDIATE vs an advisory lock), the clock leases are measured by, how a change is noticed (data_version vs
-LISTEN/NOTIFY), how the pages are checked, who owns the ledger. Only this package knows a database: each backend
+LISTEN/NOTIFY), what is checked on the way in and how the pages are checked, who owns the ledger. Only this package knows a database: each backend
 raises the ledger's own errors (`ledger.errors`: locked, corrupt, unavailable, unusable, conflict), never its
 driver's.
 """
@@ -126,8 +126,8 @@ class Connection(Protocol):
         database's identity, the same whichever URL reaches it); None when the journal is named after `location()`."""
         ...
 
-    def check_pages(self, budget_seconds: float) -> bool:
-        """Check the pages for damage within `budget_seconds` (`check_pages`)."""
+    def check_header(self) -> None:
+        """Check what the backend can check at once on the way in (`check_header`)."""
         ...
 
     def integrity_problems(self) -> list[str]:
@@ -298,14 +298,12 @@ def loose_permissions(ledger: str | Path) -> list[str]:
     return sqlite_loose_permissions(Path(ledger))
 
 
-def check_pages(conn: Connection, budget_seconds: float) -> bool:
-    """Check every page of the ledger for damage for at most `budget_seconds` (SQLite's quick check).
-
-    Returns True when every page was checked and none is damaged, False when the time ran out first (a large
-    ledger; `reclaim verify` checks it all). Raises LedgerCorrupt naming the first damage found. On PostgreSQL
-    the server checks its own pages as it reads them: True at once.
-    """
-    return conn.check_pages(budget_seconds)
+def check_header(conn: Connection) -> None:
+    """Check, at once and never by walking the whole ledger, what the backend can: on SQLite the file's header (its
+    magic, a valid page size, a file at least as long as the header says) and that the schema reads back; on
+    PostgreSQL nothing (the server checks its own pages as it reads them). Raises LedgerCorrupt naming the damage.
+    Every page is checked by `integrity_problems` (`reclaim verify`)."""
+    conn.check_header()
 
 
 def integrity_problems(conn: Connection) -> list[str]:

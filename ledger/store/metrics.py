@@ -9,45 +9,19 @@ reads; none opens or ends a transaction (the caller reads them all inside one, f
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ledger.event_table import DECISION_KINDS
 from ledger.event_table import OUTCOME_KINDS as OUTCOME_KINDS  # the kinds a send's outcome is recorded as
 from ledger.event_table import TERMINAL_STATES as TERMINAL_STATES  # the states no event leads out of
-from ledger.model import STATES
 from ledger.store import Connection
 
 RESOLUTION_KINDS = DECISION_KINDS
 """The events that end a hold (from state `held`), from the event table (ledger.event_table)."""
-TALLIED_KINDS = ("orphan_found", "orphan_held", "duplicate_send", *RESOLUTION_KINDS, *OUTCOME_KINDS)
-"""Every event kind `event_tallies` counts."""
 
 SYSTEM_ACTOR = "reclaim"
 """The actor of a decision the worker took on the remote's own evidence (never a person's account)."""
-
-
-def last_event_id(conn: Connection) -> int:
-    """The newest event's id (0 on an empty ledger). Ids become visible in order on both backends (see
-    ledger.follow), so the events up to it are all there is to read below it, now and later."""
-    row = conn.run("metrics.last_event_id").fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
-
-
-OPEN_STATES = tuple(s for s in STATES if s not in TERMINAL_STATES)
-"""The states a job may still leave."""
-
-
-def open_jobs(conn: Connection) -> list[tuple[str, str, int]]:
-    """(operation, state, jobs) for every pair that has jobs in a state that is not terminal (by the state
-    indexes: few rows however large the ledger). Jobs in a terminal state never leave it, so their numbers are
-    counted from the events that entered it (`event_tallies`), not from the table."""
-    marks = ", ".join(conn.PARAM for _ in OPEN_STATES)
-    rows = conn.execute(
-        f"SELECT operation, state, COUNT(*) FROM jobs WHERE state IN ({marks}) GROUP BY operation, state", OPEN_STATES
-    ).fetchall()
-    return [(r[0], r[1], int(r[2])) for r in rows]
 
 
 @dataclass(frozen=True)
@@ -84,27 +58,12 @@ class EventTally:
     cancelled: int
 
 
-# The lists the tallies' statement takes, each one parameter (a JSON array).
-_OUTCOME_KINDS_JSON = json.dumps(OUTCOME_KINDS)
-_TALLIED_KINDS_JSON = json.dumps(TALLIED_KINDS)
-_TERMINAL_STATES_JSON = json.dumps(TERMINAL_STATES)
-
-
-def event_tallies(conn: Connection, after_id: int, upto_id: int) -> list[EventTally]:
-    """Counts of the events the recovery figures come from (TALLIED_KINDS) among those with `after_id` < id <=
-    `upto_id`, and those that moved a job into a terminal state, in one pass: the events are append-only, so a
-    reader adds these to what it counted before."""
-    rows = conn.run(
-        "metrics.event_tallies",
-        (SYSTEM_ACTOR, _OUTCOME_KINDS_JSON, after_id, upto_id, _TALLIED_KINDS_JSON, _TERMINAL_STATES_JSON),
-    ).fetchall()
-    return [EventTally(r[0], r[1], r[2], r[3], bool(r[4]), int(r[5]), int(r[6] or 0), int(r[7] or 0)) for r in rows]
-
-
-def event_count_between(conn: Connection, after_id: int, upto_id: int) -> int:
-    """The number of events with `after_id` < id <= `upto_id` (by the primary key: a range, not a scan)."""
-    row = conn.run("metrics.event_count_between", (after_id, upto_id)).fetchone()
-    return int(row[0])
+def event_tallies(conn: Connection) -> list[EventTally]:
+    """Every event counted per operation, kind, states and whether the system actor wrote it, with how many were
+    recorded from the outcome journal and how many duplicate sends asked for a cancel: the tallies the events'
+    trigger keeps in each appending transaction (a few rows however many events; `verify` recounts them)."""
+    return [EventTally(r[0], r[1], r[2] or None, r[3] or None, bool(r[4]), int(r[5]), int(r[6]), int(r[7]))
+            for r in conn.run("metrics.event_tallies")]
 
 
 def fenced_writes(conn: Connection) -> list[tuple[str, str, int]]:

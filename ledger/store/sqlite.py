@@ -339,13 +339,75 @@ _V17 = """
 ALTER TABLE webhook_deliveries ADD COLUMN proof TEXT;
 """
 
+# Counts kept, not scanned: jobs per operation and state, and events per operation, kind, step and whether the
+# reclaim worker wrote them (with how many were recorded from the outcome journal and how many duplicate sends asked
+# for a cancel), each kept by one trigger on the events in the transaction that appends them (a job changes state
+# only by an event, ledger.transitions); `status`, `metrics` and the console read these few rows however large the
+# ledger, and `verify` recounts them. The state counts kept on the jobs table before are folded into them. Every
+# full or incremental `verify` that passed is recorded (`verify_passes`), for `status` and `metrics` to say when.
+_V18 = """
+CREATE TABLE job_counts (
+    operation TEXT NOT NULL,
+    state     TEXT NOT NULL,
+    n         INTEGER NOT NULL,
+    PRIMARY KEY (operation, state)
+) WITHOUT ROWID;
+INSERT INTO job_counts (operation, state, n) SELECT operation, state, COUNT(*) FROM jobs GROUP BY operation, state;
+CREATE TABLE event_tallies (
+    operation  TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    from_state TEXT NOT NULL,
+    to_state   TEXT NOT NULL,
+    system     INTEGER NOT NULL,
+    n          INTEGER NOT NULL,
+    journaled  INTEGER NOT NULL,
+    cancelled  INTEGER NOT NULL,
+    PRIMARY KEY (operation, kind, from_state, to_state, system)
+) WITHOUT ROWID;
+INSERT INTO event_tallies (operation, kind, from_state, to_state, system, n, journaled, cancelled)
+SELECT operation, kind, COALESCE(from_state, ''), COALESCE(to_state, ''), actor = 'reclaim', COUNT(*),
+       SUM(instr(detail, '"journaled": ') > 0),
+       SUM(CASE WHEN kind = 'duplicate_send' AND json_valid(detail)
+                THEN json_extract(detail, '$.cancel') IS NOT NULL ELSE 0 END)
+FROM events GROUP BY 1, 2, 3, 4, 5;
+CREATE TRIGGER events_count AFTER INSERT ON events
+BEGIN
+    INSERT INTO event_tallies (operation, kind, from_state, to_state, system, n, journaled, cancelled)
+    VALUES (NEW.operation, NEW.kind, COALESCE(NEW.from_state, ''), COALESCE(NEW.to_state, ''),
+            NEW.actor = 'reclaim', 1, instr(NEW.detail, '"journaled": ') > 0,
+            CASE WHEN NEW.kind = 'duplicate_send' AND json_valid(NEW.detail)
+                 THEN json_extract(NEW.detail, '$.cancel') IS NOT NULL ELSE 0 END)
+    ON CONFLICT (operation, kind, from_state, to_state, system) DO UPDATE
+    SET n = n + 1, journaled = journaled + excluded.journaled, cancelled = cancelled + excluded.cancelled;
+    UPDATE job_counts SET n = n - 1
+    WHERE NEW.to_state IS NOT NULL AND NEW.from_state IS NOT NULL AND NEW.from_state <> NEW.to_state
+      AND operation = NEW.operation AND state = NEW.from_state;
+    INSERT INTO job_counts (operation, state, n)
+    SELECT NEW.operation, NEW.to_state, 1
+    WHERE NEW.to_state IS NOT NULL AND NEW.from_state IS NOT NEW.to_state
+    ON CONFLICT (operation, state) DO UPDATE SET n = n + 1;
+END;
+DROP TRIGGER jobs_count_insert;
+DROP TRIGGER jobs_count_update;
+DROP TRIGGER jobs_count_delete;
+DROP TABLE state_counts;
+CREATE TABLE verify_passes (
+    id     INTEGER PRIMARY KEY AUTOINCREMENT,
+    at     REAL NOT NULL,
+    scope  TEXT NOT NULL,
+    events INTEGER NOT NULL,
+    head   TEXT,
+    actor  TEXT NOT NULL
+);
+"""
+
 MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12, _V13, _V14, _V15, _V16,
-                         _V17]
+                         _V17, _V18]
 
 TRIGGERS = frozenset({
     "events_no_update", "events_no_delete", "events_no_replace", "events_chain", "evidence_no_update",
     "evidence_no_delete", "fenced_writes_no_update", "fenced_writes_no_delete", "webhook_deliveries_no_update",
-    "webhook_deliveries_no_delete", "jobs_count_insert", "jobs_count_update", "jobs_count_delete",
+    "webhook_deliveries_no_delete", "events_count",
 })
 """The triggers a current ledger has: `verify` names any that is missing."""
 
@@ -543,9 +605,9 @@ class SqliteConnection(sqlite3.Connection):
         """None: the outcome journal sits beside the ledger file, named after its path."""
         return None
 
-    def check_pages(self, budget_seconds: float) -> bool:
-        """PRAGMA quick_check for at most `budget_seconds` (module `check_pages`)."""
-        return check_pages(self, budget_seconds)
+    def check_header(self) -> None:
+        """The file's header and its schema (module `check_header`)."""
+        check_header(self)
 
     def integrity_problems(self) -> list[str]:
         """Every damaged page or index PRAGMA integrity_check finds, [] when none."""
@@ -891,22 +953,35 @@ def ledger_path(conn: sqlite3.Connection) -> str:
     return str(row[2])
 
 
-def check_pages(conn: SqliteConnection, budget_seconds: float) -> bool:
-    """`ledger.store.check_pages` on a SQLite file: PRAGMA quick_check, interrupted after `budget_seconds`."""
-    deadline = time.monotonic() + budget_seconds
-    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
-    try:  # sqlite3's own execute: the progress handler's interruption must be told from other errors
-        rows = sqlite3.Connection.execute(conn, "PRAGMA quick_check(1)").fetchall()
+HEADER_MAGIC = b"SQLite format 3\x00"
+
+
+def check_header(conn: SqliteConnection) -> None:
+    """`ledger.store.check_header` on a SQLite file: its first 100 bytes say SQLite, a page size SQLite can have
+    and (when the header's page count is current) a database no longer than the file; the schema reads back.
+    Raises LedgerCorrupt naming what is wrong."""
+    path = ledger_path(conn)
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+            size = os.fstat(f.fileno()).st_size
+    except OSError as e:
+        raise ledger_error(sqlite3.OperationalError(f"unable to open database file: {e.strerror}"), path) from None
+    if len(header) < 100 or not header.startswith(HEADER_MAGIC):
+        raise corrupt_error(path, "the file header does not say SQLite")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):
+        raise corrupt_error(path, f"the file header gives an impossible page size ({page_size})")
+    pages = int.from_bytes(header[28:32], "big")
+    header_current = header[24:28] == header[92:96]  # SQLite's rule for when the in-header size can be trusted
+    if header_current and pages * page_size > size:
+        raise corrupt_error(path, f"the file is shorter ({size} bytes) than its {pages} pages of {page_size} bytes "
+                                  "(truncated)")
+    try:  # sqlite3's own execute: the schema's pages, read now rather than by the first statement that needs them
+        sqlite3.Connection.execute(conn, "SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as e:
-        if isinstance(e, sqlite3.OperationalError) and "interrupted" in str(e):
-            return False
         raise ledger_error(e, conn.ledger_name) from None
-    finally:
-        conn.set_progress_handler(None, 0)
-    problems = [str(r[0]) for r in rows if r[0] != "ok"]
-    if problems:
-        raise corrupt_error(ledger_path(conn), problems[0][:200])
-    return True
 
 
 def loose_permissions(p: Path) -> list[str]:

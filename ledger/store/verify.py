@@ -1,5 +1,5 @@
 """The SQL of the reads `reclaim verify` makes (ledger.audit): the events chain as stored, the jobs' sealed columns,
-the counter tables beside what they count, the evidence and fenced-write chains, the webhooks that brought evidence
+the counters beside a recount of what they count, the passes recorded, the evidence and fenced-write chains, the webhooks that brought evidence
 without a delivery row. The checks themselves stay in ledger.audit; these only read rows, as they are stored.
 
 The statements are each backend's own (`ledger/store/sql/BACKEND/verify.sql`, run by name); the reads of the jobs'
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ledger import seal, store
@@ -64,6 +65,12 @@ def chain(conn: Connection) -> Iterator[ChainLink]:
         yield ChainLink(*row)
 
 
+def newest_link(conn: Connection) -> ChainLink | None:
+    """The newest event as stored (None on an empty ledger): one row, by the primary key's last page."""
+    row = conn.run("verify.newest_link").fetchone()
+    return ChainLink(*row) if row is not None else None
+
+
 def job_count(conn: Connection) -> int:
     """How many jobs the jobs table holds (0 when none)."""
     return int(conn.run("verify.job_count").fetchone()[0])
@@ -82,14 +89,53 @@ def quota_table(conn: Connection) -> dict[tuple[str, str], int]:
     return {(str(op), str(day)): int(n) for op, day, n in conn.run("verify.quota_table")}
 
 
-def state_counters(conn: Connection) -> dict[str, int]:
-    """The trigger-kept counters as stored, by state (zeros and unknown states included); {} when none."""
-    return {str(s): int(n) for s, n in conn.run("verify.state_counters")}
+def job_counters(conn: Connection) -> dict[tuple[str, str], int]:
+    """The jobs per (operation, state) the events' trigger keeps, as stored (zeros included); {} when none."""
+    return {(str(op), str(st)): int(n) for op, st, n in conn.run("verify.job_counters")}
 
 
-def states_counted(conn: Connection) -> dict[str, int]:
-    """The jobs per state, counted in the jobs table itself (only states with a job)."""
-    return {str(s): int(n) for s, n in conn.run("verify.states_counted")}
+def jobs_counted(conn: Connection) -> dict[tuple[str, str], int]:
+    """The jobs per (operation, state), counted in the jobs table itself (only pairs with a job; a full scan)."""
+    return {(str(op), str(st)): int(n) for op, st, n in conn.run("verify.jobs_counted")}
+
+
+Tally = tuple[str, str, str, str, int]
+"""An event tally's key: operation, kind, from state and to state ('' for none), 1 when the system actor wrote it."""
+
+
+def event_tallies_kept(conn: Connection) -> dict[Tally, tuple[int, int, int]]:
+    """The tallies the events' trigger keeps, as stored: key -> (events, journaled, cancelled)."""
+    return {(str(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4])): (int(r[5]), int(r[6]), int(r[7]))
+            for r in conn.run("verify.event_tallies_kept")}
+
+
+def event_tallies_counted(conn: Connection) -> dict[Tally, tuple[int, int, int]]:
+    """The same tallies counted from the events themselves (a full scan)."""
+    return {(str(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4])): (int(r[5]), int(r[6] or 0), int(r[7] or 0))
+            for r in conn.run("verify.event_tallies_counted")}
+
+
+@dataclass(frozen=True)
+class VerifyPass:
+    """A `verify` that found nothing wrong: when, over what (`full`: every event and page; `since`: what was
+    appended after an earlier head), through which head (events, hash), run by whom."""
+
+    scope: str
+    at: float
+    events: int
+    head: str | None
+    actor: str
+
+
+def record_pass(conn: Connection, p: VerifyPass) -> None:
+    """Record a passing verify, inside the caller's write transaction."""
+    conn.run("verify.record_pass", (p.at, p.scope, p.events, p.head, p.actor))
+
+
+def last_passes(conn: Connection) -> dict[str, VerifyPass]:
+    """The newest passing verify of each scope ({} when none passed yet)."""
+    return {str(r[0]): VerifyPass(str(r[0]), float(r[1]), int(r[2]), r[3], str(r[4]))
+            for r in conn.run("verify.last_passes")}
 
 
 SIDE_CHAINS = {

@@ -1,13 +1,21 @@
-"""Schema versions: a ledger of every older version migrates forward, and the trigger-kept counts agree."""
+"""Schema versions: a ledger of every older version migrates forward, and the counters the events keep agree."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
-from ledger.db import connect, create_ledger
+from ledger_reads import fresh
+
+from ledger.clock import ManualClock
+from ledger.config import parse_config
+from ledger.db import connect, create_ledger, write_tx
+from ledger.model import STATES
+from ledger.reservation import reserve
+from ledger.store import events as events_store
 from ledger.store import jobs as jobs_store
 from ledger.store.sqlite import AFTER_SCRIPT, APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, _statements
+from ledger.transitions import apply
 
 
 def _ledger_at_version(path: Path, version: int) -> None:
@@ -37,19 +45,23 @@ def test_every_older_version_migrates_forward_and_keeps_its_rows(tmp_path: Path)
         conn.close()
 
 
-def test_counts_follow_every_state_change(tmp_path: Path) -> None:
+def test_counts_follow_every_step_of_the_events_and_agree_with_the_rows(tmp_path: Path) -> None:
     path = tmp_path / "l.db"
     create_ledger(path)
     conn = connect(path)
-    conn.execute(
-        "INSERT INTO jobs (job_id, operation, idem_key, payload, state, quota_day, created_at, updated_at) "
-        "VALUES ('a', 'op', 'k-a', '{}', 'reserving', '2026-12-01', 1, 1)"
-    )
-    conn.execute("UPDATE jobs SET state = 'held' WHERE job_id = 'a'")
-    conn.execute("UPDATE jobs SET owner = 'x' WHERE job_id = 'a'")  # not a state change: counts unchanged
-    counts = jobs_store.state_counts(conn)
-    truth = dict(conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
-    assert counts["held"] == truth["held"] == 1 and counts["reserving"] == 0
+    cfg = parse_config({"remotes": {"sim": {"kind": "gemini", "base_url": "http://127.0.0.1:9"}},
+                        "operations": {"op.a": {"remote": "sim", "daily_quota": 10}}})
+    clock = ManualClock(1_796_126_400.0)
+    keys = [reserve(conn, cfg, "op.a", {"input": str(i)}, clock=clock, job_id=f"j{i}").job.key for i in range(3)]
+    with write_tx(conn):  # reserving -> held: one job moves from one count to the other
+        assert apply(conn, keys[0], "decision_unverified", actor="reclaim", now=clock.now(),
+                     expected_state="reserving", fields={"held_reason": "a test"}).ok
+    with fresh(path) as c:
+        rows = dict(c.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
+        assert jobs_store.state_counts(c) == {**dict.fromkeys(STATES, 0), **rows}
+        assert jobs_store.operation_counts(c) == {"op.a": rows}
+        assert events_store.head(c)[0] == c.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+    conn.close()
 
 
 def test_statement_splitter_keeps_trigger_bodies_whole() -> None:

@@ -2,7 +2,7 @@
 (ledger/store/postgres.py) have the same tables, columns (names, nullability, types by family), indexes
 (names, columns, uniqueness, partial predicates by meaning), primary keys and unique constraints; and
 their triggers do the same thing (events and evidence refuse UPDATE and DELETE; the event chain refuses
-an event that does not chain; the counts per state follow the jobs).
+an event that does not chain; the counters follow the events).
 
 Read from each database's own catalogue (sqlite_master and PRAGMAs; pg_catalog through psycopg), not from
 the DDL text, so a column added to one backend's migration and not the other's fails here. The few
@@ -25,10 +25,6 @@ KNOWN_DIFFERENCES = {
     # PostgreSQL keeps the schema version in a table; SQLite in the file header (PRAGMA user_version and
     # application_id).
     "reclaim_meta": "postgresql",
-    # PostgreSQL counts jobs per state with insert-only deltas summed by the view `state_counts` (no hot
-    # row under many writers); SQLite keeps one row per state in the table `state_counts`. Both read the
-    # same: `state_counts` has the same columns on both (checked below).
-    "state_count_deltas": "postgresql",
 }
 """Tables only one backend has, and which one."""
 
@@ -159,14 +155,13 @@ def schemas(tmp_path: Path, pg_url: str) -> tuple[dict[str, Any], dict[str, Any]
 
 def test_the_same_tables(schemas: tuple[dict[str, Any], dict[str, Any]]) -> None:
     lite, pg = schemas
-    only_lite = set(lite["tables"]) - set(pg["tables"]) - {"state_counts"}
+    only_lite = set(lite["tables"]) - set(pg["tables"])
     only_pg = set(pg["tables"]) - set(lite["tables"])
     assert only_lite == set(), f"tables only SQLite has: {sorted(only_lite)}"
     assert only_pg == {t for t, side in KNOWN_DIFFERENCES.items() if side == "postgresql"}, (
         f"tables only PostgreSQL has: {sorted(only_pg)}")
-    # `state_counts`: a table on SQLite, a view on PostgreSQL; the same relation to a reader.
-    assert "state_counts" in lite["tables"] and "state_counts" in pg["views"]
-    assert lite["views"] == [] and pg["views"] == ["state_counts"]
+    assert {"job_counts", "event_tallies", "verify_passes"} <= set(lite["tables"])
+    assert lite["views"] == pg["views"] == []
     assert len(lite["tables"]) >= 12  # a smoke check that the catalogue was read at all
 
 
@@ -175,19 +170,13 @@ def test_the_same_columns_by_name_nullability_and_type_family(
 ) -> None:
     lite, pg = schemas
     for table in lite["tables"]:
-        if table == "state_counts":
-            # The view's columns: same names and families; its NOT NULL is the source table's.
-            assert {c: f for c, (f, _) in lite["columns"][table].items()} == {
-                c: f for c, (f, _) in pg["columns"][table].items()}
-            continue
         assert lite["columns"][table] == pg["columns"][table], table
 
 
 def test_the_same_primary_keys_and_unique_constraints(schemas: tuple[dict[str, Any], dict[str, Any]]) -> None:
     lite, pg = schemas
     pg_keys = {t: k for t, k in pg["pkeys"].items() if t not in KNOWN_DIFFERENCES}
-    lite_keys = {t: k for t, k in lite["pkeys"].items() if t != "state_counts"}  # a view on PostgreSQL
-    assert lite_keys == pg_keys
+    assert lite["pkeys"] == pg_keys
     assert lite["uniques"] == pg["uniques"]
     assert ("jobs", ("idem_key",)) in lite["uniques"]  # the guarantee everything rests on
 
@@ -269,14 +258,19 @@ def test_triggers_do_the_same_on_both(backend: str, tmp_path: Path, pg_url: str)
                              f"'reserving', 0, '{{}}', 'not-the-head', '{'0' * 64}')")
         assert run("SELECT * FROM events ORDER BY id") == events_before
         assert run("SELECT * FROM evidence") == evidence_before
-        # The counts per state follow the jobs (an insert, a state change, a delete).
-        def counts() -> dict[str, int]:
-            return {s: int(n) for s, n in run("SELECT state, n FROM state_counts") if int(n) != 0}
+        # The counters follow the events: a job's step moves it from one state's count to the next, and every
+        # event is tallied (here, an event appended by hand that chains to the head).
+        def counts() -> dict[tuple[str, str], int]:
+            return {(op, s): int(n) for op, s, n in run("SELECT operation, state, n FROM job_counts") if int(n) != 0}
 
-        assert counts() == {"reserving": 1}
-        run("UPDATE jobs SET state = 'held' WHERE job_id = 'j1'")
-        assert counts() == {"held": 1}
-        run("DELETE FROM jobs WHERE job_id = 'j1'")
-        assert counts() == {}
+        def tallied() -> int:
+            return sum(int(n) for (n,) in run("SELECT n FROM event_tallies"))
+
+        assert counts() == {("op.a", "reserving"): 1} and tallied() == 1
+        head = run("SELECT hash FROM events ORDER BY id DESC LIMIT 1")[0][0]
+        run("INSERT INTO events (at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, "
+            f"prev_hash, hash) VALUES (2, 'j1', 'op.a', 2, 'x', 'send_unknown', 'reserving', 'held', 0, '{{}}', "
+            f"'{head}', '{'1' * 64}')")
+        assert counts() == {("op.a", "held"): 1} and tallied() == 2
     finally:
         conn.close()

@@ -67,9 +67,15 @@ def test_its_status_and_live_figures_are_the_status_documents(
     figures = opened.live_figures()
     assert figures == read_live_figures(opened.conn, opened.config, clock.now())
     assert figures.states["reserving"] == 1 and figures.groups()["reserving"] == 1
-    status = opened.status(Identity("bob", "declared"), page_check_seconds=1.0)
+    status = opened.status(Identity("bob", "declared"))
     assert status.states == figures.states and status.quota_today == figures.quota_today
-    assert status.pages_checked and status.identity.name == "bob"
+    assert status.verified == {} and status.identity.name == "bob"  # verify never passed on it
+    verdict = opened.verify()
+    assert verdict.ok
+    opened.record_verify_pass(verdict, scope="full", actor="bob")
+    passed = opened.status(Identity("bob", "declared")).verified["full"]
+    assert (passed.at, passed.events, passed.head, passed.actor) == (
+        clock.now(), verdict.events, verdict.head_hash, "bob")
 
 
 def test_a_jobs_whole_story_is_read_through_it_and_an_unknown_job_is_none(
@@ -196,7 +202,7 @@ def test_a_ledger_opened_for_reading_needs_no_config_and_writes_nothing(
         cursor = reading.events()
         assert [e.kind for e in cursor.poll(limit=100)] == [e.kind for e in reading.history_of(job.key)]
         assert not reading.wait_for_change(0.01) and cursor.poll(limit=100) == []  # nothing was committed since
-        assert reading.check_pages(5.0)
+        reading.check_opening()
         with reading.export_snapshot() as anchor:
             rows = list(reading.export_rows("jobs"))
         assert [r["job_id"] for r in rows] == ["r1"] and anchor.events == len(reading.history_of(job.key))

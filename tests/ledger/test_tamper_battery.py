@@ -201,14 +201,13 @@ EDITS: list[tuple[str, str, Any]] = [
      ["DELETE FROM fenced_writes"]),
     ("webhook_deliveries deleted", "webhook_deliveries: no row for webhook", ["DELETE FROM webhook_deliveries"]),
     ("pending notifications deleted", "is gone from the outbox", ["DELETE FROM outbox"]),
+    ("job counts edited", "job_counts says", ["UPDATE job_counts SET n = n + 5"]),
+    ("event tallies edited", "event_tallies says", ["UPDATE event_tallies SET n = n + 1"]),
 ]
 SQLITE_ONLY: list[tuple[str, str, Any]] = [
-    ("state_counts edited", "state_counts says", ["UPDATE state_counts SET n = n + 5 WHERE state = 'held'"]),
     ("trigger dropped", "triggers missing or disabled: events_no_delete", ["DROP TRIGGER events_no_delete"]),
 ]
 PG_ONLY: list[tuple[str, str, Any]] = [
-    ("state counts edited", "state_counts says",
-     ["INSERT INTO state_count_deltas (state, delta) VALUES ('held', 5)"]),
     ("trigger dropped", "triggers missing or disabled: events_chain", ["DROP TRIGGER events_chain ON events"]),
 ]
 
@@ -280,7 +279,7 @@ def test_every_tampering_is_named_by_verify(worked: Config, ledger_path: Path, r
         conn = _raw(ledger_path)
         try:
             conn.execute("DROP TRIGGER events_no_truncate ON events")
-            conn.execute("TRUNCATE events, jobs, quota_usage, state_count_deltas")
+            conn.execute("TRUNCATE events, jobs, quota_usage, job_counts, event_tallies")
         finally:
             conn.close()
         out = run_cli("verify", "--expect-head", head, env=env)

@@ -32,8 +32,10 @@ def test_an_empty_ledger_reads_empty(conn: Connection) -> None:
         assert verify_store.job_count(conn) == 0
         assert list(verify_store.sealed_columns(conn)) == []
         assert verify_store.quota_table(conn) == {}
-        assert verify_store.states_counted(conn) == {}
-        assert all(n == 0 for n in verify_store.state_counters(conn).values())
+        assert verify_store.jobs_counted(conn) == {}
+        assert all(n == 0 for n in verify_store.job_counters(conn).values())
+        assert verify_store.event_tallies_kept(conn) == verify_store.event_tallies_counted(conn) == {}
+        assert verify_store.last_passes(conn) == {}
         assert list(verify_store.side_chain(conn, "evidence")) == []
         assert list(verify_store.side_chain(conn, "fenced_writes")) == []
         assert verify_store.webhook_without_delivery(conn) is None
@@ -64,8 +66,12 @@ def test_after_sends_every_read_agrees_with_the_named_reads(
             assert [r[:2] for r in rows] == [("a", OP), ("b", OP)] and all(len(r) == 2 + len(seal.ROW_COLUMNS) for r in rows)
             day = rows[0][2 + seal.ROW_COLUMNS.index("quota_day")]
             assert verify_store.quota_table(c) == {(OP, day): 2}
-            assert verify_store.states_counted(c) == {"submitted": 2}
-            assert {s: n for s, n in verify_store.state_counters(c).items() if n} == {"submitted": 2}
+            assert verify_store.jobs_counted(c) == {(OP, "submitted"): 2}
+            assert {k: n for k, n in verify_store.job_counters(c).items() if n} == {(OP, "submitted"): 2}
+            tallies = verify_store.event_tallies_kept(c)
+            assert tallies == verify_store.event_tallies_counted(c)
+            assert sum(n for n, _, _ in tallies.values()) == len(links)
+            assert sum(n for (_, kind, *_), (n, _, _) in tallies.items() if kind == "reserve") == 2
             fenced = list(verify_store.side_chain(c, "fenced_writes"))
             assert [(r[0], r[2], r[-2]) for r in fenced] == [(1, "a", None)]
             assert verify_store.webhook_without_delivery(c) is None

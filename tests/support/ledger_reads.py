@@ -26,7 +26,7 @@ def fresh(ledger: Path) -> Iterator[Connection]:
 
 
 FINGERPRINT_TABLES = (
-    "jobs", "events", "quota_usage", "fenced_writes", "outbox", "state_counts", "evidence", "evidence_handled",
+    "jobs", "events", "quota_usage", "fenced_writes", "outbox", "job_counts", "event_tallies", "evidence", "evidence_handled",
     "webhook_deliveries", "remote_pauses",
 )
 """Every ledger table but the worker heartbeats: they say which processes ran, and a pass that stops on an

@@ -42,15 +42,15 @@ SELECT operation FROM jobs WHERE job_id = %s ORDER BY operation;
 SELECT * FROM jobs WHERE state = 'held' ORDER BY held_at, created_at, job_id, operation LIMIT %s;
 
 -- name: state_counts
--- The trigger-kept counter table.
-SELECT state, n FROM state_counts;
+-- Jobs per state, from the counters the events' trigger keeps (a few rows).
+SELECT state, SUM(n) FROM job_counts GROUP BY state;
 
 -- name: held_by_operation
 SELECT operation, COUNT(*) FROM jobs WHERE state = 'held' GROUP BY operation;
 
 -- name: operation_counts
--- A full scan of the jobs.
-SELECT operation, state, COUNT(*) FROM jobs GROUP BY operation, state;
+-- Jobs per operation and state, from the kept counters (only the pairs with a job).
+SELECT operation, state, n FROM job_counts WHERE n <> 0;
 
 -- name: fenced_write_count
 SELECT COUNT(*) FROM fenced_writes;

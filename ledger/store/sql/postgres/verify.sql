@@ -6,6 +6,11 @@
 SELECT id, at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, prev_hash, hash, seal, mac
 FROM events ORDER BY id;
 
+-- name: newest_link
+-- The newest event as the chain stores it (no row on an empty ledger): what opening a ledger reads back.
+SELECT id, at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, prev_hash, hash, seal, mac
+FROM events ORDER BY id DESC LIMIT 1;
+
 -- name: job_count
 SELECT COUNT(*) FROM jobs;
 
@@ -13,13 +18,24 @@ SELECT COUNT(*) FROM jobs;
 -- The quota counters as stored, zeros included.
 SELECT operation, day, used FROM quota_usage;
 
--- name: state_counters
--- The trigger-kept counters as stored.
-SELECT state, n FROM state_counts;
+-- name: job_counters
+-- The jobs per operation and state the events' trigger keeps, as stored (zeros included).
+SELECT operation, state, n FROM job_counts;
 
--- name: states_counted
--- The jobs per state, counted in the jobs table itself (a full scan).
-SELECT state, COUNT(*) FROM jobs GROUP BY state;
+-- name: jobs_counted
+-- The jobs per operation and state, counted in the jobs table itself (a full scan).
+SELECT operation, state, COUNT(*) FROM jobs GROUP BY operation, state;
+
+-- name: event_tallies_kept
+-- The events per operation, kind, step and writer the events' trigger keeps, as stored.
+SELECT operation, kind, from_state, to_state, system, n, journaled, cancelled FROM event_tallies;
+
+-- name: event_tallies_counted
+-- The same tallies counted from the events themselves (a full scan), the way the trigger counts one event.
+SELECT operation, kind, COALESCE(from_state, ''), COALESCE(to_state, ''),
+       CASE WHEN actor = 'reclaim' THEN 1 ELSE 0 END, COUNT(*), SUM(reclaim_journaled(detail)),
+       SUM(reclaim_cancelled(kind, detail))
+FROM events GROUP BY 1, 2, 3, 4, 5;
 
 -- name: webhook_without_delivery
 -- The first evidence a webhook brought whose delivery row is gone.
@@ -34,3 +50,12 @@ SELECT event_id FROM outbox;
 -- The webhook deliveries received at or after a time, with what their proofs cover, by time.
 SELECT webhook_id, received_at, signature, type, evidence_id, proof FROM webhook_deliveries
 WHERE received_at >= %s ORDER BY received_at, webhook_id;
+
+-- name: record_pass
+-- A verify that found nothing wrong: when, over what (full or since), through which head, run by whom.
+INSERT INTO verify_passes (at, scope, events, head, actor) VALUES (%s, %s, %s, %s, %s);
+
+-- name: last_passes
+-- The newest passing verify of each scope.
+SELECT p.scope, p.at, p.events, p.head, p.actor FROM verify_passes p
+WHERE p.id = (SELECT MAX(q.id) FROM verify_passes q WHERE q.scope = p.scope);
