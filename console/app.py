@@ -2,9 +2,9 @@
 
 `make_app()` builds it (the CLI, the tests and the screenshot script share it); `run_console()` runs it.
 The UI thread only draws: every ledger read and every remote call runs in a thread worker that opens
-its own connection, and reports back with typed messages. Once the overview has drawn, a background worker
-imports the remotes' SDKs and builds their adapters (nothing is sent), so the first job or triage screen finds its
-remote ready. Quitting stops nothing but the console, and waits for none of these.
+its own connection, and reports back with typed messages. A remote's SDK is imported only when a remote call is
+about to happen (a query or a reconcile, in that action's worker): opening the overview, a group or a job screen
+imports none. Quitting stops nothing but the console, and waits for none of these.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from console import bindings
 from console.bindings import Keymap, config_file_for, load_keymap
 from console.commands import CommandError, job_candidates, parse_command
-from console.live import FEED_SIZE, Abandoned, Follower, LedgerSource, Pulse, clock_time, detached, warm_remotes
+from console.live import FEED_SIZE, Abandoned, Follower, LedgerSource, Pulse, clock_time, detached
 from console.sanitize import clean, use_redactor
 from console.screens.base import ReclaimScreen, reason_for
 from console.screens.command import CommandScreen
@@ -181,7 +181,7 @@ class ReclaimApp(App[int]):
 
     def __init__(
         self, source: LedgerSource, config: Config, operator: str | Identity, *, clock: Clock,
-        keymap: Keymap | None = None, poll_seconds: float = POLL_SECONDS, warm: bool = True,
+        keymap: Keymap | None = None, poll_seconds: float = POLL_SECONDS,
         start_job: tuple[str, str | None] | None = None,
     ) -> None:
         super().__init__()
@@ -197,10 +197,6 @@ class ReclaimApp(App[int]):
         self.keymap = keymap or Keymap({})
         self.poll_seconds = poll_seconds
         self.remotes = RemoteCache(config)
-        self.warm = warm
-        """Build the remotes' adapters in the background once the overview has drawn (False: on first use only)."""
-        self.warming: Worker[tuple[str, ...]] | None = None
-        """The warm-up worker, once started (its result: the kinds of remote whose SDK it imported)."""
         self.counts: dict[str, int] | None = None
         self.feed: list[Event] = []
         self.pulses = 0
@@ -333,24 +329,6 @@ class ReclaimApp(App[int]):
                     follower.wait(self.poll_seconds, self._wake)  # PostgreSQL: woken by NOTIFY
         finally:
             follower.close()
-
-    def warm_up(self) -> None:
-        """Start warming the remotes up, once: called after the overview first drew its read, so the first paint
-        never waits for it."""
-        if self.warm and self.warming is None:
-            self.warming = self._warm_remotes()
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="warm", name="warm-remotes")
-    def _warm_remotes(self) -> tuple[str, ...]:
-        """Import the remotes' SDKs and build their adapters on a daemon thread (no request is sent), so the first
-        job or triage screen finds its remote ready; a screen opened sooner waits on the import lock. Quitting
-        gives it up at once."""
-        worker = get_current_worker()
-        try:
-            return detached(partial(warm_remotes, self.config, self.remotes),
-                            lambda: worker.is_cancelled or self._stop.is_set(), name="reclaim-warm")
-        except Abandoned:
-            return ()
 
     def _check_stall(self) -> None:
         """STALE when the follower's poll has not returned for STALL_SECONDS (a lock holds it)."""
@@ -650,11 +628,11 @@ def make_app(
     ledger_path: str | Path, config: Config, operator: str | Identity, read_only: bool = False,
     clock: Clock | None = None,
     *, config_path: str | Path | None = None, keymap: Keymap | None = None, poll_seconds: float = POLL_SECONDS,
-    warm: bool = True, start_job: tuple[str, str | None] | None = None,
+    start_job: tuple[str, str | None] | None = None,
 ) -> ReclaimApp:
     """Build the console over `ledger_path` for `operator` (read-only: the ledger opens `mode=ro`, no actions).
 
-    Once the overview has drawn, the remotes are warmed up in the background (`warm=False`: built on first use).
+    No remote's adapter is built and no SDK imported until an action asks the remote (in that action's worker).
 
     Key overrides come from `keymap`, else the `[keys]` table of `config_path` (or $RECLAIM_CONFIG, or
     reclaim.toml beside the config).
@@ -663,7 +641,7 @@ def make_app(
         keymap = load_keymap(config_file_for(config.base_dir, config_path))
     return ReclaimApp(
         LedgerSource(ledger_path, read_only), config, operator, clock=clock or process_clock(), keymap=keymap,
-        poll_seconds=poll_seconds, warm=warm, start_job=start_job,
+        poll_seconds=poll_seconds, start_job=start_job,
     )
 
 

@@ -37,7 +37,6 @@ from ledger import (
     connect,
     get_action,
     is_url,
-    preload_adapters,
     span,
 )
 from ledger import clock_time as clock_time  # the screens take the time format from here too
@@ -262,29 +261,6 @@ class PageRequest(NamedTuple):
     oldest_first: bool
     filter_text: str
     page_size: int = PAGE_SIZE
-
-
-def warm_remote(remotes: RemoteCache, operation: str) -> None:
-    """Build (and cache) `operation`'s remote adapter, so `remote_lines` after it is quick; call it with no read
-    open. A remote that cannot be built is left for `remote_lines` to explain."""
-    try:
-        remotes.for_operation(operation)
-    except Exception:  # remote_lines says why, in words
-        pass
-
-
-def warm_remotes(config: Config, remotes: RemoteCache) -> tuple[str, ...]:
-    """Import the SDK of every kind of remote the config's operations use, then build (and cache in `remotes`)
-    each of those remotes' adapters, so the first job or triage screen finds its remote ready. Nothing is sent
-    and no connection is opened (an adapter connects on its first call); a remote that cannot be built is left
-    for `remote_lines` to explain. Returns the kinds whose SDK was imported; () when none could be."""
-    try:
-        kinds = preload_adapters(config)
-    except Exception:  # an SDK that cannot be imported: the screen says why its remote cannot be built
-        return ()
-    for operation in config.operations:  # one build per remote: the operations sharing it find it cached
-        warm_remote(remotes, operation)
-    return kinds
 
 
 # -- operator actions ----------------------------------------------------------------------------------------

@@ -132,7 +132,6 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Redactor": ("ledger.redaction", "Redactor"),
     # ledger.remotes
     "console_url_for": ("ledger.remotes", "console_url_for"),
-    "preload_adapters": ("ledger.remotes", "preload_adapters"),
     # ledger.remotes.base
     "RemoteStatus": ("ledger.remotes.base", "RemoteStatus"),
     # ledger.store
@@ -264,7 +263,7 @@ if TYPE_CHECKING:
     from ledger.receiver import make_server as make_webhook_server
     from ledger.redaction import Redactor
     from ledger.remote_answers import RemoteAnswers
-    from ledger.remotes import console_url_for, preload_adapters
+    from ledger.remotes import console_url_for
     from ledger.remotes.base import RemoteStatus
     from ledger.report import CSV_COLUMNS as REPORT_CSV_COLUMNS
     from ledger.report import ENDINGS as REPORT_ENDINGS
@@ -446,7 +445,6 @@ __all__ = [
     "place_new",
     "policy_owner",
     "poll_submitted",
-    "preload_adapters",
     "probe_remote",
     "process_clock",
     "query_job",

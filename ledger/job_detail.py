@@ -1,14 +1,14 @@
 """One job's whole story, as the screens that triage it read it: its fields and timeline, the stale writes fenced
 off it, the latest query and finding, what its remote can answer and whether a query would help, the evidence,
 until when its last request could still arrive, the orphan deliveries that could be its own, and which of the
-three held cases it looks like (`HELD_CASES`). Only reads; the remote's adapter is built only when `with_remote`
-asks what it can answer (`remote_lines`), and nothing is sent.
+three held cases it looks like (`HELD_CASES`). Only reads: what the remote can answer comes from the config and
+the ledger (`remote_lines`), so no adapter is built, no SDK imported and nothing is sent.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ledger.actions import JOB_ACTIONS
 from ledger.candidates import Candidate
@@ -20,17 +20,13 @@ from ledger.model import Event, Evidence, Job, JobKey
 from ledger.remote_answers import RemoteAnswers
 from ledger.remote_answers import answers as what_remotes_answer
 from ledger.remote_answers import capabilities_of as remote_capabilities
-from ledger.remotes import console_url_for
+from ledger.remotes import build_refusal, console_url_for
 from ledger.store import Connection
 from ledger.store.events import job_events
 from ledger.store.evidence import for_job as evidence_for_job
 from ledger.store.jobs import fenced_writes_for, find_job
 from ledger.triage import Preview, arrival_words, latest_finding, latest_query, may_arrive_until, where_to_look
 from ledger.triage import preview as preview_action
-
-if TYPE_CHECKING:
-    from ledger.worker import RemoteCache
-
 
 # The three ways a send can end unknown, in the words operators use.
 HELD_CASES: tuple[tuple[str, str, str], ...] = (
@@ -118,19 +114,21 @@ class JobDetail:
         return None
 
 
-def remote_lines(
-    config: Config, remotes: RemoteCache, job: Job, conn: Connection | None = None
-) -> list[str]:
-    """What the remote can and cannot answer for this job, in plain sentences (never pretending)."""
+def remote_lines(config: Config, job: Job, conn: Connection | None = None) -> list[str]:
+    """What the remote can and cannot answer for this job, in plain sentences (never pretending). From the config,
+    the environment and the ledger alone: no adapter is built and no SDK imported (`build_refusal` says what
+    building it would refuse), so a screen can ask this as soon as it opens."""
     op = config.operations.get(job.operation)
     if op is None:
         return [f"operation {job.operation} is not declared in the config: its remote cannot be asked"]
-    try:
-        remote = remotes.for_operation(job.operation)
-    except Exception as e:
-        return [f"remote {op.remote}: cannot be built ({e})"]
-    lines = [f"remote {remote.name} ({remote.kind}): " + "; ".join(remote.capabilities.explain())]
-    caps = remote.capabilities
+    rc = config.remotes.get(op.remote)
+    if rc is None:
+        return [f"remote {op.remote}: not declared in the config"]
+    refusal = build_refusal(rc)
+    if refusal is not None:
+        return [f"remote {op.remote}: cannot be built ({refusal})"]
+    caps = remote_capabilities(rc)
+    lines = [f"remote {rc.name} ({rc.kind}): " + "; ".join(caps.explain())]
     found = known_handle(conn, job) if conn is not None else None
     if not job.handle and found is not None and found.handle:
         lines.append(f"no handle recorded, but {found.source} evidence names {found.handle}: a query asks the remote "
@@ -140,13 +138,12 @@ def remote_lines(
         if caps.lookup_by_handle:
             lines.append(f"handle {job.handle} is recorded: a query asks the remote about it")
         else:
-            lines.append(f"handle {job.handle} is recorded, but {remote.kind} cannot look it up")
+            lines.append(f"handle {job.handle} is recorded, but {rc.kind} cannot look it up")
     elif caps.search_by_key:
-        lines.append(f"no handle recorded; a query searches {remote.kind} by idem key {job.idem_key}")
+        lines.append(f"no handle recorded; a query searches {rc.kind} by idem key {job.idem_key}")
     else:
-        lines.append(where_to_look(config, job, remote, url_apart=True))
-    rc = config.remotes.get(op.remote)
-    if remote.kind == "gemini" and rc is not None:
+        lines.append(where_to_look(config, job, rc.kind, url_apart=True))
+    if rc.kind == "gemini":
         lines.append(
             "signed webhooks are on: a delivery for this job's idem key becomes evidence and is acted on"
             if rc.webhook_secret_env else
@@ -156,15 +153,15 @@ def remote_lines(
 
 
 def read_job_detail(
-    conn: Connection, config: Config, remotes: RemoteCache, key: JobKey, *, operator: str, clock: Clock,
+    conn: Connection, config: Config, key: JobKey, *, operator: str, clock: Clock,
     refused_because: str | None = None, with_previews: bool = False, with_remote: bool = True,
 ) -> JobDetail | None:
     """Read one job's fields, timeline, fenced writes, latest query/finding, and what the remote can answer; None
     when the ledger has no such job. With `with_previews`, what each action would do and whether `operator` may
     (every one refused with `refused_because`, when given: a read-only seat).
 
-    `with_remote=False` leaves `can_answer` empty: building the remote's adapter the first time imports its SDK
-    (seconds on a loaded machine), so the screens read the ledger first and ask `remote_lines` after."""
+    `with_remote=False` leaves `can_answer` empty (the screens draw the ledger's part first and ask `remote_lines`
+    after)."""
     job = find_job(conn, key)
     if job is None:
         return None
@@ -189,7 +186,7 @@ def read_job_detail(
         fenced=fenced_writes_for(conn, key),
         latest_query=latest_query(conn, key),
         latest_finding=latest_finding(conn, key),
-        can_answer=remote_lines(config, remotes, job, conn) if with_remote else [],
+        can_answer=remote_lines(config, job, conn) if with_remote else [],
         previews=previews,
         evidence=evidence_for_job(conn, job),
         console_url=console_url_for(config, job.operation, job.idem_key),

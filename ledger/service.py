@@ -158,22 +158,22 @@ class Ledger:
         return held_candidates(self.conn, self.config, job)
 
     def job_detail(
-        self, key: JobKey, remotes: RemoteCache, *, operator: str, refused_because: str | None = None,
+        self, key: JobKey, *, operator: str, refused_because: str | None = None,
         with_previews: bool = False, with_remote: bool = True,
     ) -> JobDetail | None:
         """One job's whole story as the triage screens read it (`ledger.job_detail.read_job_detail`); None when the
         ledger has no such job."""
         from ledger.job_detail import read_job_detail
 
-        return read_job_detail(self.conn, self.config, remotes, key, operator=operator, clock=self.clock,
+        return read_job_detail(self.conn, self.config, key, operator=operator, clock=self.clock,
                                refused_because=refused_because, with_previews=with_previews, with_remote=with_remote)
 
-    def remote_lines(self, remotes: RemoteCache, job: Job) -> list[str]:
-        """What `job`'s remote is and whether it can be reached now, in the console's words
+    def remote_lines(self, job: Job) -> list[str]:
+        """What `job`'s remote is and what it can answer, in the console's words, without building its adapter
         (`ledger.job_detail.remote_lines`)."""
         from ledger.job_detail import remote_lines
 
-        return remote_lines(self.config, remotes, job, self.conn)
+        return remote_lines(self.config, job, self.conn)
 
     def overview(self, held_limit: int = 50) -> OverviewData:
         """The oldest held jobs (at most `held_limit`) with their stages, and today's quotas

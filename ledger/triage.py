@@ -29,6 +29,7 @@ from ledger.errors import BadInput, JobNotFound, NotYet, Refused, UndecidedCandi
 from ledger.identity import acting_source
 from ledger.model import Event, Job, JobFilter, JobKey
 from ledger.redaction import Redactor
+from ledger.remotes import console_url_for
 from ledger.remotes.base import Remote, RemoteStatus, redact_status
 from ledger.store import Connection
 from ledger.store import events as events_store
@@ -296,19 +297,18 @@ def query_remote(config: Config, job: Job, remote: Remote, handle: str | None = 
         return remote.search(job.idem_key)
     return RemoteStatus(
         "error",
-        error=where_to_look(config, job, remote),
+        error=where_to_look(config, job, remote.kind),
         snapshot={"asked": False},
     )
 
 
-def where_to_look(config: Config, job: Job, remote: Remote, *, url_apart: bool = False) -> str:
-    """For a job with no handle and no evidence: what cannot be asked, and where a person can look.
+def where_to_look(config: Config, job: Job, kind: str, *, url_apart: bool = False) -> str:
+    """For a job with no handle and no evidence on a remote of `kind`: what cannot be asked, and where a person can
+    look (from the config alone: no adapter is built).
 
     With `url_apart` the remote-console URL is not spelled out (the caller shows it whole on its own line)."""
-    if remote.kind == "gemini":
-        rc = config.remotes[config.operations[job.operation].remote] if job.operation in config.operations else None
-        console = getattr(remote, "console_url", None)
-        url = console(job.idem_key) if callable(console) and rc and rc.base_url else None
+    if kind == "gemini":
+        url = console_url_for(config, job.operation, job.idem_key)
         here = "" if url is None else (
             "; the demo's simulator lists them at the remote-console URL shown below" if url_apart else
             f"; the demo's simulator lists them at {url}")
@@ -317,7 +317,7 @@ def where_to_look(config: Config, job: Job, remote: Remote, *, url_apart: bool =
             f"for interactions labelled idem={job.idem_key} attempt={job.attempt}{here}; a signed webhook, if "
             "configured, would have named it"
         )
-    return f"no handle recorded; {remote.kind} cannot be searched by idem key, so the remote cannot answer"
+    return f"no handle recorded; {kind} cannot be searched by idem key, so the remote cannot answer"
 
 
 def record_query(

@@ -101,9 +101,8 @@ def evidence_text(detail: JobDetail, tz: str) -> Text:
 class JobScreen(ReclaimScreen):
     """Everything about one job; `t` opens guided triage for a held or failed job, `l` copies its remote-console URL.
 
-    The ledger is read first and drawn as soon as it lands; what the remote can answer follows (building the
-    remote's adapter the first time imports its SDK, unless the console's warm-up has done it). A key pressed before
-    the job is read waits and runs then."""
+    The ledger is read first and drawn as soon as it lands; what the remote can answer follows (from the config and
+    the ledger: no adapter is built, no SDK imported). A key pressed before the job is read waits and runs then."""
 
     BINDINGS = JOB
     AUTO_FOCUS = "#job-body"

@@ -1,12 +1,13 @@
 """How the job and triage screens read their job: the ledger first (drawn as soon as it lands), then what the job's
-remote can answer (building the remote's adapter the first time imports its SDK, unless the console's warm-up did)."""
+remote can answer (from the config and the ledger: no adapter is built and no SDK imported; only an action that
+asks the remote builds one, in its own worker)."""
 
 from __future__ import annotations
 
 from textual.message import Message
 from textual.worker import get_current_worker
 
-from console.live import READ_ONLY_REASON, warm_remote
+from console.live import READ_ONLY_REASON
 from console.screens.base import ReclaimScreen
 from ledger import JobDetail, JobKey
 
@@ -32,12 +33,13 @@ def read_job_then_remote(
     with_previews: bool = False,
 ) -> None:
     """From a thread worker of `screen`: read `key` (and, `with_previews`, a preview of every triage action for the
-    operator) and post `loaded(detail)`; then, with no read open while the remote's adapter is built, post
-    `answered(lines)` (ending with what the remote can answer, as `reclaim remotes` says). Nothing is posted once the worker is cancelled, nor a remote for a job not in the ledger."""
+    operator) and post `loaded(detail)`; then post `answered(lines)`: what the job's remote can answer, ending as
+    `reclaim remotes` says, read from the config and the ledger without building the adapter (no SDK imported).
+    Nothing is posted once the worker is cancelled, nor a remote for a job not in the ledger."""
     app = screen.reclaim
     worker = get_current_worker()
     with app.ledger() as ledger:
-        detail = ledger.job_detail(key, app.remotes, operator=app.operator,
+        detail = ledger.job_detail(key, operator=app.operator,
                                    refused_because=READ_ONLY_REASON if app.source.read_only else None,
                                    with_previews=with_previews, with_remote=False)
     if worker.is_cancelled:
@@ -45,9 +47,8 @@ def read_job_then_remote(
     screen.post_message(loaded(detail))
     if detail is None:
         return
-    warm_remote(app.remotes, detail.job.operation)
     with app.ledger() as ledger:
-        lines = ledger.remote_lines(app.remotes, detail.job)
+        lines = ledger.remote_lines(detail.job)
     if detail.answers is not None:
         lines.append(detail.answers.line())
     if not worker.is_cancelled:

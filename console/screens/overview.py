@@ -112,7 +112,6 @@ class OverviewScreen(ReclaimScreen):
         self.query_one(QuotaTable).show_quotas(message.data.quotas)
         if not self.loaded:
             app.call_after_refresh(app.prepare_job_list)
-            app.call_after_refresh(app.warm_up)  # the remotes' SDK imported while the operator reads
         self.loaded = True
         self._show_held_title()
         self.refresh_bindings()  # `t` is enabled only while a held job is at the cursor

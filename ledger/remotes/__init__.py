@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any, Final
 
-from ledger.config import Config
+from ledger.config import Config, RemoteConfig
+from ledger.errors import ConfigError
 from ledger.redaction import Redactor
 from ledger.remotes.base import Remote, label_console_url
 
@@ -30,16 +32,22 @@ ADAPTER_MODULES: Final = {"gemini": "ledger.remotes.gemini", "http": "ledger.rem
 """The module that holds each kind's adapter (`remote_for` imports it on first use; gemini's brings google-genai)."""
 
 
-def preload_adapters(config: Config) -> tuple[str, ...]:
-    """Import the adapter module of every kind of remote `config`'s operations use, and nothing else: no adapter
-    is built, no environment variable read, no connection opened. Done ahead, so that `remote_for` later finds
-    the SDK imported (google-genai takes seconds); a `remote_for` racing it waits on the import lock. Returns
-    the kinds imported, sorted; () when no operation uses a remote (google-genai stays unimported unless a
-    gemini remote is used)."""
-    kinds = sorted({rc.kind for op in config.operations.values() if (rc := config.remotes.get(op.remote))})
-    for kind in kinds:
-        importlib.import_module(ADAPTER_MODULES[kind])
-    return tuple(kinds)
+def build_refusal(rc: RemoteConfig) -> str | None:
+    """Why `remote_for` would refuse to build this remote's adapter, in the adapter's own words, without importing
+    an SDK: for a gemini remote from the config and the environment (its API key variable unset while it has no
+    `base_url`; the simulator needs no key), for an http remote by building its stdlib adapter (no connection is
+    opened). None when it can be built (the SDK itself could still fail, which the first real call then says)."""
+    if rc.kind == "gemini":
+        if os.environ.get(rc.api_key_env) or rc.base_url:
+            return None
+        return f"remote {rc.name}: environment variable {rc.api_key_env} is not set (the API key)"
+    from ledger.remotes.http import HttpRemote
+
+    try:
+        HttpRemote(rc)
+    except ConfigError as e:
+        return str(e)
+    return None
 
 
 def request_body_size(config: Config, operation: str, payload: dict[str, Any], *, idem_key: str, attempt: int

@@ -89,7 +89,7 @@ def test_four_eyes_refusal_is_the_same_in_cli_and_console(
     before = fingerprint(ledger_path)
     why = triage.refusal(conn, cfg, triage.get_job(conn, key), "release", "bob", clock.now())
     assert why is not None and why.startswith("four-eyes")
-    detail = read_job_detail(conn, cfg, RemoteCache(cfg), key, operator="bob", clock=clock, with_previews=True)
+    detail = read_job_detail(conn, cfg, key, operator="bob", clock=clock, with_previews=True)
     assert detail is not None and detail.previews["release"].reason == why  # what the console shows disabled
     r = run_cli("release", key.job_id, "--reason", "r", operator="bob", now=clock.now())
     assert why in _one_error_line(r, 6)
@@ -142,7 +142,7 @@ def test_dry_run_prints_the_consoles_preview_and_writes_nothing(
 ) -> None:
     key = _held(sim, conn, cfg, clock)
     triage.record_finding(conn, cfg, key, "not_received", "absent", actor="bob", clock=clock)
-    detail = read_job_detail(conn, cfg, RemoteCache(cfg), key, operator="carol", clock=clock, with_previews=True)
+    detail = read_job_detail(conn, cfg, key, operator="carol", clock=clock, with_previews=True)
     assert detail is not None
     before, creates = fingerprint(ledger_path), sim.count("create")
     for name in ("release", "reconcile", "reject", "remediate", "assign", "finding", "query"):

@@ -82,13 +82,12 @@ def test_a_jobs_whole_story_is_read_through_it_and_an_unknown_job_is_none(
     opened: Ledger, clock: ManualClock,
 ) -> None:
     assert reserve(opened.conn, opened.config, OP, {"input": "x"}, clock=clock, job_id="j1").outcome == "reserved"
-    remotes = RemoteCache(opened.config)
-    detail = opened.job_detail(JobKey("j1", OP), remotes, operator="bob", refused_because="read-only",
+    detail = opened.job_detail(JobKey("j1", OP), operator="bob", refused_because="read-only",
                                with_previews=True, with_remote=False)
     assert detail is not None and detail.job.state == "reserving" and detail.can_answer == []
     assert [e.kind for e in detail.events] == ["reserve"]
     assert detail.previews and all(p.reason == "read-only" and not p.allowed for p in detail.previews.values())
-    assert opened.job_detail(JobKey("nope", OP), remotes, operator="bob") is None
+    assert opened.job_detail(JobKey("nope", OP), operator="bob") is None
 
 
 def test_the_lists_of_jobs_are_read_through_it_a_page_at_a_time(
@@ -137,7 +136,7 @@ def test_the_console_acts_through_it_on_a_held_job_and_a_refusal_writes_nothing(
                               only=[held.key])
     assert done.assigned == 1
     opened.take(held.key, "finding", {"category": "not_received", "note": "absent"}, actor="alice")
-    assert opened.job_detail(held.key, RemoteCache(opened.config), operator="bob", with_remote=False) is not None
+    assert opened.job_detail(held.key, operator="bob", with_remote=False) is not None
     with fresh(ledger_path) as conn:
         assert job_fingerprint(conn) != before
     assert [v.name for v in opened.saved_views("bob")] == []
