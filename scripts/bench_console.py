@@ -1,258 +1,465 @@
-"""Benchmark the Textual console on a big ledger, beside a naive "load every row into a DataTable" app.
+"""Benchmark `reclaim console` itself: the process a person starts, in a terminal, on a big ledger.
 
-Every measurement runs in its own child process (this script with --child ...), so peak RSS
-(VmHWM from /proc/<pid>/status, read by the child itself or by the parent just before a kill;
-resource.getrusage where /proc is missing) belongs to that measurement alone. Each child drives its app headless with `app.run_test(size=(120, 40))`.
+Each round starts the real entry point (`.venv/bin/reclaim console --ledger L --config C --operator alice`, as a
+person types it; the fixture config declares its identity, so it runs as any account) in a tmux pane of 120x40 on a
+private tmux server, and reads the pane as a person would see it (`capture-pane -p`, every 5 ms, through one tmux
+control-mode client, so polling starts no process). Figures, each min / median / max over --rounds rounds (warm and
+cold interleaved, their order alternating):
 
-  first paint   from the child's start (before importing the app's modules) until the overview's
-                held table (#held-table) has rows; baseline: until the naive app's DataTable holds
-                every row of `jobs` and has painted (killed after --naive-timeout s: ">120 s").
-  group switch  from pressing the consumed group's key until the job list (#jobs-table) shows the
-                first page of the consumed group; baseline: the naive app clears its table and adds
-                the consumed rows again. The key is pressed as soon as the overview's held table has
-                rows (while the overview is still drawing its first frame), and the clock stops once
-                `pilot.press` returns and the page is there: `pilot.press` waits for two 20 ms slices in
-                which the process is idle, so even a key bound to nothing measures ~105-130 ms this way.
-                Also reported: "frame", the time until the first frame drawn with the page on screen (the
-                screen's first refresh once the page is in the table: public `Widget.call_after_refresh`).
-  settled switch  the same from an overview that has finished drawing (back to it, a pause, then the
-                reserving group's key): pilot.press figure and frame figure.
-  memory        peak RSS of the child after the first paint and the switch.
-  live lag      a second process commits a reservation (ledger.reservation.reserve); time from its
-                COMMIT (time.monotonic, shared by both processes) until the overview's group tiles
-                display a changed count; p50 / p95 over --commits commits, spaced at random.
-                Baseline: the same on a small ledger (--small jobs), to show what the size costs.
+  first paint     from spawning the process until the painted overview is on the pane: the held jobs' title with
+                  its count and the first held row under the table's header.
+  first key       the consumed group's key sent as soon as anything of the app is on the pane (its first frame),
+                  until that group's first page (its title line and first row) is on the pane. A separate process
+                  from the first-paint round (a key sent early replaces the overview before it paints); the note
+                  says when that first frame came after the spawn.
+  settled switch  the same key sent once the overview settled (the pane unchanged for 0.3 s), until the page.
+  memory          the console process's peak RSS (VmHWM in /proc/PID/status of the pane's python process), read
+                  after the first paint, the settled switch and a held job's screen opened (Enter on the overview).
+  live lag        (warm only, after the rounds) another process commits a reservation (ledger.reservation.reserve,
+                  this script's --writer mode); from its COMMIT (time.monotonic, shared by both processes) until the
+                  reserving tile's count on the pane changed; p50 / p95 over --commits commits spaced at random.
 
-If console.app (make_app) cannot be imported, every row says "console not built" and nothing fails.
+Cold: before each cold round the ledger file and its -wal/-shm are fsynced and dropped from the OS page cache
+(os.posix_fadvise POSIX_FADV_DONTNEED); /proc/meminfo "Cached:" before and after says how much left the cache
+(reported in the note). The interpreter's and the libraries' files stay cached, as after any earlier run.
 
-    .venv/bin/python scripts/bench_console.py [--ledger big.db --config big.toml] [-n 1000000]
+Baselines from the same run: `reclaim --help` from start to exit (warm), and every figure on a small ledger
+(--small jobs, made with make_big_ledger.py). The aims (first paint < 0.5 s warm and < 2 s cold on the 1M ledger, a
+key in the first frame answered < 0.2 s, memory < 80 MB) are printed in the notes; nothing here asserts them.
+
+    .venv/bin/python scripts/bench_console.py [--ledger big.db --config big.toml] [-n 1000000] [--rounds 5]
+
+The live-lag writer commits into the ledger: give it a copy you may change (bench.py gives a fresh one).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import os
 import random
-import resource
-import select
+import re
+import shlex
+import shutil
+import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-T_START = time.monotonic()  # the child's start: first paint counts imports too
 SCRIPT = Path(__file__).resolve()
-SIZE = (120, 40)
+TMUX = shutil.which("tmux") or "/usr/bin/tmux"
+COLS, ROWS = 120, 40
 OPERATOR = "alice"
-WAIT_S = 60.0
+POLL_S = 0.005
+WAIT_S = 120.0
+"""The longest any one thing on the pane is waited for (a cold open of a big ledger included)."""
+SETTLE_S = 0.3
+SWITCH_GROUP = "consumed"
+LIVE_GROUP = "reserving"
+GROUP_ORDER = ("reserving", "submitted", "done", "consumed", "held", "failed", "resolved")
+"""The overview's tiles in order; tile N is key N (console.bindings.GROUP_ORDER, read there when importable)."""
 
 
-def _rss_mb() -> float:
-    """This process's peak RSS in MB.
-
-    /proc/self/status VmHWM first: ru_maxrss survives fork and exec on Linux, so a child started by a
-    big parent would report the parent's peak instead of its own.
-    """
-    hwm = _vm_hwm_mb(os.getpid())
-    if hwm is not None:
-        return hwm
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
-
-
-def _emit(**kw: Any) -> None:
-    print("RESULT " + json.dumps(kw), flush=True)
-
-
-async def _wait_until(pred: Any, timeout: float = WAIT_S, step: float = 0.002) -> float | None:
-    """Poll `pred` on the app's event loop; the monotonic time it first held, or None on timeout."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if pred():
-                return time.monotonic()
-        except Exception:  # widgets may not exist yet while a screen composes
-            pass
-        await asyncio.sleep(step)
-    return None
-
-
-def _rows(screen: Any, selector: str) -> int:
-    from textual.widgets import DataTable
-
-    return int(screen.query_one(selector, DataTable).row_count)
-
-
-def _group_key(group: str) -> str | None:
-    """The key bound to the action group('<group>') in the console's bindings (None if not found)."""
+def group_key(group: str) -> str:
+    """The key bound to `group` in the console's bindings (its position among the tiles, counted from 1)."""
     try:
-        from console import bindings
+        from console.bindings import GROUP_ORDER as order
     except ImportError:
+        order = GROUP_ORDER
+    return str(tuple(order).index(group) + 1)
+
+
+# -- the terminal ----------------------------------------------------------------------------------------------
+
+
+class Tmux:
+    """A private tmux server and one control-mode client on it: each command a line on the client's stdin, its
+    answer the lines between %begin and %end (%error: TmuxError). Panes' output is not streamed (no-output)."""
+
+    def __init__(self, socket: str, env: dict[str, str]) -> None:
+        self.socket = socket
+        self.proc = subprocess.Popen(
+            [TMUX, "-L", socket, "-f", "/dev/null", "-C", "new-session", "-s", "hold", "-x", str(COLS),
+             "-y", str(ROWS), "sleep 86400"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1, env=env,
+        )
+        self._answer("the control client's start")  # the block answering the new-session that started it
+        # (tmux 3.3a's server dies on a new-session after `window-size manual`: each session is sized at its start)
+        for option in ("refresh-client -f no-output", "set -g status off", "set -g remain-on-exit on"):
+            self.cmd(option)
+        self.socket_path = Path(self.cmd("display -p '#{socket_path}'")[0])
+
+    def cmd(self, line: str) -> list[str]:
+        """Run one tmux command; its output lines."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        return self._answer(line)
+
+    def _answer(self, line: str) -> list[str]:
+        """Read up to the end of the next %begin block; its lines (notifications between blocks are skipped)."""
+        assert self.proc.stdout is not None
+        out: list[str] = []
+        inside = False
+        while True:
+            got = self.proc.stdout.readline()
+            if not got:
+                raise TmuxError(f"tmux control client ended during {line!r}")
+            got = got.rstrip("\n")
+            if got.startswith("%begin "):
+                inside, out = True, []
+            elif inside and (got.startswith("%end ") or got.startswith("%error ")):
+                if got.startswith("%error "):
+                    raise TmuxError(f"{line!r}: {' '.join(out)}")
+                return out
+            elif inside:
+                out.append(got)
+
+    def close(self) -> None:
+        """Stop the server (every pane on it) and the client, and remove the server's socket file."""
+        try:
+            self.cmd("kill-server")
+        except (TmuxError, BrokenPipeError, OSError):
+            pass
+        self.proc.wait(timeout=10)
+        self.socket_path.unlink(missing_ok=True)
+
+
+class TmuxError(RuntimeError):
+    """tmux answered %error, or its control client went away."""
+
+
+@dataclass
+class Pane:
+    """One console process in its own tmux session."""
+
+    tmux: Tmux
+    name: str
+    started: float
+    pid: int = 0
+
+    def text(self) -> str:
+        """What the pane shows now, as plain text lines."""
+        return "\n".join(self.tmux.cmd(f"capture-pane -p -t {self.name}"))
+
+    def send(self, key: str) -> float:
+        """Send one key; the monotonic time it was handed to tmux."""
+        t = time.monotonic()
+        self.tmux.cmd(f"send-keys -t {self.name} {shlex.quote(key)}")
+        return t
+
+    def dead(self) -> bool:
+        return self.tmux.cmd(f"display -p -t {self.name} '#{{pane_dead}}'") == ["1"]
+
+    def wait_for(self, seen: Callable[[str], object], what: str, timeout: float = WAIT_S) -> tuple[float, str]:
+        """Poll the pane every POLL_S until `seen(text)`; (the monotonic time it first held, the text). Raises
+        RoundFailed with the pane's last text on a timeout or when the process ended."""
+        deadline = time.monotonic() + timeout
+        polls = 0
+        while True:
+            text = self.text()
+            now = time.monotonic()
+            if seen(text):
+                return now, text
+            polls += 1
+            if now > deadline or (polls % 100 == 0 and self.dead()):
+                last = " | ".join(line.strip() for line in text.splitlines() if line.strip())[-300:]
+                raise RoundFailed(f"{what}: not on the pane after {now - self.started:.1f} s ({last or 'blank'})")
+            time.sleep(POLL_S)
+
+    def settle(self, quiet: float = SETTLE_S, timeout: float = 10.0) -> None:
+        """Wait (bounded) until the pane has not changed for `quiet` seconds."""
+        deadline = time.monotonic() + timeout
+        last, since = self.text(), time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - since < quiet:
+            time.sleep(POLL_S * 4)
+            now = self.text()
+            if now != last:
+                last, since = now, time.monotonic()
+
+    def peak_rss_mb(self) -> float | None:
+        """VmHWM of the console's python process (the pane's process, or its child when that is a shell)."""
+        pid = self.pid
+        comm = _read(f"/proc/{pid}/comm").strip()
+        if comm in ("sh", "bash", "dash"):
+            children = _read(f"/proc/{pid}/task/{pid}/children").split()
+            pid = int(children[0]) if children else pid
+        for line in _read(f"/proc/{pid}/status").splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
         return None
-    for b in getattr(bindings, "APP", []):
-        if getattr(b, "action", "") in (f"group('{group}')", f'group("{group}")'):
-            return str(b.key).split(",")[0].strip()
+
+    def quit(self) -> None:
+        """ctrl+q, then the session goes (killed if the console has not ended within 10 s)."""
+        try:
+            if not self.dead():
+                self.send("C-q")
+                deadline = time.monotonic() + 10
+                while not self.dead() and time.monotonic() < deadline:
+                    time.sleep(0.02)
+            self.tmux.cmd(f"kill-session -t {self.name}")
+        except TmuxError:
+            pass
+
+
+class RoundFailed(RuntimeError):
+    """Something the round waited for never reached the pane."""
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def spawn(tmux: Tmux, name: str, argv: list[str], env: dict[str, str], cwd: Path) -> Pane:
+    """Start `argv` in a new 120x40 session; the clock starts as the command is handed to tmux."""
+    command = "exec env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " " + shlex.join(argv)
+    started = time.monotonic()
+    tmux.cmd(f"new-session -d -s {name} -x {COLS} -y {ROWS} -c {shlex.quote(str(cwd))} {shlex.quote(command)}")
+    pane = Pane(tmux, name, started)
+    pane.pid = int(tmux.cmd(f"display -p -t {name} '#{{pane_pid}}'")[0])
+    return pane
+
+
+# -- what the pane shows -----------------------------------------------------------------------------------------
+
+
+HELD_TITLE = re.compile(r"Held jobs — (?:[\d,]+ of )?[\d,]+ held")
+
+
+def overview_painted(text: str) -> bool:
+    """The overview has painted its read: the held jobs' title with its count ('30 held', '50 of 3,000 held'), and
+    a row under the table's header (the header line starts 'age' and names 'job')."""
+    if not HELD_TITLE.search(text):
+        return False
+    lines = [line.strip(" │") for line in text.splitlines()]
+    for i, line in enumerate(lines[:-1]):
+        if line.startswith("age ") and " job " in line and "stage" in line:
+            return bool(lines[i + 1].strip())
+    return False
+
+
+def any_frame(text: str) -> bool:
+    """Anything of the app is on the pane."""
+    return bool(text.strip())
+
+
+def page_shown(group: str) -> Callable[[str], bool]:
+    """A test for `group`'s job list with its first page: its title line (' consumed · rows 1–50 of ...') and a
+    row under the column header."""
+    title = re.compile(rf"^\s*{group} · rows \d")
+
+    def shown(text: str) -> bool:
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
+            if title.match(line):
+                return i + 2 < len(lines) and bool(lines[i + 2].strip())
+        return False
+
+    return shown
+
+
+JOB_TITLE = re.compile(r"^\s*Job \S.*·.*·")
+
+
+def job_screen_shown(text: str) -> bool:
+    """A job's screen with its fields read: its title line and the 'job id' field."""
+    lines = text.splitlines()
+    return any(JOB_TITLE.match(line) for line in lines) and any(line.strip().startswith("job id ") for line in lines)
+
+
+def tile_count(text: str, group: str) -> int | None:
+    """The count on `group`'s tile (' 2 reserving '), or None when not on the pane."""
+    m = re.search(rf"│\s*([\d,]+) {group}\s*│", text)
+    return int(m.group(1).replace(",", "")) if m else None
+
+
+def count_changed(before: int | None, text: str) -> bool:
+    """The live group's tile shows a count other than `before`."""
+    return tile_count(text, LIVE_GROUP) not in (before, None)
+
+
+# -- cold ------------------------------------------------------------------------------------------------------------
+
+
+def cached_mb() -> float | None:
+    """/proc/meminfo 'Cached:' in MB (None where there is none)."""
+    for line in _read("/proc/meminfo").splitlines():
+        if line.startswith("Cached:"):
+            return int(line.split()[1]) / 1024.0
     return None
 
 
-# -- children -----------------------------------------------------------------------------------------------
+def drop_from_cache(ledger: Path) -> float | None:
+    """fsync then drop the ledger file and its -wal/-shm from the OS page cache; the MB 'Cached:' fell by."""
+    before = cached_mb()
+    for path in (ledger, Path(f"{ledger}-wal"), Path(f"{ledger}-shm")):
+        if not path.exists():
+            continue
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    after = cached_mb()
+    return None if before is None or after is None else before - after
 
 
-def child_console(ledger: str, config_path: str, mode: str, commits: int) -> None:
-    """Measure the real console: first paint, group switch (mode=paint) or live lag (mode=live)."""
-    try:
-        from console.app import make_app
-    except ImportError as e:
-        _emit(kind="missing", error=f"{type(e).__name__}: {e}")
-        return
-    from ledger.config import load_config
+# -- rounds ------------------------------------------------------------------------------------------------------
 
-    config = load_config(config_path)
-    app = make_app(ledger, config, OPERATOR, read_only=False)
 
-    async def run() -> None:
-        async with app.run_test(size=SIZE) as pilot:
-            painted = await _wait_until(lambda: _rows(app.screen, "#held-table") > 0)
-            if painted is None:
-                _emit(kind="paint", error=f"#held-table had no rows within {WAIT_S:.0f} s")
-                return
-            _emit(kind="paint", seconds=painted - T_START, rss_mb=_rss_mb())
-            if mode == "paint":
-                await switch(pilot)
-            else:
-                await live(pilot)
+@dataclass
+class Figures:
+    """One ledger's figures, each a list over the rounds (seconds; MB for memory)."""
 
-    async def frame_after(shown: Any) -> float | None:
-        """When the first frame with the page was drawn: as soon as `shown()` holds (the page is in the table),
-        ask the screen to call back after its next refresh (public `Widget.call_after_refresh`: it runs once the
-        screen has composited and displayed its dirty widgets, or at once when nothing is left to draw)."""
-        drawn: list[float] = []
-        if await _wait_until(shown) is None:
-            return None
-        app.screen.call_after_refresh(lambda: drawn.append(time.monotonic()))
-        await _wait_until(lambda: bool(drawn), timeout=5.0)
-        return drawn[0] if drawn else None
+    paint: dict[str, list[float]] = field(default_factory=lambda: {"warm": [], "cold": []})
+    first_key: dict[str, list[float]] = field(default_factory=lambda: {"warm": [], "cold": []})
+    first_frame: dict[str, list[float]] = field(default_factory=lambda: {"warm": [], "cold": []})
+    """From spawning the process to the first frame on the pane (in the first-key rounds)."""
+    settled: list[float] = field(default_factory=list)
+    rss_mb: list[float] = field(default_factory=list)
+    dropped_mb: list[float] = field(default_factory=list)
+    lags: list[float] = field(default_factory=list)
+    missed: int = 0
+    errors: list[str] = field(default_factory=list)
 
-    async def switch_to(pilot: Any, group: str, kind: str) -> None:
-        key = _group_key(group)
 
-        def shown() -> bool:
-            page = getattr(app.screen, "page", None)
-            return _rows(app.screen, "#jobs-table") > 0 and (page is None or page.group == group)
+class Bench:
+    """Rounds of `reclaim console` on one tmux server."""
 
-        t0 = time.monotonic()
-        frame = asyncio.ensure_future(frame_after(shown))  # watches while the key is handled
-        if key is not None:
-            await pilot.press(key)
-        else:
-            await app.run_action(f"group('{group}')")
-        done = await _wait_until(shown)
-        if done is None:
-            frame.cancel()
-            _emit(kind=kind, error=f"#jobs-table did not show the {group} group within {WAIT_S:.0f} s")
-            return
-        drawn = await frame
-        _emit(kind=kind, seconds=done - t0, frame_seconds=(drawn - t0) if drawn is not None else None,
-              rss_mb=_rss_mb(), via=f"key {key}" if key else "action")
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.env = child_env(workdir)
+        self.tmux = Tmux(f"bench{os.getpid()}", {**os.environ, **self.env})
+        self.count = 0
 
-    async def switch(pilot: Any) -> None:
-        await switch_to(pilot, "consumed", "switch")
-        await pilot.press("o")
-        await pilot.pause(0.5)  # let the overview finish drawing (a bench may wait; tests may not)
-        await switch_to(pilot, "reserving", "settled")
+    def spawn(self, ledger: Path, config: Path) -> Pane:
+        self.count += 1
+        argv = [*reclaim_argv(), "console", "--ledger", str(ledger), "--config", str(config), "--operator", OPERATOR]
+        return spawn(self.tmux, f"r{self.count}", argv, self.env, self.workdir)
 
-    async def live(pilot: Any) -> None:
-        def counts() -> dict[str, Any]:
-            return {t.group: t.count for t in app.screen.query("GroupTile")}
+    def paint_round(self, ledger: Path, config: Path, temp: str, into: Figures) -> None:
+        """First paint; then the settled switch, a held job's screen, and the peak RSS after them."""
+        if temp == "cold":
+            into.dropped_mb.append(drop_from_cache(ledger) or 0.0)
+        pane = self.spawn(ledger, config)
+        try:
+            painted, _ = pane.wait_for(overview_painted, "the painted overview")
+            into.paint[temp].append(painted - pane.started)
+            pane.settle()
+            sent = pane.send(group_key(SWITCH_GROUP))
+            shown, _ = pane.wait_for(page_shown(SWITCH_GROUP), f"the {SWITCH_GROUP} page")
+            if temp == "warm":
+                into.settled.append(shown - sent)
+            pane.send("o")
+            pane.wait_for(overview_painted, "the overview again")
+            pane.send("Enter")  # the held job at the cursor
+            pane.wait_for(job_screen_shown, "a held job's screen")
+            rss = pane.peak_rss_mb()
+            if rss is not None:
+                into.rss_mb.append(rss)
+        except RoundFailed as e:
+            into.errors.append(f"{temp} paint: {e}")
+        finally:
+            pane.quit()
 
-        ready = await _wait_until(lambda: counts() and None not in counts().values())
-        if ready is None:
-            _emit(kind="live", error="no GroupTile with a count on the overview")
-            return
-        writer = subprocess.Popen(
-            [sys.executable, str(SCRIPT), "--writer", ledger, config_path],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
-        )
+    def key_round(self, ledger: Path, config: Path, temp: str, into: Figures) -> None:
+        """The group key sent in the first frame, until its page is on the pane."""
+        if temp == "cold":
+            into.dropped_mb.append(drop_from_cache(ledger) or 0.0)
+        pane = self.spawn(ledger, config)
+        try:
+            framed, _ = pane.wait_for(any_frame, "the first frame")
+            into.first_frame[temp].append(framed - pane.started)
+            sent = pane.send(group_key(SWITCH_GROUP))
+            shown, _ = pane.wait_for(page_shown(SWITCH_GROUP), f"the {SWITCH_GROUP} page after an early key")
+            into.first_key[temp].append(shown - sent)
+        except RoundFailed as e:
+            into.errors.append(f"{temp} first key: {e}")
+        finally:
+            pane.quit()
+
+    def live_round(self, ledger: Path, config: Path, commits: int, into: Figures) -> None:
+        """Commits in another process, each until the reserving tile's count changed on the pane."""
+        pane = self.spawn(ledger, config)
+        writer = subprocess.Popen([sys.executable, str(SCRIPT), "--writer", str(ledger), str(config)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+                                  env={**os.environ, **self.env})
         assert writer.stdin is not None and writer.stdout is not None
-        loop = asyncio.get_running_loop()
-        lags: list[float] = []
-        misses = 0
         rng = random.Random(7)
         try:
-            if (await loop.run_in_executor(None, writer.stdout.readline)).strip() != "ready":
-                raise RuntimeError("writer did not start")
+            pane.wait_for(lambda t: overview_painted(t) and tile_count(t, LIVE_GROUP) is not None, "the tiles")
+            pane.settle()
+            if writer.stdout.readline().strip() != "ready":
+                raise RoundFailed("the writer did not start")
             for _ in range(commits):
-                await asyncio.sleep(rng.uniform(0.05, 0.35))  # spread commits over the poll cycle
-                before = counts()
+                time.sleep(rng.uniform(0.05, 0.35))  # spread the commits over the console's poll cycle
+                before = tile_count(pane.text(), LIVE_GROUP)
                 writer.stdin.write("go\n")
                 writer.stdin.flush()
-                seen = await _wait_until(lambda before=before: counts() != before, timeout=10.0)
-                line = await loop.run_in_executor(None, writer.stdout.readline)
-                committed = float(line)
+                seen: float | None
+                try:
+                    seen, _ = pane.wait_for(partial(count_changed, before), "the changed count", timeout=10.0)
+                except RoundFailed:
+                    seen = None
+                said = writer.stdout.readline()
+                if not said.strip():
+                    raise RoundFailed("the writer ended")
+                committed = float(said)
                 if seen is None:
-                    misses += 1
+                    into.missed += 1
                 else:
-                    lags.append(seen - committed)
+                    into.lags.append(seen - committed)
+        except RoundFailed as e:
+            into.errors.append(f"live: {e}")
         finally:
             writer.stdin.close()
-            writer.wait(timeout=10)
-        lags.sort()
-        _emit(kind="live", lags=lags, misses=misses, rss_mb=_rss_mb())
+            writer.wait(timeout=30)
+            pane.quit()
 
-    asyncio.run(run())
+    def close(self) -> None:
+        self.tmux.close()
 
 
-def child_naive(ledger: str) -> None:
-    """The naive baseline: one DataTable holding every row of `jobs`, loaded on mount."""
-    import sqlite3
+def reclaim_argv() -> list[str]:
+    """The `reclaim` command as installed beside this interpreter (what a person runs); `python -m console` when
+    there is no such script."""
+    script = Path(sys.executable).parent / "reclaim"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "console"]
 
-    from textual.app import App, ComposeResult
-    from textual.widgets import DataTable
 
-    cols = "created_at, job_id, operation, state, target, owner, attempt, COALESCE(held_reason, last_error, handle, '')"
+def child_env(workdir: Path) -> dict[str, str]:
+    """What every process started here gets on top of this one's environment: a signing key of its own folder
+    (nothing is written to the account's home), and this script's import path."""
+    env = {"RECLAIM_SIGNING_KEY_FILE": str(workdir / "signing-key")}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
 
-    class Naive(App[None]):
-        def compose(self) -> ComposeResult:
-            yield DataTable(id="all")
 
-        def on_mount(self) -> None:
-            table = self.query_one(DataTable)
-            table.add_columns("created", "job", "operation", "state", "target", "owner", "try", "last word")
-            conn = sqlite3.connect(f"file:{ledger}?mode=ro", uri=True)
-            self.all_rows = conn.execute(f"SELECT {cols} FROM jobs").fetchall()
-            conn.close()
-            table.add_rows(self.all_rows)
+def help_seconds(rounds: int, workdir: Path) -> list[float]:
+    """`reclaim --help` from start to exit, `rounds` times after one untimed run (warm)."""
+    argv = [*reclaim_argv(), "--help"]
+    env = {**os.environ, **child_env(workdir), "COLUMNS": str(COLS)}
+    subprocess.run(argv, capture_output=True, env=env, timeout=60, check=True)
+    out = []
+    for _ in range(rounds):
+        t0 = time.monotonic()
+        subprocess.run(argv, capture_output=True, env=env, timeout=60, check=True)
+        out.append(time.monotonic() - t0)
+    return out
 
-        def show_state(self, state: str) -> int:
-            table = self.query_one(DataTable)
-            table.clear()
-            rows = [r for r in self.all_rows if r[3] == state]
-            table.add_rows(rows)
-            return len(rows)
 
-    app = Naive()
-
-    async def run() -> None:
-        async with app.run_test(size=SIZE) as pilot:
-            total = None
-            while total is None:
-                try:
-                    total = len(app.all_rows)
-                except AttributeError:
-                    await asyncio.sleep(0.01)
-            await _wait_until(lambda: _rows(app.screen, "#all") >= total, timeout=10_000)
-            await pilot.pause()  # let it paint
-            _emit(kind="paint", seconds=time.monotonic() - T_START, rss_mb=_rss_mb(), rows=total)
-            t0 = time.monotonic()
-            n = app.show_state("consumed")
-            await _wait_until(lambda: _rows(app.screen, "#all") >= n, timeout=10_000)
-            await pilot.pause()
-            _emit(kind="switch", seconds=time.monotonic() - t0, rss_mb=_rss_mb(), rows=n)
-
-    asyncio.run(run())
+# -- the writer ------------------------------------------------------------------------------------------------------
 
 
 def child_writer(ledger: str, config_path: str) -> None:
@@ -279,218 +486,149 @@ def child_writer(ledger: str, config_path: str) -> None:
     conn.close()
 
 
-# -- parent -------------------------------------------------------------------------------------------------
+# -- rows ------------------------------------------------------------------------------------------------------------
 
 
-def _vm_hwm_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    except OSError:
+def spread(values: list[float], unit: str = "s") -> str:
+    """'min / median / max' with the unit (ms under a second); 'not measured' when empty."""
+    if not values:
+        return "not measured"
+    if unit == "MB":
+        return " / ".join(f"{v:,.0f}" for v in (min(values), statistics.median(values), max(values))) + " MB"
+    three = (min(values), statistics.median(values), max(values))
+    if max(values) < 1.0:
+        return " / ".join(f"{v * 1000:,.0f}" for v in three) + " ms"
+    return " / ".join(f"{v:,.2f}" for v in three) + " s"
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))]
+
+
+def lag_text(f: Figures) -> str:
+    if not f.lags:
+        return f"no change seen ({f.missed} missed)" if f.missed else "not measured"
+    missed = f", {f.missed} missed" if f.missed else ""
+    return f"{pct(f.lags, 0.5) * 1000:,.0f} / {pct(f.lags, 0.95) * 1000:,.0f} ms{missed}"
+
+
+def ratio(a: list[float], b: list[float]) -> float | None:
+    """median(a) / median(b), or None when either is missing."""
+    if not a or not b or not statistics.median(b):
         return None
-    return None
+    return statistics.median(a) / statistics.median(b)
 
 
-def run_child(args: list[str], phase_timeout: float) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-    """Run a child; each RESULT line must arrive within `phase_timeout` s of the previous one.
-
-    Returns the results by kind and {"killed": bool, "hwm_mb": peak RSS seen if killed, "stderr": tail}.
-    """
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stderr is not None
-    results: dict[str, dict[str, Any]] = {}
-    info: dict[str, Any] = {"killed": False, "hwm_mb": None, "stderr": ""}
-    deadline = time.monotonic() + phase_timeout
-    buf = ""
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            info["hwm_mb"] = _vm_hwm_mb(proc.pid)
-            proc.kill()
-            info["killed"] = True
-            break
-        ready, _, _ = select.select([proc.stdout], [], [], min(left, 1.0))
-        if not ready:
-            if proc.poll() is not None:
-                break
-            continue
-        chunk = os.read(proc.stdout.fileno(), 65536).decode()
-        if not chunk:
-            break
-        buf += chunk
-        while "\n" in buf:
-            line, buf = buf.split("\n", 1)
-            if line.startswith("RESULT "):
-                r = json.loads(line[7:])
-                results[r["kind"]] = r
-                deadline = time.monotonic() + phase_timeout
-    proc.wait()
-    info["stderr"] = proc.stderr.read()[-2000:]
-    return results, info
-
-
-def _pct(values: list[float], p: float) -> float:
-    return values[min(len(values) - 1, round(p * (len(values) - 1)))]
-
-
-def _fmt_s(r: dict[str, Any] | None, killed: bool, limit: float) -> str:
-    if r is None:
-        return f">{limit:.0f} s (killed)" if killed else "not measured"
-    if "error" in r:
-        return f"failed: {r['error']}"
-    return f"{r['seconds']:.2f} s"
+def rows_for(label: str, small_label: str, big: Figures, small: Figures, helps: list[float], rounds: int,
+             commits: int, load: tuple[float, float]) -> list[dict[str, Any]]:
+    """bench.py's rows: each figure on the big ledger beside the small one (ratio: big median / small median)."""
+    dropped = statistics.median(big.dropped_mb) if big.dropped_mb else None
+    cold = ("cold: ledger + -wal/-shm fsynced and dropped by posix_fadvise(DONTNEED)"
+            + (f", page cache -{dropped:,.0f} MB (median)" if dropped is not None else ""))
+    key = group_key(SWITCH_GROUP)
+    rows: list[dict[str, Any]] = [
+        {"figure": f"`reclaim console` first paint, warm: spawn -> overview painted ({label})",
+         "value": spread(big.paint["warm"]), "baseline": f"{spread(small.paint['warm'])} on {small_label}",
+         "ratio": ratio(big.paint["warm"], small.paint["warm"]),
+         "note": f"min / median / max of {rounds}; aim < 0.5 s; `reclaim --help` to exit: {spread(helps)}"},
+        {"figure": f"`reclaim console` first paint, cold ({label})",
+         "value": spread(big.paint["cold"]), "baseline": f"{spread(small.paint['cold'])} on {small_label}",
+         "ratio": ratio(big.paint["cold"], small.paint["cold"]), "note": f"aim < 2 s; {cold}"},
+        {"figure": f"first key: group key {key} sent in the first frame -> {SWITCH_GROUP} page on the pane, warm",
+         "value": spread(big.first_key["warm"]), "baseline": f"{spread(small.first_key['warm'])} on {small_label}",
+         "ratio": ratio(big.first_key["warm"], small.first_key["warm"]),
+         "note": f"aim < 0.2 s; the first frame came {spread(big.first_frame['warm'])} after the spawn "
+                 f"({spread(small.first_frame['warm'])} on {small_label})"},
+        {"figure": "first key, cold",
+         "value": spread(big.first_key["cold"]), "baseline": f"{spread(small.first_key['cold'])} on {small_label}",
+         "ratio": ratio(big.first_key["cold"], small.first_key["cold"]),
+         "note": f"cold as above; the first frame came {spread(big.first_frame['cold'])} after the spawn "
+                 f"({spread(small.first_frame['cold'])} on {small_label})"},
+        {"figure": f"settled switch: key {key} on a settled overview -> {SWITCH_GROUP} page (warm)",
+         "value": spread(big.settled), "baseline": f"{spread(small.settled)} on {small_label}",
+         "ratio": ratio(big.settled, small.settled), "note": "pane polled every 5 ms"},
+        {"figure": "console peak RSS (VmHWM) after paint, switch and a held job's screen",
+         "value": spread(big.rss_mb, "MB"), "baseline": f"{spread(small.rss_mb, 'MB')} on {small_label}",
+         "ratio": ratio(big.rss_mb, small.rss_mb), "note": "aim < 80 MB; warm and cold rounds"},
+        {"figure": f"live lag p50 / p95: commit in another process -> tile count on the pane ({commits} commits)",
+         "value": lag_text(big), "baseline": f"{lag_text(small)} on {small_label}", "ratio": None,
+         "note": f"load average {load[0]:.2f} before, {load[1]:.2f} after"},
+    ]
+    errors = big.errors + small.errors
+    if errors:
+        rows.append({"figure": f"rounds that failed: {len(errors)}", "value": "see note", "baseline": "-",
+                     "ratio": None, "note": "; ".join(errors)[:400]})
+    return rows
 
 
-def _frame_note(r: dict[str, Any] | None) -> str:
-    if not r or not r.get("frame_seconds"):
-        return "frame not measured"
-    return f"first frame with the page at {r['frame_seconds'] * 1000:.0f} ms"
-
-
-def console_importable() -> str | None:
-    """None when console.app.make_app imports, else why not (checked in a child, so nothing loads here)."""
-    res = subprocess.run([sys.executable, "-c", "from console.app import make_app"], capture_output=True, text=True)
-    if res.returncode == 0:
-        return None
-    return (res.stderr.strip().splitlines() or ["import failed"])[-1]
-
-
-def ensure_ledger(workdir: Path, n: int, name: str) -> tuple[Path, Path, float]:
-    """A fresh fixture ledger and config of `n` jobs in `workdir`; returns (ledger, config, seconds)."""
+def ensure_ledger(workdir: Path, n: int, name: str) -> tuple[Path, Path]:
+    """A fresh fixture ledger and config of `n` jobs in `workdir` (make_big_ledger.py)."""
+    sys.path.insert(0, str(SCRIPT.parent))
     import make_big_ledger as mbl
 
     path, cfg = workdir / f"{name}.db", workdir / f"{name}.toml"
     info = mbl.generate(path, n, min(3000, max(1, n // 300)), 14, time.time(), 1, "full")
     cfg.write_text(mbl.config_toml(max(info["max_per_day"] * 2, 1000)), encoding="utf-8")
-    return path, cfg, info["seconds"]
+    return path, cfg
 
 
-def run(ledger: Path | None = None, config: Path | None = None, n: int = 1_000_000, commits: int = 30,
-        small: int = 10_000, naive_timeout: float = 120.0, workdir: Path | None = None) -> list[dict[str, Any]]:
-    """Figure rows for bench.py."""
-    why = console_importable()
-    names = ["console first paint", "console group switch (consumed)", "console settled switch (frame)",
-             "console peak RSS",
-             f"console live lag p50 / p95 ({commits} commits)"]
-    if why is not None:
-        return [{"figure": f"{name} (1M ledger)", "value": "console not built", "baseline": "-", "ratio": None,
-                 "note": why[:80]} for name in names]
-    rows: list[dict[str, Any]] = []
+def job_count(ledger: Path) -> int:
+    with sqlite3.connect(f"file:{ledger}?mode=ro", uri=True) as c:
+        return int(c.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
+
+
+def run(ledger: Path | None = None, config: Path | None = None, n: int = 1_000_000, rounds: int = 5,
+        commits: int = 20, small: int = 1_000, workdir: Path | None = None) -> list[dict[str, Any]]:
+    """Figure rows for bench.py (figure, value, baseline, ratio, note): `reclaim console` on `ledger` (made with
+    `n` jobs when None) beside a `small`-job ledger, each figure over `rounds` rounds."""
+    if not Path(TMUX).exists():
+        return [{"figure": "`reclaim console` in tmux", "value": "not run", "baseline": "-", "ratio": None,
+                 "note": "tmux is not installed"}]
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="reclaim-bench-console-", dir=workdir) as d:
+        folder = Path(d)
         if ledger is None or config is None:
-            ledger, config, _ = ensure_ledger(Path(d), n, "big")
-        import sqlite3
-
-        with sqlite3.connect(f"file:{ledger}?mode=ro", uri=True) as c:
-            total = c.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
-        label = f"{total:,}-job ledger"
-        con, con_info = run_child(["--child", "paint", str(ledger), str(config)], WAIT_S + 30)
-        nai, nai_info = run_child(["--child", "naive", str(ledger), str(config)], naive_timeout)
-        if "missing" in con:
-            return [{"figure": f"{name} ({label})", "value": "console not built", "baseline": "-", "ratio": None,
-                     "note": con["missing"]["error"][:80]} for name in names]
-
-        def ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> float | str | None:
-            """baseline / console; a lower bound (">N") when the baseline was killed."""
-            if not a or "seconds" not in a or not a["seconds"]:
-                return None
-            if b and "seconds" in b:
-                return float(b["seconds"]) / float(a["seconds"])
-            if b is None and nai_info["killed"]:
-                return f">{naive_timeout / float(a['seconds']):.0f}"
-            return None
-
-        err = (con_info["stderr"].strip().splitlines() or [""])[-1][:80]
-        rows.append({
-            "figure": f"console first paint: start -> #held-table rows ({label})",
-            "value": _fmt_s(con.get("paint"), con_info["killed"], WAIT_S),
-            "baseline": _fmt_s(nai.get("paint"), nai_info["killed"], naive_timeout) + " naive all-rows DataTable",
-            "ratio": ratio(con.get("paint"), nai.get("paint")),
-            "note": "ratio = baseline / console (x faster)" + (f"; {err}" if "paint" not in con else ""),
-        })
-        rows.append({
-            "figure": "console group switch: key -> consumed first page",
-            "value": _fmt_s(con.get("switch"), con_info["killed"], WAIT_S),
-            "baseline": (_fmt_s(nai.get("switch"), nai_info["killed"], naive_timeout) + " naive re-add rows")
-            if "paint" in nai else "not reached (paint killed)",
-            "ratio": ratio(con.get("switch"), nai.get("switch")) if "paint" in nai else None,
-            "note": (f"via {con['switch'].get('via')}; " if "switch" in con and "via" in con["switch"] else "")
-            + _frame_note(con.get("switch")) + "; pressed mid-first-frame, pilot.press floor ~105-130 ms",
-        })
-        settled = con.get("settled")
-        rows.append({
-            "figure": "console group switch from a settled overview: key -> reserving page drawn (frame)",
-            "value": f"{settled['frame_seconds'] * 1000:.0f} ms" if settled and settled.get("frame_seconds")
-            else _fmt_s(settled, con_info["killed"], WAIT_S),
-            "baseline": _fmt_s(settled, con_info["killed"], WAIT_S) + " until pilot.press returns",
-            "ratio": None,
-            "note": "frame = the screen's first refresh with the page (Widget.call_after_refresh)",
-        })
-        con_mb = max((r.get("rss_mb") or 0 for r in con.values()), default=0) or None
-        nai_mb = max((r.get("rss_mb") or 0 for r in nai.values()), default=0) or nai_info["hwm_mb"]
-        rows.append({
-            "figure": "console peak RSS (paint + switch, own process)",
-            "value": f"{con_mb:,.0f} MB" if con_mb else "not measured",
-            "baseline": (f"{nai_mb:,.0f} MB" if nai_mb else "not measured")
-            + (" naive (at kill)" if nai_info["killed"] else " naive"),
-            "ratio": ((">" if nai_info["killed"] else "") + f"{nai_mb / con_mb:.1f}") if con_mb and nai_mb else None,
-            "note": "ratio = baseline / console" + ("; naive still growing when killed" if nai_info["killed"] else ""),
-        })
-        big, _ = run_child(["--child", "live", str(ledger), str(config), "--commits", str(commits)], WAIT_S + 60)
-        small_ledger, small_cfg, _ = ensure_ledger(Path(d), small, "small")
-        little, _ = run_child(["--child", "live", str(small_ledger), str(small_cfg), "--commits", str(commits)],
-                              WAIT_S + 60)
-
-        def lag(r: dict[str, Any] | None) -> str:
-            if r is None:
-                return "not measured"
-            if "error" in r:
-                return f"failed: {r['error']}"
-            if not r["lags"]:
-                return f"no change seen ({r['misses']} misses)"
-            lags = r["lags"]
-            miss = f", {r['misses']} missed" if r["misses"] else ""
-            return f"{_pct(lags, 0.5) * 1000:,.0f} / {_pct(lags, 0.95) * 1000:,.0f} ms{miss}"
-
-        rows.append({
-            "figure": f"console live lag p50 / p95: commit in another process -> counts shown ({commits} commits)",
-            "value": lag(big.get("live")),
-            "baseline": lag(little.get("live")) + f" on {small:,} jobs",
-            "ratio": None,
-            "note": "follower polls data_version every 0.2 s",
-        })
-    return rows
+            ledger, config = ensure_ledger(folder, n, "big")
+        small_ledger, small_config = ensure_ledger(folder, small, "small")
+        big_f, small_f = Figures(), Figures()
+        bench = Bench(folder)
+        try:
+            helps = help_seconds(rounds, folder)
+            sides = ((ledger.resolve(), config.resolve(), big_f), (small_ledger, small_config, small_f))
+            for i in range(rounds):  # warm and cold interleaved, their order alternating; the two ledgers too
+                for temp in ("warm", "cold") if i % 2 == 0 else ("cold", "warm"):
+                    for path, cfg, into in sides if i % 2 == 0 else sides[::-1]:
+                        bench.paint_round(path, cfg, temp, into)
+                        bench.key_round(path, cfg, temp, into)
+            bench.live_round(ledger.resolve(), config.resolve(), commits, big_f)
+            bench.live_round(small_ledger, small_config, commits, small_f)
+        finally:
+            bench.close()
+        label = f"{job_count(ledger):,}-job ledger"
+    return rows_for(label, f"{small:,} jobs", big_f, small_f, helps, rounds, commits, (load_before[0],
+                                                                                         os.getloadavg()[0]))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ledger", type=Path, help="an existing big ledger (default: generate one)")
+    ap.add_argument("--ledger", type=Path, help="an existing big ledger (default: generate one); live lag writes to it")
     ap.add_argument("--config", type=Path, help="its config TOML (make_big_ledger.py --config-out)")
     ap.add_argument("-n", type=int, default=1_000_000, help="jobs to generate when no --ledger (default 1,000,000)")
-    ap.add_argument("--commits", type=int, default=30, help="live-lag commits (default 30)")
-    ap.add_argument("--small", type=int, default=10_000, help="jobs in the live-lag baseline ledger (default 10,000)")
-    ap.add_argument("--naive-timeout", type=float, default=120.0, help="kill the naive baseline after this (s)")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds per figure, warm and cold each (default 5)")
+    ap.add_argument("--commits", type=int, default=20, help="live-lag commits (default 20)")
+    ap.add_argument("--small", type=int, default=1_000, help="jobs in the baseline ledger (default 1,000)")
     ap.add_argument("--dir", type=Path, default=None, help="folder for temporary ledgers (default: $TMPDIR)")
-    ap.add_argument("--child", choices=("paint", "naive", "live"), help=argparse.SUPPRESS)
     ap.add_argument("--writer", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.writer:
         child_writer(*args.paths)
         return 0
-    if args.child == "naive":
-        child_naive(args.paths[0])
-        return 0
-    if args.child in ("paint", "live"):
-        child_console(args.paths[0], args.paths[1], args.child, args.commits)
-        return 0
-    sys.path.insert(0, str(SCRIPT.parent))
-    for row in run(args.ledger, args.config, args.n, args.commits, args.small, args.naive_timeout, args.dir):
+    for row in run(args.ledger, args.config, args.n, args.rounds, args.commits, args.small, args.dir):
         r = row["ratio"]
-        ratio = "" if r is None else f"  ratio {r:.2f}" if isinstance(r, float) else f"  ratio {r}"
-        print(f"{row['figure']}: {row['value']}  vs  {row['baseline']}{ratio}  {row['note']}")
+        shown = "" if r is None else f"  ratio {r:.2f}"
+        print(f"{row['figure']}: {row['value']}  vs  {row['baseline']}{shown}  [{row['note']}]")
     return 0
 
 
