@@ -17,6 +17,8 @@
      (a throwaway server from tests/support/pg_server.py, or $RECLAIM_BENCH_PG; --no-pg skips it)
   9. evidence lag: a webhook delivery's 2xx to the held job reconciled, vs the worker's poll interval
                                                                    scripts/bench_evidence_lag.py ~5 s
+ 11. on that ledger: `reclaim status`, `metrics`, `report --since 1d`, `jobs held`, each a new process, warm and
+     cold (the file dropped from the page cache), vs `reclaim --help`   scripts/bench_commands.py ~1 min
 
 Figures 1, 3, 6 and 7 always run; there is no figure 2 any more (16 SQLite writer processes: many writer
 processes are PostgreSQL's job, figure 8). Figures 4-5 together take about 3 minutes on the 2-core machine they were
@@ -103,7 +105,7 @@ def fmt_ratio(r: Any) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", help="skip figures 4-5 (the 1M ledger and console)")
+    mode.add_argument("--quick", action="store_true", help="skip figures 4, 5 and 11 (the 1M ledger, the console and the commands on it)")
     mode.add_argument("--console", action="store_true",
                       help="also run figures 4-5 (the default, as they take < 5 min); overrides nothing")
     ap.add_argument("--jobs", type=int, default=1_000_000, help="figure 4/5 ledger size (default 1,000,000)")
@@ -112,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-pg", action="store_true", help="skip figure 8 (PostgreSQL)")
     args = ap.parse_args(argv)
 
+    import bench_commands
     import bench_console
     import bench_evidence_lag
     import bench_pg
@@ -159,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
                 }]
 
             add("4", "big ledger", big_ledger)
+            if big.exists() and cfg.exists():
+                add("11", "commands on the big ledger", lambda: bench_commands.run(big, cfg, 5))
             if big.exists() and cfg.exists():
                 add("5", "console", lambda: bench_console.run(big, cfg, args.jobs, 5, 20, 1_000, args.dir))
             else:
