@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def drop_from_cache(ledger: Path) -> None:
             os.close(fd)
 
 
-def _env(ledger: Path, config: Path, folder: Path) -> dict[str, str]:
+def _env(ledger: str | Path, config: Path, folder: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RECLAIM_") and k != "PYTHONDONTWRITEBYTECODE"}
     env.update(RECLAIM_LEDGER=str(ledger), RECLAIM_CONFIG=str(config), RECLAIM_OPERATOR="alice",
                RECLAIM_SIGNING_KEY_FILE=str(folder / "signing-key"), NO_COLOR="1", COLUMNS="160")
@@ -72,9 +73,17 @@ def _spread(xs: list[float]) -> str:
     return f"{min(xs):.2f} / {statistics.median(xs):.2f} / {max(xs):.2f} s"
 
 
-def run(ledger: Path, config: Path, rounds: int = 5, commands: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
-    """Measure every command warm and cold beside `reclaim --help`; rows for scripts/bench.py."""
+def run(ledger: str | Path, config: Path, rounds: int = 5, commands: dict[str, list[str]] | None = None,
+        drop: Callable[[], None] | None = None, backend: str = "") -> list[dict[str, Any]]:
+    """Measure every command warm and cold beside `reclaim --help`; rows for scripts/bench.py. `drop` empties the
+    caches before a cold run (default: the SQLite file's pages, `drop_from_cache`); `backend` names it in the rows."""
     commands = commands or COMMANDS
+    if drop is None:
+        path = Path(ledger)
+
+        def drop() -> None:
+            drop_from_cache(path)
+
     with tempfile.TemporaryDirectory(prefix="reclaim-bench-cmd-") as d:
         env = _env(ledger, config, Path(d))
         for argv in commands.values():  # a first run: migrates an older ledger, warms the cache
@@ -87,16 +96,16 @@ def run(ledger: Path, config: Path, rounds: int = 5, commands: dict[str, list[st
             for name, argv in commands.items():
                 _time([*RECLAIM, *argv], env)  # warms what the cold run before it dropped
                 warm[name].append(_time([*RECLAIM, *argv], env))
-                drop_from_cache(ledger)
+                drop()
                 cold[name].append(_time([*RECLAIM, *argv], env))
     base = statistics.median(help_s)
     load = os.getloadavg()[0]
     rows: list[dict[str, Any]] = []
     for name in commands:
-        rows.append({"figure": f"`reclaim {name}` warm, min / median / max of {rounds}",
+        rows.append({"figure": f"{backend}`reclaim {name}` warm, min / median / max of {rounds}",
                      "value": _spread(warm[name]), "baseline": f"`reclaim --help` {_spread(help_s)}",
                      "ratio": statistics.median(warm[name]) / base, "note": f"aim 1.5x; load {load:.1f}"})
-        rows.append({"figure": f"`reclaim {name}` cold (ledger dropped from the page cache)",
+        rows.append({"figure": f"{backend}`reclaim {name}` cold (ledger dropped from the page cache)",
                      "value": _spread(cold[name]), "baseline": "aim < 1 s", "ratio": None,
                      "note": f"load {load:.1f}"})
     return rows
