@@ -10,7 +10,7 @@ appends an event. Serialization failures and deadlocks are retried by the caller
 than once (`ledger.store.retrying`). Every session sets `lock_timeout` and `statement_timeout` as it opens
 (`timeouts`: 5 s and 120 s, or $RECLAIM_PG_LOCK_TIMEOUT and $RECLAIM_PG_STATEMENT_TIMEOUT in seconds), so a client never
 waits without end: a lock wait past its bound raises LedgerLocked (exit 8), like SQLite's busy timeout, and a statement
-past its bound LedgerUnavailable (exit 7). Database errors are raised as the ledger's own (`_as_ledger_error`: locked, conflict, unavailable,
+past its bound LedgerUnavailable (exit 7); none compiles its plans (`jit` off: the statements are small). Database errors are raised as the ledger's own (`_as_ledger_error`: locked, conflict, unavailable,
 unusable, a serialization failure to run again); a value no column can hold (a NUL in text, an integer beyond
 64 bits) as BadInput (exit 2), one line.
 """
@@ -877,7 +877,9 @@ def _connect_raw(url: str) -> psycopg.Connection[Any]:
             f"ledger {_redact(url)}: cannot connect ({_first(e)}); check the URL and the server"
         ) from None
     try:
-        raw.execute(f"SET lock_timeout = {lock_ms}; SET statement_timeout = {statement_ms}")
+        # No JIT: the ledger's statements are index lookups over few rows, and a plan whose estimate is far off (a
+        # list given as one JSON parameter) would pay hundreds of ms compiling what runs in a few.
+        raw.execute(f"SET lock_timeout = {lock_ms}; SET statement_timeout = {statement_ms}; SET jit = off")
     except psycopg.Error as e:
         raw.close()
         raise _as_ledger_error(e, url) from None

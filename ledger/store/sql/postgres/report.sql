@@ -5,14 +5,18 @@
 -- name: holds
 -- Every event of a hold kind (a JSON array) at since <= time < until, oldest first: the held reason and cause its
 -- detail gives, and the job's next event that moved it out of held (its decision, if any: who, and the reason or
--- note its detail gives). Parameters: the hold kinds, since, until.
+-- note its detail gives). Parameters: the hold kinds, since, until. Each kind's window is read by events_kind_at on
+-- its own (the fenced subquery keeps the planner from joining the kinds, of which it cannot know how few there are,
+-- against a scan of every event).
 SELECT h.id, h.at, h.job_id, h.operation, h.kind, (h.detail::jsonb ->> 'held_reason'),
        (h.detail::jsonb ->> 'cause'), d.id, d.at, d.kind, d.actor,
        COALESCE((d.detail::jsonb ->> 'reason'), (d.detail::jsonb ->> 'note'))
-FROM events h
-LEFT JOIN events d ON d.id = (SELECT MIN(x.id) FROM events x WHERE x.job_id = h.job_id AND x.operation = h.operation
-                              AND x.id > h.id AND x.from_state = 'held' AND x.to_state <> 'held')
-WHERE h.kind = ANY (ARRAY(SELECT jsonb_array_elements_text(%s::jsonb))) AND h.at >= %s AND h.at < %s
+FROM jsonb_array_elements_text(%s::jsonb) AS k(kind)
+CROSS JOIN LATERAL (SELECT * FROM events e WHERE e.kind = k.kind AND e.at >= %s AND e.at < %s OFFSET 0) h
+LEFT JOIN LATERAL (SELECT x.id, x.at, x.kind, x.actor, x.detail FROM events x
+                   WHERE x.job_id = h.job_id AND x.operation = h.operation AND x.id > h.id
+                     AND x.from_state = 'held' AND x.to_state <> 'held'
+                   ORDER BY x.id LIMIT 1) d ON true
 ORDER BY h.id;
 
 -- name: releases
