@@ -19,6 +19,7 @@
                                                                    scripts/bench_evidence_lag.py ~5 s
  11. on that ledger: `reclaim status`, `metrics`, `report --since 1d`, `jobs held`, each a new process, warm and
      cold (the file dropped from the page cache), vs `reclaim --help`   scripts/bench_commands.py ~1 min
+     the same on PostgreSQL, the big ledger copied into a throwaway server   scripts/bench_commands_pg.py ~4 min
 
 Figures 1, 3, 6 and 7 always run; there is no figure 2 any more (16 SQLite writer processes: many writer
 processes are PostgreSQL's job, figure 8). Figures 4-5 together take about 3 minutes on the 2-core machine they were
@@ -115,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     import bench_commands
+    import bench_commands_pg
     import bench_console
     import bench_evidence_lag
     import bench_pg
@@ -164,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
             add("4", "big ledger", big_ledger)
             if big.exists() and cfg.exists():
                 add("11", "commands on the big ledger", lambda: bench_commands.run(big, cfg, 5))
+                if not args.no_pg:
+                    add("11", "the same on PostgreSQL", lambda: bench_commands_pg.run(big, cfg, 3))
             if big.exists() and cfg.exists():
                 add("5", "console", lambda: bench_console.run(big, cfg, args.jobs, 5, 20, 1_000, args.dir))
             else:
