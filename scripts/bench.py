@@ -7,7 +7,7 @@
   4. make_big_ledger.py: 1,000,000 jobs (time, size)             scripts/make_big_ledger.py  ~35 s
   5. `reclaim console` itself, started in tmux on that ledger, vs the same on a 1,000-job ledger: first paint
      and first key (warm and cold), settled switch, peak RSS, live lag; `reclaim --help` to exit
-                                                                   scripts/bench_console.py  ~MIN min
+                                                                   scripts/bench_console.py  ~6.5 min
   6. the send window's residual gap: check() to the create stored at the simulator, vs a raw POST
                                                                    scripts/bench_send_window.py ~5 s
   7. cold start of `reclaim status` and `reclaim show` vs `python -c pass` (and: no SDK import)
@@ -22,9 +22,10 @@
      the same on PostgreSQL, the big ledger copied into a throwaway server   scripts/bench_commands_pg.py ~4 min
 
 Figures 1, 3, 6 and 7 always run; there is no figure 2 any more (16 SQLite writer processes: many writer
-processes are PostgreSQL's job, figure 8). Figures 4-5 together take about 3 minutes on the 2-core machine they were
-written on (under the 5-minute bar), so they run by default too (--console asks for them explicitly,
-which is the default); --quick skips them. The whole default run takes about 5.5 minutes.
+processes are PostgreSQL's job, figure 8). Figures 4-5 together take about 8 minutes on the 2-core machine they were
+written on (figure 5 starts `reclaim console` 40 times, warm and cold, on two ledgers); they run by default
+(--console asks for them explicitly, which is the default); --quick skips them. The whole default run takes
+about 10.5 minutes.
 Run-to-run noise on a shared VM is large (fsync latency, CPU steal, other processes): compare a
 figure with its baseline from the same run, not across runs.
 

@@ -122,3 +122,29 @@ def test_the_capabilities_shown_are_the_adapters_own(sim: Simulator) -> None:
     for lookup, dedupes in [(f"{sim.url}/x/{{handle}}", False), (f"{sim.url}/x?k={{idem_key}}", True), (None, False)]:
         rc = RemoteConfig(name="h", kind="http", url=f"{sim.url}/x", lookup_url=lookup, dedupes_by_key=dedupes)
         assert capabilities_of(rc) == HttpRemote(rc).capabilities
+
+
+def test_what_building_a_remote_would_refuse_is_known_without_building_it(
+    sim: Simulator, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`build_refusal` (what the screens say instead of building the adapter) refuses exactly what the adapters do."""
+    from ledger.errors import ConfigError
+    from ledger.remotes import build_refusal
+    from ledger.remotes.gemini import GeminiRemote
+    from ledger.remotes.http import HttpRemote
+
+    monkeypatch.delenv("NO_SUCH_KEY_FOR_TEST", raising=False)
+    keyless = RemoteConfig(name="g", kind="gemini", api_key_env="NO_SUCH_KEY_FOR_TEST")
+    with pytest.raises(ConfigError) as refused:
+        GeminiRemote(keyless)
+    assert build_refusal(keyless) == str(refused.value)
+    assert build_refusal(RemoteConfig(name="g", kind="gemini", api_key_env="NO_SUCH_KEY_FOR_TEST",
+                                      base_url=sim.url)) is None  # the simulator needs no key
+    monkeypatch.setenv("NO_SUCH_KEY_FOR_TEST", "k")
+    assert build_refusal(keyless) is None
+    headless = RemoteConfig(name="h", kind="http", url=f"{sim.url}/x", header_env={"Authorization": "NO_SUCH_VAR_T"})
+    monkeypatch.delenv("NO_SUCH_VAR_T", raising=False)
+    with pytest.raises(ConfigError) as refused:
+        HttpRemote(headless)
+    assert build_refusal(headless) == str(refused.value)
+    assert build_refusal(RemoteConfig(name="h", kind="http", url=f"{sim.url}/x")) is None
