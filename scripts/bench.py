@@ -25,7 +25,7 @@ Figures 1, 3, 6 and 7 always run; there is no figure 2 any more (16 SQLite write
 processes are PostgreSQL's job, figure 8). Figures 4-5 together take about 8 minutes on the 2-core machine they were
 written on (figure 5 starts `reclaim console` 40 times, warm and cold, on two ledgers); they run by default
 (--console asks for them explicitly, which is the default); --quick skips them. The whole default run takes
-about 10.5 minutes.
+about 15 minutes, figures 4, 5 and 11 most of it.
 Run-to-run noise on a shared VM is large (fsync latency, CPU steal, other processes): compare a
 figure with its baseline from the same run, not across runs.
 
