@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +39,10 @@ COMMANDS: dict[str, list[str]] = {
 """What is measured, by the name each figure carries."""
 
 
-def drop_from_cache(ledger: Path) -> None:
-    """Drop the ledger's file, -wal and -shm from the OS page cache (their clean pages: fsync first)."""
-    for path in (ledger, Path(f"{ledger}-wal"), Path(f"{ledger}-shm")):
+def drop_files(paths: Iterable[Path]) -> None:
+    """Drop each file's clean pages from the OS page cache (fsync first, then posix_fadvise DONTNEED); a file that
+    is not there is passed by."""
+    for path in paths:
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError:
@@ -51,6 +52,11 @@ def drop_from_cache(ledger: Path) -> None:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
+
+
+def drop_from_cache(ledger: Path) -> None:
+    """Drop the ledger's file, -wal and -shm from the OS page cache."""
+    drop_files((ledger, Path(f"{ledger}-wal"), Path(f"{ledger}-shm")))
 
 
 def _env(ledger: str | Path, config: Path, folder: Path) -> dict[str, str]:

@@ -85,17 +85,7 @@ def dropper(server: Any) -> Callable[[], None]:
 
     def drop() -> None:
         server.halt()
-        for folder, _, files in os.walk(server.data):
-            for name in files:
-                try:
-                    fd = os.open(os.path.join(folder, name), os.O_RDONLY)
-                except OSError:
-                    continue
-                try:
-                    os.fsync(fd)
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                finally:
-                    os.close(fd)
+        bench_commands.drop_files(Path(folder, name) for folder, _, files in os.walk(server.data) for name in files)
         server.resume()
 
     return drop
