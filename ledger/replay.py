@@ -56,7 +56,7 @@ class BadStep:
                 f"{start} {self.why} (the event was written or rewritten outside the state machine)")
 
 
-def _step(cur: Projection | None, kind: str, from_state: str | None, to_state: str | None,
+def step(cur: Projection | None, kind: str, from_state: str | None, to_state: str | None,
           epoch: int | None) -> tuple[Projection | None, str | None]:
     """One event folded through the event table onto what the job's earlier events said: what the job is after
     it, and what is wrong with the step (None: the table allows it).
@@ -96,7 +96,7 @@ def rebuild(conn: Connection, bad: list[BadStep] | None = None) -> dict[JobKey, 
     out: dict[JobKey, Projection] = {}
     for event_id, key, seq, kind, from_state, to_state, epoch in events_store.steps(conn):
         cur = out.get(key)
-        folded, why = _step(cur, kind, from_state, to_state, epoch)
+        folded, why = step(cur, kind, from_state, to_state, epoch)
         if why is not None and bad is not None:
             bad.append(BadStep(event_id, key, seq, kind, cur.state if cur is not None else None, why))
         if folded is not None:
@@ -108,7 +108,7 @@ def rebuild_job(conn: Connection, key: JobKey) -> Projection | None:
     """What one job's events say it is (None when it has no `reserve` event)."""
     cur: Projection | None = None
     for kind, from_state, to_state, epoch in events_store.job_steps(conn, key):
-        cur = _step(cur, kind, from_state, to_state, epoch)[0] or cur
+        cur = step(cur, kind, from_state, to_state, epoch)[0] or cur
     return cur
 
 

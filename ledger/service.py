@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ledger.clock import Clock, process_clock
 from ledger.config import Config, parse_config
 from ledger.db import connect
+from ledger.errors import BadInput
 from ledger.follow import EventCursor
 from ledger.identity import Identity
 from ledger.model import Event, Evidence, Job, JobFilter, JobKey, check_group
@@ -244,14 +245,22 @@ class Ledger:
 
         record_pass(self.conn, verdict, scope=scope, actor=actor, at=self.clock.now())
 
-    def verify(self, *, key: bytes | None = None, expect_head: tuple[int, str] | None = None) -> Verdict:
+    def verify(self, *, key: bytes | None = None, expect_head: tuple[int, str] | None = None,
+               since: tuple[int, str] | None = None) -> Verdict:
         """Check the whole ledger in one snapshot (`ledger.audit.verify`: the chain, with `key` every event's MAC,
         each step against the event table, the jobs against their replay, the counts, the triggers, the head
-        against `expect_head`, the database's integrity), the quota days in the config's time zone. Never raises
-        for a damaged file: what cannot be read is reported in the verdict."""
+        against `expect_head`, the database's integrity), the quota days in the config's time zone; with `since`
+        (count, hash: a head an earlier verify printed), only what was appended after that head, and not the
+        file's pages. Never raises for a damaged file: what cannot be read is reported in the verdict. Raises
+        BadInput when `since` names an event number this ledger does not reach (nothing checked)."""
+        from ledger.audit import HeadNotInLedger
         from ledger.audit import verify as verify_ledger
 
-        return verify_ledger(self.conn, key=key, expect_head=expect_head, timezone=self.config.timezone)
+        try:
+            return verify_ledger(self.conn, key=key, expect_head=expect_head, timezone=self.config.timezone,
+                                 since=since)
+        except HeadNotInLedger as e:
+            raise BadInput(str(e)) from None
 
     def policy(self) -> LedgerPolicy:
         """The policy the ledger holds (`ledger.policy.read`): its newest valid policy event, and those ignored."""

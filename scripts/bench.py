@@ -17,6 +17,8 @@
      (a throwaway server from tests/support/pg_server.py, or $RECLAIM_BENCH_PG; --no-pg skips it)
   9. evidence lag: a webhook delivery's 2xx to the held job reconciled, vs the worker's poll interval
                                                                    scripts/bench_evidence_lag.py ~5 s
+ 10. `reclaim verify` on figure 4's ledger vs SQLite's PRAGMA integrity_check alone (wall, peak RSS), and
+     `verify --since HEAD` after 1,000 reserves on a copy          scripts/bench_verify.py    ~5 min
  11. on that ledger: `reclaim status`, `metrics`, `report --since 1d`, `jobs held`, each a new process, warm and
      cold (the file dropped from the page cache), vs `reclaim --help`   scripts/bench_commands.py ~1 min
      the same on PostgreSQL, the big ledger copied into a throwaway server   scripts/bench_commands_pg.py ~4 min
@@ -24,8 +26,8 @@
 Figures 1, 3, 6 and 7 always run; there is no figure 2 any more (16 SQLite writer processes: many writer
 processes are PostgreSQL's job, figure 8). Figures 4-5 together take about 8 minutes on the 2-core machine they were
 written on (figure 5 starts `reclaim console` 40 times, warm and cold, on two ledgers); they run by default
-(--console asks for them explicitly, which is the default); --quick skips them. The whole default run takes
-about 15 minutes, figures 4, 5 and 11 most of it.
+(--console asks for them explicitly, which is the default); --quick skips them and figures 10-11, which read
+figure 4's ledger. The whole default run takes about 20 minutes, figures 4, 5, 10 and 11 most of it.
 Run-to-run noise on a shared VM is large (fsync latency, CPU steal, other processes): compare a
 figure with its baseline from the same run, not across runs.
 
@@ -107,7 +109,8 @@ def fmt_ratio(r: Any) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", help="skip figures 4, 5 and 11 (the 1M ledger, the console and the commands on it)")
+    mode.add_argument("--quick", action="store_true",
+                      help="skip figures 4, 5, 10 and 11 (the 1M ledger, the console, verify and the commands on it)")
     mode.add_argument("--console", action="store_true",
                       help="also run figures 4-5 (the default, as they take < 5 min); overrides nothing")
     ap.add_argument("--jobs", type=int, default=1_000_000, help="figure 4/5 ledger size (default 1,000,000)")
@@ -125,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     import bench_send_window
     import bench_startup
     import bench_tick
+    import bench_verify
     import make_big_ledger
 
     log = Console(stderr=True)
@@ -169,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                 add("11", "commands on the big ledger", lambda: bench_commands.run(big, cfg, 5))
                 if not args.no_pg:
                     add("11", "the same on PostgreSQL", lambda: bench_commands_pg.run(big, cfg, 3))
+                add("10", "verify at scale", lambda: bench_verify.run(big, cfg, 3, args.dir))
             if big.exists() and cfg.exists():
                 add("5", "console", lambda: bench_console.run(big, cfg, args.jobs, 5, 20, 1_000, args.dir))
             else:

@@ -134,6 +134,11 @@ class Connection(Protocol):
         """Every damage the backend's full check finds."""
         ...
 
+    def integrity_problems_beside(self) -> Callable[[], list[str]]:
+        """Start the full check beside this connection; the function that waits for its problems
+        (`integrity_problems_beside`)."""
+        ...
+
     def missing_triggers(self) -> list[str]:
         """The triggers a current ledger must have that this one lacks, sorted."""
         ...
@@ -197,7 +202,7 @@ def host_clock(clock: Clock) -> Clock:
 def stream(conn: Connection, sql: str, params: Sequence[Any] = (), batch: int = 1000) -> Iterator[Any]:
     """Yield the rows of one SELECT without holding the whole result in memory: SQLite steps its cursor,
     PostgreSQL reads a server-side cursor `batch` rows at a time (inside the open transaction)."""
-    yield from conn.stream(sql, params, batch)
+    return conn.stream(sql, params, batch)
 
 
 @contextmanager
@@ -310,3 +315,11 @@ def integrity_problems(conn: Connection) -> list[str]:
     """Every damaged page or index the backend's full check finds (SQLite's integrity_check), [] when none; on
     PostgreSQL [] (the server checks its own pages). Raises the ledger's own error when the check cannot run."""
     return conn.integrity_problems()
+
+
+def integrity_problems_beside(conn: Connection) -> Callable[[], list[str]]:
+    """Start `integrity_problems` on a connection of its own (SQLite: a read-only one, in a thread, so the pages
+    are checked on another core while `conn` reads on) and return the function that waits for it and returns
+    its problems, or raises the ledger's own error when the check cannot run. The check sees the database as
+    committed, not `conn`'s open transaction; on PostgreSQL it returns [] at once."""
+    return conn.integrity_problems_beside()

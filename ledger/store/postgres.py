@@ -752,6 +752,10 @@ class PgConnection:
         """[]: the server checks its own pages (there is no whole-database check to run from here)."""
         return []
 
+    def integrity_problems_beside(self) -> Callable[[], list[str]]:
+        """The function giving `integrity_problems` ([]: nothing runs beside)."""
+        return list
+
     def missing_triggers(self) -> list[str]:
         """The triggers a current ledger has that this database lacks (dropped or disabled), sorted."""
         return sorted(TRIGGERS - triggers(self))

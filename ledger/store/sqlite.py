@@ -9,6 +9,7 @@ import os
 import random
 import sqlite3
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -594,8 +595,10 @@ class SqliteConnection(sqlite3.Connection):
         return False
 
     def stream(self, sql: str, params: Sequence[Any] = (), batch: int = 1000) -> Iterator[Any]:
-        """The rows of one SELECT, stepped from the cursor (never held whole); `batch` is PostgreSQL's."""
-        yield from self.execute(sql, tuple(params))
+        """The rows of one SELECT, stepped from the cursor `batch` rows at a time (never held whole)."""
+        cur = self.execute(sql, tuple(params))
+        while rows := cur.fetchmany(batch):
+            yield from rows
 
     def location(self) -> str:
         """The ledger file's full path (`identity.database`)."""
@@ -612,6 +615,40 @@ class SqliteConnection(sqlite3.Connection):
     def integrity_problems(self) -> list[str]:
         """Every damaged page or index PRAGMA integrity_check finds, [] when none."""
         return [str(r[0]) for r in self.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
+
+    def integrity_problems_beside(self) -> Callable[[], list[str]]:
+        """Start `integrity_problems` on a read-only connection of its own, in a thread (SQLite checks the pages on
+        another core while this connection reads on), and return the function that waits for it and gives what
+        it found, raising the ledger's own error when the check could not run. It sees the file as committed,
+        not this connection's open transaction. A ledger without a file (in memory) is checked here, at once."""
+        path = self.location()
+        if not path:
+            found = self.integrity_problems()
+            return lambda: found
+        result: list[list[str]] = []
+        failed: list[BaseException] = []
+
+        def check() -> None:
+            try:
+                other = _open(f"file:{quote(path)}?mode=ro", self.ledger_name, uri=True, check_same_thread=False)
+                try:
+                    other.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                    result.append(other.integrity_problems())
+                finally:
+                    other.close()
+            except Exception as e:  # handed to the waiting thread, which raises it
+                failed.append(e)
+
+        worker = threading.Thread(target=check, name="reclaim-integrity-check", daemon=True)
+        worker.start()
+
+        def wait() -> list[str]:
+            worker.join()
+            if failed:
+                raise failed[0]
+            return result[0]
+
+        return wait
 
     def missing_triggers(self) -> list[str]:
         """The triggers a current ledger has that this file lacks (dropped), sorted."""

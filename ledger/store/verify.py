@@ -59,10 +59,74 @@ class ChainLink(NamedTuple):
     mac: str | None
 
 
-def chain(conn: Connection) -> Iterator[ChainLink]:
-    """Every event, by id, as stored (its detail as the stored text), read as it goes."""
-    for row in store.stream(conn, conn.sql("verify.chain")):
-        yield ChainLink(*row)
+def chain(conn: Connection, after: int | None = None) -> Iterator[ChainLink]:
+    """Every event, by id, as stored (its detail as the stored text), read as it goes; with `after`, only the
+    events whose id is greater. The rows are plain tuples in ChainLink's column order (a tuple per event is what
+    a walk of millions of them can afford)."""
+    if after is None:
+        return store.stream(conn, conn.sql("verify.chain"))
+    return store.stream(conn, conn.sql("verify.chain_after"), (after,))
+
+
+def nth_event(conn: Connection, count: int) -> tuple[int, str | None, float, str | None] | None:
+    """(id, hash, time, seal) of event number `count` in id order (1: the oldest); None when the ledger holds
+    fewer. Raises ValueError for a count below 1."""
+    if count < 1:
+        raise ValueError("an event number starts at 1")
+    row = conn.run("verify.nth_event", (count - 1,)).fetchone()
+    return (int(row[0]), row[1], float(row[2]), row[3]) if row is not None else None
+
+
+def policy_through(conn: Connection, last_id: int) -> list[tuple[int, float, str, str | None, str | None]]:
+    """Every policy_set event whose id is at most `last_id`, by id, as (id, at, detail text, hash, proof)."""
+    return [(int(r[0]), float(r[1]), str(r[2]), r[3], r[4]) for r in conn.run("verify.policy_through", (last_id,))]
+
+
+JobStep = tuple[int, str, str, int, str, str | None, str | None, int | None, str | None]
+"""One event as the per-job pass reads it: (id, job_id, operation, seq, kind, from_state, to_state, epoch, seal)."""
+
+
+def job_events(conn: Connection) -> Iterator[JobStep]:
+    """Every event as a JobStep, by (job_id, operation) with text ordered by its UTF-8 bytes (the connection's
+    TEXT_ORDER: Python's own order of str), then seq; read as it goes. The events' unique (job_id, operation,
+    seq) index serves the order on SQLite (and on a PostgreSQL database whose collation is C)."""
+    c = conn.TEXT_ORDER
+    return store.stream(conn, "SELECT id, job_id, operation, seq, kind, from_state, to_state, epoch, seal FROM events "
+                              f"ORDER BY job_id{c}, operation{c}, seq")
+
+
+def job_events_of(conn: Connection, job_id: str, operation: str) -> list[JobStep]:
+    """One job's events as JobSteps, by seq; [] when it has none."""
+    return [tuple(r) for r in conn.run("verify.job_steps_sealed", (job_id, operation))]
+
+
+def jobs_checked(conn: Connection) -> Iterator[tuple[Any, ...]]:
+    """Every job as (job_id, operation, state, epoch, attempt, *the columns of `seal.ROW_COLUMNS` as stored: payload
+    and result as their text), by key in `job_events`' order, read as it goes."""
+    cols = ", ".join(seal.ROW_COLUMNS)
+    c = conn.TEXT_ORDER
+    return store.stream(conn, f"SELECT job_id, operation, state, epoch, attempt, {cols} FROM jobs "
+                              f"ORDER BY job_id{c}, operation{c}")
+
+
+def job_checked(conn: Connection, job_id: str, operation: str) -> tuple[Any, ...] | None:
+    """One job as `jobs_checked` reads it; None when the jobs table has no such row."""
+    cols = ", ".join(seal.ROW_COLUMNS)
+    p = conn.PARAM
+    row = conn.execute(f"SELECT job_id, operation, state, epoch, attempt, {cols} FROM jobs "
+                       f"WHERE job_id = {p} AND operation = {p}", (job_id, operation)).fetchone()
+    return tuple(row) if row is not None else None
+
+
+def quota_events_from(conn: Connection, at: float) -> Iterator[tuple[Any, ...]]:
+    """Every reserve and release recorded at or after `at` (epoch seconds), by id, as (id, at, operation, kind,
+    to_state, detail text, seal); read as it goes."""
+    return store.stream(conn, conn.sql("verify.quota_events_from"), (at,))
+
+
+def event_count(conn: Connection) -> int:
+    """How many events the ledger holds (0 when none)."""
+    return int(conn.run("verify.event_count").fetchone()[0])
 
 
 def newest_link(conn: Connection) -> ChainLink | None:
@@ -74,14 +138,6 @@ def newest_link(conn: Connection) -> ChainLink | None:
 def job_count(conn: Connection) -> int:
     """How many jobs the jobs table holds (0 when none)."""
     return int(conn.run("verify.job_count").fetchone()[0])
-
-
-def sealed_columns(conn: Connection) -> Iterator[tuple[Any, ...]]:
-    """Every job as (job_id, operation, *the columns of `seal.ROW_COLUMNS` as stored: payload and result as their
-    text), by key, read as it goes."""
-    cols = ", ".join(seal.ROW_COLUMNS)
-    for found in store.stream(conn, f"SELECT job_id, operation, {cols} FROM jobs ORDER BY job_id, operation"):
-        yield tuple(found)
 
 
 def quota_table(conn: Connection) -> dict[tuple[str, str], int]:
@@ -159,9 +215,22 @@ def webhook_without_delivery(conn: Connection) -> tuple[int, str] | None:
     return (int(row[0]), str(row[1])) if row is not None else None
 
 
-def outbox_ids(conn: Connection) -> set[str]:
-    """The id of every notification in the outbox (`evt-EVENT-CHANNEL`), whatever its state."""
-    return {str(row[0]) for row in conn.run("verify.outbox_ids")}
+def outbox_present(conn: Connection, ids: list[str]) -> set[str]:
+    """Which of `ids` (notification ids, `evt-EVENT-CHANNEL`) the outbox holds, whatever their state; pass a few
+    hundred at a time (each is one parameter)."""
+    if not ids:
+        return set()
+    marks = ", ".join([conn.PARAM] * len(ids))
+    return {str(row[0]) for row in conn.execute(f"SELECT event_id FROM outbox WHERE event_id IN ({marks})", ids)}
+
+
+def handled_present(conn: Connection, ids: list[int]) -> set[int]:
+    """Which of `ids` (evidence ids) have their evidence_handled row; pass a few hundred at a time."""
+    if not ids:
+        return set()
+    marks = ", ".join([conn.PARAM] * len(ids))
+    return {int(row[0]) for row in conn.execute(
+        f"SELECT evidence_id FROM evidence_handled WHERE evidence_id IN ({marks})", ids)}
 
 
 def deliveries_since(conn: Connection, since: float) -> Iterator[evidence_store.Delivery]:

@@ -30,7 +30,12 @@ def test_an_empty_ledger_reads_empty(conn: Connection) -> None:
     with verify_store.snapshot(conn):
         assert list(verify_store.chain(conn)) == []
         assert verify_store.job_count(conn) == 0
-        assert list(verify_store.sealed_columns(conn)) == []
+        assert list(verify_store.jobs_checked(conn)) == []
+        assert list(verify_store.job_events(conn)) == []
+        assert verify_store.event_count(conn) == 0
+        assert verify_store.nth_event(conn, 1) is None
+        assert verify_store.outbox_present(conn, ["evt-1-x"]) == set() and verify_store.outbox_present(conn, []) == set()
+        assert verify_store.handled_present(conn, [1]) == set() and verify_store.handled_present(conn, []) == set()
         assert verify_store.quota_table(conn) == {}
         assert verify_store.jobs_counted(conn) == {}
         assert all(n == 0 for n in verify_store.job_counters(conn).values())
@@ -54,7 +59,7 @@ def test_after_sends_every_read_agrees_with_the_named_reads(
                                        detail={})
     with fresh(ledger_path) as c:
         with verify_store.snapshot(c):
-            links = list(verify_store.chain(c))
+            links = [verify_store.ChainLink(*row) for row in verify_store.chain(c)]
             every = events_store.events_after(c, 0, limit=1000)
             assert [(link.id, link.job_id, link.seq, link.kind, link.hash) for link in links] == [
                 (e.id, e.job_id, e.seq, e.kind, e.hash) for e in every]
@@ -62,9 +67,24 @@ def test_after_sends_every_read_agrees_with_the_named_reads(
                 n.prev_hash == p.hash for p, n in itertools.pairwise(links))
             assert all(link.seal is not None for link in links)
             assert verify_store.job_count(c) == 2
-            rows = list(verify_store.sealed_columns(c))
-            assert [r[:2] for r in rows] == [("a", OP), ("b", OP)] and all(len(r) == 2 + len(seal.ROW_COLUMNS) for r in rows)
-            day = rows[0][2 + seal.ROW_COLUMNS.index("quota_day")]
+            rows = list(verify_store.jobs_checked(c))
+            assert [r[:3] for r in rows] == [("a", OP, "submitted"), ("b", OP, "submitted")]
+            assert all(len(r) == 5 + len(seal.ROW_COLUMNS) for r in rows)
+            assert verify_store.job_checked(c, "a", OP) == tuple(rows[0]) and verify_store.job_checked(c, "c", OP) is None
+            day = rows[0][5 + seal.ROW_COLUMNS.index("quota_day")]
+            steps = list(verify_store.job_events(c))  # by job, then seq: what the per-job pass merges with the rows
+            assert [(s[1], s[3]) for s in steps] == sorted((e.job_id, e.seq) for e in every)
+            assert verify_store.job_events_of(c, "b", OP) == [tuple(s) for s in steps if s[1] == "b"]
+            assert verify_store.job_events_of(c, "c", OP) == []
+            assert verify_store.event_count(c) == len(links)
+            assert verify_store.nth_event(c, 1) == (links[0].id, links[0].hash, links[0].at, links[0].seal)
+            assert verify_store.nth_event(c, len(links))[:2] == (links[-1].id, links[-1].hash)
+            assert verify_store.nth_event(c, len(links) + 1) is None
+            with pytest.raises(ValueError, match="starts at 1"):
+                verify_store.nth_event(c, 0)
+            assert verify_store.policy_through(c, links[-1].id) == []
+            reserves = list(verify_store.quota_events_from(c, 0.0))
+            assert [(q[2], q[3]) for q in reserves] == [(OP, "reserve"), (OP, "reserve")]
             assert verify_store.quota_table(c) == {(OP, day): 2}
             assert verify_store.jobs_counted(c) == {(OP, "submitted"): 2}
             assert {k: n for k, n in verify_store.job_counters(c).items() if n} == {(OP, "submitted"): 2}

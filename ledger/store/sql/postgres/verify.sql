@@ -11,6 +11,32 @@ FROM events ORDER BY id;
 SELECT id, at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, prev_hash, hash, seal, mac
 FROM events ORDER BY id DESC LIMIT 1;
 
+-- name: chain_after
+-- The events after one (by id), as `chain` reads them: what `verify --since` walks.
+SELECT id, at, job_id, operation, seq, actor, kind, from_state, to_state, epoch, detail, prev_hash, hash, seal, mac
+FROM events WHERE id > %s ORDER BY id;
+
+-- name: nth_event
+-- The event number N (1 for the oldest) in id order: its id, hash, time and seal (none past the last).
+SELECT id, hash, at, seal FROM events ORDER BY id LIMIT 1 OFFSET %s;
+
+-- name: policy_through
+-- Every policy_set event up to an id, by id (events_kind_at finds them without a scan of every event).
+SELECT id, at, detail, hash, mac FROM events WHERE kind = 'policy_set' AND id <= %s ORDER BY id;
+
+-- name: job_steps_sealed
+-- One job's events as `job_events` reads them, by sequence number.
+SELECT id, job_id, operation, seq, kind, from_state, to_state, epoch, seal FROM events
+WHERE job_id = %s AND operation = %s ORDER BY seq;
+
+-- name: quota_events_from
+-- The reservations and releases at or after a time, as the quota replay reads them (events_kind_at serves it).
+SELECT id, at, operation, kind, to_state, detail, seal FROM events
+WHERE kind IN ('reserve', 'release') AND at >= %s ORDER BY id;
+
+-- name: event_count
+SELECT COUNT(*) FROM events;
+
 -- name: job_count
 SELECT COUNT(*) FROM jobs;
 
@@ -41,10 +67,6 @@ FROM events GROUP BY 1, 2, 3, 4, 5;
 -- The first evidence a webhook brought whose delivery row is gone.
 SELECT e.id, e.ref FROM evidence e LEFT JOIN webhook_deliveries w ON w.webhook_id = e.ref
 WHERE e.source = 'webhook' AND e.ref IS NOT NULL AND w.webhook_id IS NULL ORDER BY e.id LIMIT 1;
-
--- name: outbox_ids
--- Every notification's stable id (evt-EVENT-CHANNEL): what the events that notified name.
-SELECT event_id FROM outbox;
 
 -- name: deliveries_since
 -- The webhook deliveries received at or after a time, with what their proofs cover, by time.
