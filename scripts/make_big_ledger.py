@@ -141,6 +141,7 @@ class Gen:
                 due_at = held_at + 86400 if owner else None
             else:
                 updated = held_at + 3600
+                epoch = 2  # a reject or a remediate bumps the epoch (ledger.event_table)
         elif state == "failed":
             last_error = "HTTP 400: simulated fault: 400 Bad Request"
         return (jid, op, _idem(jid, op), f"doc-{i:07d}", payload, state, 1, epoch, handle, day, created, updated,
@@ -183,9 +184,9 @@ class Gen:
                         hist.append(("bob", "finding", "held", "held", 1,
                                      '{"category":"not_received","note":"no trace on the remote"}'))
                     if state == "rejected":
-                        hist.append(("carol", "reject", "held", "rejected", 1, '{"reason":"superseded"}'))
+                        hist.append(("carol", "reject", "held", "rejected", 2, '{"reason":"superseded"}'))
                     elif state == "remediated":
-                        hist.append(("carol", "remediate", "held", "remediated", 1, '{"note":"re-run by hand"}'))
+                        hist.append(("carol", "remediate", "held", "remediated", 2, '{"note":"re-run by hand"}'))
             for seq, (actor, kind, frm, to, epoch, detail) in enumerate(hist, 1):
                 yield (t + seq, jid, op, seq, actor, kind, frm, to, epoch, detail)
 
