@@ -9,13 +9,14 @@ imports none. Quitting stops nothing but the console, and waits for none of thes
 
 from __future__ import annotations
 
+import importlib
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from rich.text import Text
 from textual import on, work
@@ -35,17 +36,7 @@ from console.commands import CommandError, job_candidates, parse_command
 from console.live import FEED_SIZE, Abandoned, Follower, LedgerSource, Pulse, clock_time, detached
 from console.sanitize import clean, use_redactor
 from console.screens.base import ReclaimScreen, reason_for
-from console.screens.command import CommandScreen
-from console.screens.evidence import EvidenceScreen
-from console.screens.help import HelpScreen
-from console.screens.job import JobScreen
-from console.screens.jobs import JobListScreen
-from console.screens.notifications import NotificationsScreen
 from console.screens.overview import OverviewScreen
-from console.screens.pick import PickJobScreen
-from console.screens.quotas import QuotasScreen
-from console.screens.report import ReportScreen
-from console.screens.triage import TriageScreen
 from ledger import (
     Clock,
     Config,
@@ -57,18 +48,41 @@ from ledger import (
     LedgerError,
     Liveness,
     Redactor,
-    RemoteCache,
     SavedView,
     connect,
     process_clock,
     shown_ledger,
 )
 
+if TYPE_CHECKING:
+    from ledger import RemoteCache
+
 POLL_SECONDS = 0.1
 STALL_SECONDS = 1.5
 """A follower poll still running after this long makes the header say STALE: a lock can hold a read for the
 ledger's 5 s busy timeout (and a reconnect as long again)."""
 STALL_CHECK_SECONDS = 0.25
+
+
+INSTALLED_SCREENS: dict[str, tuple[str, str]] = {
+    "jobs": ("console.screens.jobs", "JobListScreen"),
+    "quotas": ("console.screens.quotas", "QuotasScreen"),
+    "report": ("console.screens.report", "ReportScreen"),
+    "evidence": ("console.screens.evidence", "EvidenceScreen"),
+    "notifications": ("console.screens.notifications", "NotificationsScreen"),
+}
+"""The screens kept for the console's life, by name: (module, class). Each is imported and built the first time it
+is shown (the job list right after the overview's first read, `ReclaimApp.prepare_job_list`), so the first frame
+waits for the overview's modules alone."""
+
+
+def installed_screen(module: str, cls: str) -> Callable[[], Screen[Any]]:
+    """What `install_screen` keeps for an installed screen: Textual builds it with this on its first `get_screen`."""
+
+    def build() -> Screen[Any]:
+        return cast("Screen[Any]", getattr(importlib.import_module(module), cls)())
+
+    return build
 
 
 class ReclaimCommands(Provider):
@@ -196,7 +210,8 @@ class ReclaimApp(App[int]):
         self.clock = clock
         self.keymap = keymap or Keymap({})
         self.poll_seconds = poll_seconds
-        self.remotes = RemoteCache(config)
+        self._remotes: RemoteCache | None = None
+        self._remotes_lock = threading.Lock()
         self.counts: dict[str, int] | None = None
         self.feed: list[Event] = []
         self.pulses = 0
@@ -206,6 +221,17 @@ class ReclaimApp(App[int]):
         self._last_failure = ""
         self.polling_since: float | None = None
         """When the follower's poll in progress began (None between polls)."""
+
+    @property
+    def remotes(self) -> RemoteCache:
+        """The remotes' adapters, built on first use (an action that asks a remote, in its worker): no adapter is
+        built, and the worker's modules are not imported, before then."""
+        with self._remotes_lock:  # one cache for the console's life, whichever worker asks first
+            if self._remotes is None:
+                from ledger import RemoteCache
+
+                self._remotes = RemoteCache(self.config)
+            return self._remotes
 
     # -- facts the widgets show ---------------------------------------------------------------------------
     @property
@@ -266,11 +292,8 @@ class ReclaimApp(App[int]):
             self.set_keymap(self.keymap.keys)
         for problem in self.keymap.problems:
             self.notify(clean(problem, 300), severity="warning", markup=False)
-        self.install_screen(JobListScreen(), "jobs")
-        self.install_screen(QuotasScreen(), "quotas")
-        self.install_screen(ReportScreen(), "report")
-        self.install_screen(EvidenceScreen(), "evidence")
-        self.install_screen(NotificationsScreen(), "notifications")
+        for name, (module, cls) in INSTALLED_SCREENS.items():
+            self.install_screen(installed_screen(module, cls), name)  # type: ignore[arg-type]  # built on first use
         self.push_screen(OverviewScreen())
         if self.start_job is not None:
             self.open_linked_job(*self.start_job)
@@ -420,6 +443,8 @@ class ReclaimApp(App[int]):
 
     def show_group(self, group: str) -> None:
         """List one group's jobs: read the page first and show the list with it when the list is composed."""
+        from console.screens.jobs import JobListScreen
+
         screen = self.get_screen("jobs")
         assert isinstance(screen, JobListScreen)
         if self.screen is screen:
@@ -445,6 +470,8 @@ class ReclaimApp(App[int]):
 
     def show_listing(self, group: str | None, filter_text: str, said: Text | str = "") -> None:
         """The job list for `group` (None: the group it shows now) with `filter_text` typed in its filter."""
+        from console.screens.jobs import JobListScreen
+
         screen = self.get_screen("jobs")
         assert isinstance(screen, JobListScreen)
         self.show_group(group or screen.group)
@@ -454,10 +481,14 @@ class ReclaimApp(App[int]):
 
     def open_job(self, key: JobKey) -> None:
         """Open the job screen."""
+        from console.screens.job import JobScreen
+
         self.push_screen(JobScreen(key))
 
     def open_triage(self, key: JobKey) -> None:
         """Open guided triage for a job."""
+        from console.screens.triage import TriageScreen
+
         self.push_screen(TriageScreen(key))
 
     async def run_screen_action(self, screen: Screen[Any], action: str) -> None:
@@ -472,6 +503,8 @@ class ReclaimApp(App[int]):
     # -- command mode ---------------------------------------------------------------------------------------------
     def action_command(self) -> None:
         """Open the command line (`:held`, `:job <id> [operation]`, `:view <name>`, `:owner me`)."""
+        from console.screens.command import CommandScreen
+
         if not isinstance(self.screen, CommandScreen):
             self.push_screen(CommandScreen(), self._command_typed)
 
@@ -552,6 +585,8 @@ class ReclaimApp(App[int]):
             if key is not None:
                 self.open_job(key)
 
+        from console.screens.pick import PickJobScreen
+
         self.push_screen(PickJobScreen(message.job_id, message.jobs), picked)
 
     @on(ViewFound)
@@ -582,6 +617,8 @@ class ReclaimApp(App[int]):
 
     def action_jobs(self) -> None:
         """Show the job list (held, unless another group was chosen)."""
+        from console.screens.jobs import JobListScreen
+
         screen = self.get_screen("jobs")
         assert isinstance(screen, JobListScreen)
         self.show_group(screen.group)
@@ -608,6 +645,8 @@ class ReclaimApp(App[int]):
 
     def action_help(self) -> None:
         """Show the keys."""
+        from console.screens.help import HelpScreen
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from ledger import (
     GROUPS,
@@ -30,7 +30,6 @@ from ledger import (
     LiveFigures,
     Liveness,
     Refused,
-    RemoteCache,
     RemoteStatus,
     WorkerBoard,
     close_quietly,
@@ -41,6 +40,9 @@ from ledger import (
 )
 from ledger import clock_time as clock_time  # the screens take the time format from here too
 from ledger import parse_due as parse_due_text
+
+if TYPE_CHECKING:
+    from ledger import RemoteCache  # built by the app on the first action that asks a remote (ledger.worker)
 
 T = TypeVar("T")
 
