@@ -22,6 +22,9 @@ from ledger import Event, JobKey
 if TYPE_CHECKING:
     from console.app import ReclaimApp
 
+TRIAGE_STATES = ("held", "failed")
+"""The states a job can be triaged in (the job screen's and the job list's `t`)."""
+
 
 def disabled_key(screen: Screen[Any], key: str) -> tuple[str, tuple[object, ...], object] | None:
     """When `key` is bound, in `screen`'s current binding chain, to an action that is disabled now: that

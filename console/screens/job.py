@@ -12,7 +12,7 @@ from console.bindings import JOB
 from console.job_link import job_link
 from console.live import Pulse, clock_time
 from console.sanitize import clean, compact_json, safe_json, safe_text
-from console.screens.base import ReclaimScreen
+from console.screens.base import TRIAGE_STATES, ReclaimScreen
 from console.screens.job_read import JobRead, RemoteAnswer, read_job_then_remote
 from console.times import full_time, readable_detail
 from console.times import when as time_and_age
@@ -26,7 +26,6 @@ from console.widgets.ledger_header import LedgerHeader
 from console.widgets.timeline import Timeline
 from ledger import INVALID, JobDetail, JobKey, valid_time
 
-TRIAGE_STATES = ("held", "failed")
 COPY_NAMES = {"id": "job id", "idem": "idem key", "handle": "handle"}
 NARROW = 110
 """Below this many columns the job's fields are listed one per line."""

@@ -22,10 +22,9 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from console.bindings import APP, GROUP_ORDER, JOBS
 from console.live import PAGE_SIZE, PageRequest, Pulse
 from console.sanitize import clean
-from console.screens.base import ReclaimScreen, job_left_text
+from console.screens.base import TRIAGE_STATES, ReclaimScreen, job_left_text
 from console.screens.bulk_assign import ACTION as BULK_ASSIGN
 from console.screens.bulk_assign import BulkAssignScreen
-from console.screens.job import TRIAGE_STATES
 from console.screens.pick import PickViewScreen
 from console.screens.save_view import SaveViewScreen, view_words
 from console.widgets.feedback_line import FeedbackLine
