@@ -39,7 +39,6 @@ from ledger.outbox import outbox_id
 from ledger.seal import mac_ok
 from ledger.signing import Proof
 from ledger.store import Connection
-from ledger.store import events as events_store
 from ledger.store import evidence as evidence_store
 from ledger.store import verify as verify_store
 
@@ -163,7 +162,7 @@ def parse_head(text: str) -> tuple[int, str]:
 
 def verify(
     conn: Connection, *, key: bytes | None = None, expect_head: tuple[int, str] | None = None,
-    timezone: str = "UTC", since: tuple[int, str] | None = None, split: bool | None = None,
+    timezone: str = "UTC", since: tuple[int, str] | None = None,
 ) -> Verdict:
     """Check the chain (and, with `key`, every event's MAC), every event's step against the event table, the jobs
     against the replay of their events (state, epoch, attempt, and the sealed columns), the quota and state
@@ -176,11 +175,6 @@ def verify(
     signatures (under the policy in force, the policy events before it folded too), steps and seals of the events
     after it and the rows of the jobs they touched, the quota of the days they counted on, the side tables and
     the triggers; not the file's pages (`pages_checked` False) nor the kept counters (recounts of whole tables).
-
-    On a big ledger (SPLIT_EVENTS events or more; `split` says so instead) the pass by job and the recounts of the
-    kept counters run in a process of their own, on a read-only connection and a snapshot of their own, beside the
-    walk by id (and, on SQLite, the integrity check): the three are CPU-bound, and one Python process runs one at a
-    time. Each pass reads one consistent snapshot; commits between the two snapshots are checked by the next verify.
 
     `timezone` is the quota's, for releases recorded before they named their quota day. Raises HeadNotInLedger
     when `since` names an event number below 1 or beyond the ledger (nothing checked). Never raises for a
@@ -202,8 +196,6 @@ def verify(
                 v.chain_break = (f"event {start.id}: is event number {start.count}, but its hash differs from the head "
                                  f"--since names: the chain was rewritten (re-hashed) up to there; run a full verify")
         unread: list[str] = []
-        jobs_beside = (_jobs_pass_beside(conn) if start is None and not conn.in_transaction
-                       and (split if split is not None else _big(conn)) else None)
         try:
             try:
                 _check_chain(conn, v, r, key, expect_head, timezone, start)
@@ -211,11 +203,8 @@ def verify(
                 unread.append(f"the events cannot be read: {e}")
             try:
                 v.jobs = verify_store.job_count(conn)
-                if jobs_beside is not None:
-                    unread.extend(_merge_jobs_pass(v, r, jobs_beside))
-                elif r.touched is None:
+                if r.touched is None:
                     _check_jobs(v, r, verify_store.job_events(conn), verify_store.jobs_checked(conn))
-                    _check_counts(conn, r)
                 else:
                     _check_touched(conn, v, r)
                 if start is not None:
@@ -671,6 +660,8 @@ def _check_tables(conn: Connection, r: _Replay) -> None:
         op, day = diff[0]
         r.note("quota", f"quota_usage for {op} on {day} says {table.get((op, day), 0)} but the events counted "
                         f"{r.quota.get((op, day), 0)} (the quota table was edited)")
+    if r.touched is None:  # recounts of whole tables: left to the full verify (--since says so)
+        _check_counts(conn, r)
     _check_side_chain(conn, r, "evidence", r.evidence_head)
     _check_side_chain(conn, r, "fenced_writes", r.fenced_head)
     if r.signed_since is not None:
@@ -683,85 +674,6 @@ def _check_tables(conn: Connection, r: _Replay) -> None:
     if missing is not None:
         r.note("webhook_deliveries", f"webhook_deliveries: no row for webhook {missing[1]!r}, which brought evidence "
                                      f"{missing[0]} (a delivery row was deleted: a replay would be accepted again)")
-
-
-SPLIT_EVENTS = 200_000
-"""From this many events on, the pass by job runs in a process of its own (`verify`)."""
-
-
-def _big(conn: Connection) -> bool:
-    """Whether the ledger holds SPLIT_EVENTS events or more (by the kept tallies: one small read)."""
-    try:
-        return events_store.head(conn)[0] >= SPLIT_EVENTS
-    except LedgerError:
-        return False
-
-
-@dataclass(frozen=True)
-class _JobsPass:
-    """What the pass by job found, as a process of its own returns it."""
-
-    jobs_checked: int = 0
-    job_mismatch: str | None = None
-    problems: dict[str, str] = field(default_factory=dict)
-    failing: list[str] = field(default_factory=list)
-    unlisted: int = 0
-    unread: str | None = None
-    """Why the pass could not read the ledger (the other fields are then what it found before)."""
-
-
-def _jobs_pass(ledger: str) -> _JobsPass:
-    """The pass by job and the recounts of the kept counters, on a read-only connection of its own to `ledger` and
-    one snapshot; never raises for the ledger's errors (they come back as `unread`)."""
-    from ledger.db import connect
-
-    v, r = Verdict(), _Replay()
-    unread = None
-    try:
-        conn = connect(ledger, readonly=True)
-        try:
-            with verify_store.snapshot(conn):
-                _check_jobs(v, r, verify_store.job_events(conn), verify_store.jobs_checked(conn))
-                _check_counts(conn, r)
-        finally:
-            conn.close()
-    except (LedgerError, ValueError, TypeError) as e:
-        unread = f"the jobs cannot be read: {e}"
-    return _JobsPass(v.jobs_checked, v.job_mismatch, r.problems, r.failing, r.unlisted, unread)
-
-
-def _jobs_pass_beside(conn: Connection) -> Callable[[], _JobsPass]:
-    """Start `_jobs_pass` in a process of its own (spawned: nothing of this process's connections is carried
-    over): the function waiting for what it found."""
-    import concurrent.futures
-    import multiprocessing
-
-    pool = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-    future = pool.submit(_jobs_pass, conn.ledger_name)
-
-    def result() -> _JobsPass:
-        try:
-            return future.result()
-        except Exception as e:  # the process died (killed, out of memory): say so rather than pass
-            return _JobsPass(unread=f"the jobs cannot be read: the pass by job ended without an answer ({e!r})")
-        finally:
-            pool.shutdown(wait=True)
-
-    return result
-
-
-def _merge_jobs_pass(v: Verdict, r: _Replay, wait: Callable[[], _JobsPass]) -> list[str]:
-    """Fold what the pass by job found into the verdict; what it could not read, as lines for `integrity`."""
-    found = wait()
-    v.jobs_checked = found.jobs_checked
-    if v.job_mismatch is None:
-        v.job_mismatch = found.job_mismatch
-    for category, text in found.problems.items():
-        r.note(category, text)
-    for line in found.failing:
-        r.fail(line)
-    r.unlisted += found.unlisted
-    return [found.unread] if found.unread is not None else []
 
 
 def _check_counts(conn: Connection, r: _Replay) -> None:

@@ -413,32 +413,3 @@ def test_since_recounts_a_quota_day_from_before_its_first_instant_in_any_time_zo
     assert audit._recount_from([(OP, "2026-12-07"), (OP, "2026-12-08")], midnight + 50_000) == midnight - 15 * 3600
     # a day that is not a date (an edited detail): three days before the earliest event counted after the head
     assert audit._recount_from([(OP, "someday")], midnight) == midnight - 3 * 86400
-
-
-def test_the_pass_by_job_in_a_process_of_its_own_finds_what_it_finds_inline(appended: tuple[Path, str]) -> None:
-    """A big ledger's pass by job and its recounts run in a spawned process with a connection of its own: on a
-    ledger edited around reclaim (committed), that verdict is the one the same pass gives in this process."""
-    ledger, _ = appended
-    raw = _raw(ledger)
-    try:
-        raw.execute("UPDATE jobs SET state = 'done' WHERE job_id = 'j1'")  # a write that bypassed the state machine
-        raw.execute("UPDATE job_counts SET n = n + 3")
-        if not _is_pg(ledger):
-            raw.commit()
-    finally:
-        raw.close()
-    conn = connect(ledger, readonly=True)
-    try:
-        inline = audit.verify(conn, split=False)
-        beside = audit.verify(conn, split=True)
-    finally:
-        conn.close()
-    assert not inline.ok and inline.job_mismatch is not None and "j1" in inline.job_mismatch
-    assert any(p.startswith("job_counts says") for p in inline.problems)
-    assert (beside.job_mismatch, sorted(beside.problems), beside.jobs_checked, beside.integrity) == (
-        inline.job_mismatch, sorted(inline.problems), inline.jobs_checked, inline.integrity)
-
-
-def test_a_pass_by_job_that_cannot_read_the_ledger_fails_the_verdict() -> None:
-    found = audit._jobs_pass("/nonexistent/folder/reclaim.db")
-    assert found.unread is not None and found.unread.startswith("the jobs cannot be read")
