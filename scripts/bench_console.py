@@ -582,6 +582,9 @@ def run(ledger: Path | None = None, config: Path | None = None, n: int = 1_000_0
         commits: int = 20, small: int = 1_000, workdir: Path | None = None) -> list[dict[str, Any]]:
     """Figure rows for bench.py (figure, value, baseline, ratio, note): `reclaim console` on `ledger` (made with
     `n` jobs when None) beside a `small`-job ledger, each figure over `rounds` rounds."""
+    # The console as installed caches its bytecode: a shell's PYTHONDONTWRITEBYTECODE, passed on to the tmux server
+    # and so to every console started in it, would time a recompile of every module of a source checkout instead.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if not Path(TMUX).exists():
         return [{"figure": "`reclaim console` in tmux", "value": "not run", "baseline": "-", "ratio": None,
                  "note": "tmux is not installed"}]
