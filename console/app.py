@@ -55,6 +55,7 @@ from ledger import (
 )
 
 if TYPE_CHECKING:
+    from console.screens.jobs import JobListScreen
     from ledger import RemoteCache
 
 POLL_SECONDS = 0.1
@@ -441,12 +442,17 @@ class ReclaimApp(App[int]):
         if name != "overview":
             self.push_screen(name)
 
-    def show_group(self, group: str) -> None:
-        """List one group's jobs: read the page first and show the list with it when the list is composed."""
+    def job_list(self) -> JobListScreen:
+        """The installed job list screen (built, and its module imported, on the first call)."""
         from console.screens.jobs import JobListScreen
 
         screen = self.get_screen("jobs")
         assert isinstance(screen, JobListScreen)
+        return screen
+
+    def show_group(self, group: str) -> None:
+        """List one group's jobs: read the page first and show the list with it when the list is composed."""
+        screen = self.job_list()
         if self.screen is screen:
             screen.show_group(group)
         elif screen.is_running:
@@ -470,10 +476,7 @@ class ReclaimApp(App[int]):
 
     def show_listing(self, group: str | None, filter_text: str, said: Text | str = "") -> None:
         """The job list for `group` (None: the group it shows now) with `filter_text` typed in its filter."""
-        from console.screens.jobs import JobListScreen
-
-        screen = self.get_screen("jobs")
-        assert isinstance(screen, JobListScreen)
+        screen = self.job_list()
         self.show_group(group or screen.group)
         screen.set_filter(filter_text)
         if said:
@@ -617,10 +620,7 @@ class ReclaimApp(App[int]):
 
     def action_jobs(self) -> None:
         """Show the job list (held, unless another group was chosen)."""
-        from console.screens.jobs import JobListScreen
-
-        screen = self.get_screen("jobs")
-        assert isinstance(screen, JobListScreen)
+        screen = self.job_list()
         self.show_group(screen.group)
 
     def action_group(self, group: str) -> None:

@@ -158,9 +158,10 @@ class Session:
         """The ledger, without its policy or the config (`options` go to `ledger.connect`)."""
         return connect(self.ledger, readonly=readonly, **options)
 
-    def open_ledger(self, *, readonly: bool = False) -> Ledger:
-        """The ledger open with the config acting under its policy, and the clock leases go by (`ledger.Ledger`)."""
-        return Ledger.open(self.ledger, self.load(), readonly=readonly)
+    def open_ledger(self, *, readonly: bool = False, config: Config | None = None) -> Ledger:
+        """The ledger open with the config (`config`, already loaded by `load`; else loaded now) acting under its
+        policy, and the clock leases go by (`ledger.Ledger`)."""
+        return Ledger.open(self.ledger, config if config is not None else self.load(), readonly=readonly)
 
     def read_ledger(self, config: Config | None) -> Ledger:
         """The ledger open read-only for a command that only reads it, with `config` as `protect` loaded it (no

@@ -18,6 +18,7 @@ from ledger import (
     EXIT_VERIFY_FAILED,
     JOURNAL_BYTES,
     BadInput,
+    Config,
     JournalReport,
     LedgerCorrupt,
     LedgerError,
@@ -183,7 +184,7 @@ def verify(
         output.error(f"ledger {shown_ledger(s.ledger)}: {engine} cannot read it ({damage}); restore it from a backup",
                      as_json=s.as_json, code=EXIT_VERIFY_FAILED)
         raise typer.Exit(EXIT_VERIFY_FAILED)
-    not_recorded = _record_pass(s, verdict) if verdict.ok else None
+    not_recorded = _record_pass(s, cfg, verdict) if verdict.ok else None
     if s.as_json:
         output.emit_json({**verdict.to_dict(), "recorded": not_recorded is None and verdict.ok})
     else:
@@ -218,13 +219,13 @@ def verify(
     raise typer.Exit(0 if verdict.ok else EXIT_VERIFY_FAILED)
 
 
-def _record_pass(s: Session, verdict: Verdict) -> str | None:
+def _record_pass(s: Session, cfg: Config | None, verdict: Verdict) -> str | None:
     """Record a passing verify in the ledger, as the account that ran it; None when recorded, else why not (no
-    config, a ledger this account may not write)."""
-    if s.protect() is None:
+    usable config `cfg`, a ledger this account may not write)."""
+    if cfg is None:
         return "no usable config"
     try:
-        with s.open_ledger() as opened:
+        with s.open_ledger(config=cfg) as opened:
             opened.record_verify_pass(verdict, scope="full" if verdict.since is None else "since",
                                       actor=os_account())
     except LedgerError as e:
