@@ -17,15 +17,10 @@ from typing import Any
 
 import pytest
 from child_env import inherited_env
-from console_demo import ARTICLE, write_config
+from console_demo import held_with_handle
 
-from ledger.clock import ManualClock
-from ledger.config import load_config
-from ledger.db import connect, create_ledger
 from ledger.model import JobKey
 from ledger.simulator import Simulator
-from ledger.store import jobs as jobs_store
-from ledger.worker import RemoteCache, TickReport, poll_submitted, submit_now
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("lazy_sdk_child.py")
@@ -39,30 +34,6 @@ def sim() -> Iterator[Simulator]:
         yield s
 
 
-def held_with_handle(folder: Path, sim: Simulator) -> tuple[Path, Path, JobKey]:
-    """A ledger whose one job the remote accepted (handle recorded) and then denied knowing: held, so a query asks
-    the remote about that handle. Returns the ledger, its config file and the job."""
-    config_path = write_config(folder, sim.url)
-    config = load_config(config_path)
-    ledger = folder / "ledger.db"
-    create_ledger(ledger)
-    clock = ManualClock(T - 3600)
-    key = JobKey("asked lazily 2026-12-01", ARTICLE)
-    remotes = RemoteCache(config)
-    conn = connect(ledger)
-    try:
-        res = submit_now(conn, config, ARTICLE, {"input": "write the lazy post"}, clock=clock, job_id=key.job_id,
-                         target="blog/lazy", remotes=remotes)
-        assert res.state == "submitted"
-        sim.add_fault("status", status=404, method="get")  # the poll: "no such interaction" -> held
-        poll_submitted(conn, config, remotes, clock=clock, owner="worker-1", report=TickReport())
-        job = jobs_store.find_job(conn, key)
-        assert job is not None and job.state == "held" and job.handle
-    finally:
-        conn.close()
-    return ledger, config_path, key
-
-
 def run_child(ledger: Path, config: Path, key: JobKey) -> dict[str, Any]:
     """Run lazy_sdk_child.py in a fresh interpreter (bounded); its JSON line."""
     path = [str(ROOT), str(ROOT / "tests" / "support"), os.environ.get("PYTHONPATH", "")]
@@ -74,7 +45,7 @@ def run_child(ledger: Path, config: Path, key: JobKey) -> dict[str, Any]:
 
 
 def test_no_sdk_until_a_query_asks_the_remote_and_then_off_the_ui_thread(tmp_path: Path, sim: Simulator) -> None:
-    ledger, config, key = held_with_handle(tmp_path, sim)
+    ledger, config, _, key = held_with_handle(tmp_path, sim, job_id="asked lazily 2026-12-01", target="blog/lazy")
     gets = sim.count("get")
     said = run_child(ledger, config, key)
     assert said["before"] is False  # the console's modules import no SDK

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from console_demo import ARTICLE, Demo, write_config
+from console_demo import ARTICLE, Demo, held_with_handle, write_config
 from console_helpers import wait_loaded, wait_until, widget_text
 from ledger_reads import job_fingerprint
 from textual.pilot import Pilot
@@ -34,7 +34,7 @@ from ledger.model import JobKey, idem_key
 from ledger.simulator import Simulator
 from ledger.store import events as events_store
 from ledger.store import jobs as jobs_store
-from ledger.worker import RemoteCache, TickReport, poll_submitted, submit_now, tick
+from ledger.worker import RemoteCache, submit_now, tick
 
 pytestmark = pytest.mark.anyio
 T = 1_796_115_600.0  # 2026-12-01T09:00:00Z
@@ -245,32 +245,6 @@ async def test_read_only_console_writes_nothing(demo: Demo) -> None:
     assert fingerprint(demo.ledger) == before
 
 
-def held_with_handle(folder: Path, sim: Simulator, timeout_s: int) -> tuple[Path, Config, ManualClock, JobKey]:
-    """A job the remote accepted (handle recorded) whose handle the remote then denied: held, and a query asks
-    the remote about that handle (the remote timeout is `timeout_s`)."""
-    path = write_config(folder, sim.url)
-    path.write_text(path.read_text().replace("timeout_seconds = 5", f"timeout_seconds = {timeout_s}"))
-    config = load_config(path)
-    ledger = folder / "ledger.db"
-    create_ledger(ledger)
-    clock = ManualClock(T - 3600)
-    key = JobKey("asked while quitting 2026-12-01", ARTICLE)
-    remotes = RemoteCache(config)
-    conn = connect(ledger)
-    try:
-        res = submit_now(conn, config, ARTICLE, {"input": "write the quit post"}, clock=clock, job_id=key.job_id,
-                         target="blog/quit", remotes=remotes)
-        assert res.state == "submitted"
-        sim.add_fault("status", status=404, method="get")  # the poll: "no such interaction" -> held
-        poll_submitted(conn, config, remotes, clock=clock, owner="worker-1", report=TickReport())
-        job = jobs_store.find_job(conn, key)
-        assert job is not None and job.state == "held" and job.handle
-    finally:
-        conn.close()
-    clock.set(T)
-    return ledger, config, clock, key
-
-
 def remote_queries(ledger: Path, key: JobKey) -> int:
     conn = connect(ledger, readonly=True)
     try:
@@ -290,7 +264,10 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
 @pytest.mark.slow
 def test_quit_does_not_wait_for_a_remote_query(tmp_path: Path) -> None:
     with Simulator().start() as sim:
-        ledger, config, clock, key = held_with_handle(tmp_path, sim, timeout_s=3)
+        ledger, config_path, clock, key = held_with_handle(tmp_path, sim, job_id="asked while quitting 2026-12-01",
+                                                           target="blog/quit", timeout_s=3)
+        config = load_config(config_path)
+        clock.set(T)
         idem = idem_key(key.job_id, key.operation)
         sim.add_fault("slow", seconds=8, method="get")  # the triage query's GET: no answer before the 3 s timeout
         gets = sim.count("get")

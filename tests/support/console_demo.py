@@ -23,6 +23,7 @@ from ledger import (
     claim_for_send,
     connect,
     create_ledger,
+    get_job,
     idem_key,
     load_config,
     parse_time,
@@ -37,6 +38,7 @@ from ledger import (
     reserve_job as reserve,
 )
 from ledger.simulator import Simulator
+from ledger.worker import submit_now
 
 T0 = parse_time("2026-12-01T09:00:00Z")
 """The demo's 'now': every screen of the demo is drawn at this instant."""
@@ -260,3 +262,30 @@ def build_demo(folder: Path, sim: Simulator) -> Demo:
 
 def _k(key: JobKey) -> tuple[str, str]:
     return key.job_id, key.operation
+
+
+def held_with_handle(folder: Path, sim: Simulator, *, job_id: str, target: str, timeout_s: int = 5,
+                     at: float = T0 - 3600) -> tuple[Path, Path, ManualClock, JobKey]:
+    """A ledger in `folder` whose one job the remote accepted (handle recorded) and then denied knowing: held, so a
+    query asks the remote about that handle (the remote's timeout is `timeout_s`). Returns the ledger, its config
+    file, the clock it was written by (at `at`) and the job."""
+    config_path = write_config(folder, sim.url)
+    config_path.write_text(config_path.read_text().replace("timeout_seconds = 5", f"timeout_seconds = {timeout_s}"))
+    config = load_config(config_path)
+    ledger = folder / "ledger.db"
+    create_ledger(ledger)
+    clock = ManualClock(at)
+    key = JobKey(job_id, ARTICLE)
+    remotes = RemoteCache(config)
+    conn = connect(ledger)
+    try:
+        res = submit_now(conn, config, ARTICLE, {"input": f"write {job_id}"}, clock=clock, job_id=key.job_id,
+                         target=target, remotes=remotes)
+        assert res.state == "submitted"
+        sim.add_fault("status", status=404, method="get")  # the poll: "no such interaction" -> held
+        poll_submitted(conn, config, remotes, clock=clock, owner=WORKER, report=TickReport())
+        job = get_job(conn, key)
+        assert job.state == "held" and job.handle
+    finally:
+        conn.close()
+    return ledger, config_path, clock, key
