@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from ledger_reads import QmarkSql
+from sqlite_guards import restore_guards
 
 from ledger import audit
 from ledger.db import connect
@@ -88,16 +89,7 @@ def _since_after(ledger: Path, since: str, edit: Callable[[Any], None] | None = 
 
 
 def _restore_guards(conn: sqlite3.Connection) -> None:
-    from ledger.store.sqlite import _V7, _V8_TRIGGERS, _V12, _statements
-
-    present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-    creates = [s for script in (_V7, _V8_TRIGGERS, _V12) for s in _statements(script)
-               if s.upper().startswith("CREATE TRIGGER")]
-    creates.append("CREATE TRIGGER events_no_delete BEFORE DELETE ON events "
-                   "BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;")
-    for stmt in creates:
-        if stmt.split()[2] not in present:
-            conn.execute(stmt)
+    restore_guards(conn)
     assert {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")} >= set(SQLITE_GUARDS)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from ledger_reads import QmarkSql
+from sqlite_guards import restore_guards
 from standardwebhooks import Webhook
 
 from ledger import audit, receiver, seal, triage
@@ -238,7 +239,7 @@ def test_every_tampering_is_named_by_verify(worked: Config, ledger_path: Path, r
                     for stmt in PG_GUARDS:
                         conn.execute(stmt.replace("DISABLE", "ENABLE"))
                 else:
-                    _restore_sqlite_guards(conn)
+                    restore_guards(conn)
             elif dropping:
                 for stmt in edit:
                     conn.execute(stmt)
@@ -286,20 +287,6 @@ def test_every_tampering_is_named_by_verify(worked: Config, ledger_path: Path, r
         assert out.rc == 11 and f"holds 0 events but the head you kept says {doc['events']}" in out.stdout, out
     out = run_cli("verify", "--expect-head", "12:nothex", env=env)
     assert out.rc == 2 and "--expect-head" in out.stderr and "COUNT:HASH" in out.stderr, out
-
-
-def _restore_sqlite_guards(conn: sqlite3.Connection) -> None:
-    """Recreate the append-only triggers the edit dropped (an attacker would, to hide it)."""
-    from ledger.store.sqlite import _V7, _V8_TRIGGERS, _V12, _statements
-
-    present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-    creates = [s for script in (_V7, _V8_TRIGGERS, _V12) for s in _statements(script)
-               if s.upper().startswith("CREATE TRIGGER")]
-    creates.append("CREATE TRIGGER events_no_delete BEFORE DELETE ON events "
-                   "BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;")
-    for stmt in creates:
-        if stmt.split()[2] not in present:
-            conn.execute(stmt)
 
 
 OLDER_ROW_COLUMNS = ("idem_key", "target", "payload", "handle", "result", "owner", "due_at", "quota_day")
