@@ -32,15 +32,26 @@ ADAPTER_MODULES: Final = {"gemini": "ledger.remotes.gemini", "http": "ledger.rem
 """The module that holds each kind's adapter (`remote_for` imports it on first use; gemini's brings google-genai)."""
 
 
+def gemini_api_key(rc: RemoteConfig) -> str:
+    """The API key a gemini remote's client is built with: the environment variable its config names, or a
+    placeholder when it has a `base_url` (the simulator needs no key). Raises ConfigError when neither is there."""
+    key = os.environ.get(rc.api_key_env) or ("simulator" if rc.base_url else None)
+    if key is None:
+        raise ConfigError(f"remote {rc.name}: environment variable {rc.api_key_env} is not set (the API key)")
+    return key
+
+
 def build_refusal(rc: RemoteConfig) -> str | None:
     """Why `remote_for` would refuse to build this remote's adapter, in the adapter's own words, without importing
     an SDK: for a gemini remote from the config and the environment (its API key variable unset while it has no
     `base_url`; the simulator needs no key), for an http remote by building its stdlib adapter (no connection is
     opened). None when it can be built (the SDK itself could still fail, which the first real call then says)."""
     if rc.kind == "gemini":
-        if os.environ.get(rc.api_key_env) or rc.base_url:
-            return None
-        return f"remote {rc.name}: environment variable {rc.api_key_env} is not set (the API key)"
+        try:
+            gemini_api_key(rc)
+        except ConfigError as e:
+            return str(e)
+        return None
     from ledger.remotes.http import HttpRemote
 
     try:

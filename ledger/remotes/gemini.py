@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 import ssl
 import time
@@ -60,6 +59,7 @@ from ledger.config import RemoteConfig
 from ledger.crashpoints import crashpoint
 from ledger.errors import ConfigError, PayloadError
 from ledger.redaction import Redactor
+from ledger.remotes import gemini_api_key
 from ledger.remotes.abort import CREATE_SOCKET_OPTIONS, ConnectionAbort
 from ledger.remotes.base import (
     Capabilities,
@@ -382,9 +382,7 @@ class GeminiRemote:
         self.model = rc.model
         self.timeout = float(rc.timeout_seconds)
         self.base_url = rc.base_url
-        key = os.environ.get(rc.api_key_env) or ("simulator" if rc.base_url else None)
-        if key is None:
-            raise ConfigError(f"remote {rc.name}: environment variable {rc.api_key_env} is not set (the API key)")
+        key = gemini_api_key(rc)
         base_url = rc.base_url or GEMINI_API_BASE_URL
         timeout_ms = max(1, int(self.timeout * 1000))
         # Every phase (connect, write, read, pool) is bounded by the total deadline; the trace callback
