@@ -159,8 +159,8 @@ class JobScreen(ReclaimScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="job")
     def load(self) -> None:
-        """Read the job, its events and fenced writes off the UI thread and post them; then (no read open while
-        the remote's adapter is built) what the remote can answer."""
+        """Read the job, its events and fenced writes off the UI thread and post them; then what the remote can
+        answer (no adapter built)."""
         read_job_then_remote(self, self.key, self.Loaded, self.RemoteRead)
 
     def on_job_screen_remote_read(self, message: RemoteRead) -> None:

@@ -38,16 +38,15 @@ def read_job_then_remote(
     Nothing is posted once the worker is cancelled, nor a remote for a job not in the ledger."""
     app = screen.reclaim
     worker = get_current_worker()
-    with app.ledger() as ledger:
+    with app.ledger() as ledger:  # one connection for both reads
         detail = ledger.job_detail(key, operator=app.operator,
                                    refused_because=READ_ONLY_REASON if app.source.read_only else None,
                                    with_previews=with_previews, with_remote=False)
-    if worker.is_cancelled:
-        return
-    screen.post_message(loaded(detail))
-    if detail is None:
-        return
-    with app.ledger() as ledger:
+        if worker.is_cancelled:
+            return
+        screen.post_message(loaded(detail))
+        if detail is None:
+            return
         lines = ledger.remote_lines(detail.job)
     if detail.answers is not None:
         lines.append(detail.answers.line())

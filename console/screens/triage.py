@@ -252,7 +252,7 @@ class TriageScreen(ReclaimScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="triage-load")
     def load(self) -> None:
         """Read the job and preview every action for this operator (refusal and summary) off the UI thread and post
-        them; then (no read open while the remote's adapter is built) what the remote can answer."""
+        them; then what the remote can answer (no adapter built)."""
         read_job_then_remote(self, self.key, self.Loaded, self.RemoteRead, with_previews=True)
 
     def on_triage_screen_remote_read(self, message: RemoteRead) -> None:
