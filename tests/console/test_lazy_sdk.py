@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 from child_env import inherited_env
 from console_demo import held_with_handle
+from ledger_reads import fresh
 
 from ledger.model import JobKey
 from ledger.simulator import Simulator
+from ledger.store import events as events_store
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("lazy_sdk_child.py")
@@ -59,3 +61,5 @@ def test_no_sdk_until_a_query_asks_the_remote_and_then_off_the_ui_thread(tmp_pat
     assert said["imported_on"] is not None and said["on_main_thread"] is False
     assert "remote says" in said["answer"]
     assert sim.count("get") > gets
+    with fresh(ledger) as c:  # and the query is recorded in the ledger, read back from a new connection
+        assert "remote_query" in [e.kind for e in events_store.job_events(c, key)]
