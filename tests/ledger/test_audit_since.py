@@ -15,27 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ledger_reads import QmarkSql
-from sqlite_guards import restore_guards
+from tamper import is_pg as _is_pg
+from tamper import raw as _raw
+from tamper import restore_guards
 
 from ledger import audit
 from ledger.db import connect
 from ledger.simulator import Simulator
-from ledger.store.sqlite import SqliteConnection
 
 OP = "article.generate"
 BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 SQLITE_GUARDS = ("events_no_update", "events_no_delete", "events_no_replace", "events_chain")
-
-
-def _is_pg(ledger: Path) -> bool:
-    return str(ledger).startswith("postgresql://")
-
-
-def _raw(ledger: Path) -> Any:
-    if _is_pg(ledger):
-        return QmarkSql(connect(ledger))
-    return sqlite3.connect(ledger, isolation_level=None, factory=SqliteConnection)
 
 
 def _head(run_cli: Callable[..., Any], *args: str) -> tuple[int, dict[str, Any]]:

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ledger_reads import QmarkSql
-from sqlite_guards import restore_guards
 from standardwebhooks import Webhook
+from tamper import is_pg as _is_pg
+from tamper import raw as _raw
+from tamper import restore_guards
 
 from ledger import audit, receiver, seal, triage
 from ledger.clock import SystemClock
@@ -30,7 +31,6 @@ from ledger.config import Config, parse_config
 from ledger.db import connect, write_tx
 from ledger.model import JobKey
 from ledger.simulator import Simulator
-from ledger.store.sqlite import SqliteConnection
 from ledger.transitions import apply
 from ledger.worker import RemoteCache, submit_now, tick
 
@@ -48,17 +48,6 @@ def keyed() -> Iterator[None]:
         yield
     finally:
         seal.use_key(None)
-
-
-def _is_pg(ledger: Path) -> bool:
-    return str(ledger).startswith("postgresql://")
-
-
-def _raw(ledger: Path) -> Any:
-    if _is_pg(ledger):
-        return QmarkSql(connect(ledger))
-    # sqlite3's connect, none of ledger.db's checks (an edited file must still open), as the ledger's connection
-    return sqlite3.connect(ledger, isolation_level=None, factory=SqliteConnection)
 
 
 def _signed(event_type: str, handle: str) -> tuple[bytes, dict[str, str]]:
