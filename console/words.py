@@ -89,3 +89,58 @@ def action_line(name: str, doc: Mapping[str, Any], *, now: float, tz: str) -> st
         return (f"marked {job} remediated as {who} (event {doc['event_id']}): {_quoted(doc['note'])}; the job is "
                 f"{state}; nothing was sent")
     return f"{name} {job} as {who}: the job is {state}"
+
+
+BATCH_VERBS = {"finding": ("record the finding on", "recorded the finding on"), "release": ("release", "released"),
+               "reject": ("reject", "rejected"), "remediate": ("mark remediated", "marked remediated")}
+"""What a batch action does to its jobs, as a verb: (would, did)."""
+
+
+def quota_words(cost: Mapping[str, Any]) -> str:
+    """'gemini.generate quota today 12/200 -> 30/200': what a batch of releases costs one operation."""
+    return f"{cost['operation']} quota today {cost['used']}/{cost['limit']} -> {cost['after']}/{cost['limit']}"
+
+
+def batch_plan_lines(doc: Mapping[str, Any]) -> list[str]:
+    """A batch plan, for a person: one line per selected job (allowed, or refused and why), the quota each
+    operation pays, and the sum ('would release 18 of 20 held jobs; 2 refused'). `doc` is the plan's JSON document."""
+    lines = [f"  {'allowed' if j['allowed'] else 'refused'}  {_job(j)}"
+             + ("" if j["allowed"] else f": {j['refusal']}") for j in doc["jobs"]]
+    lines += [f"  {quota_words(q)}" for q in doc["quota"]]
+    n, allowed = len(doc["jobs"]), sum(1 for j in doc["jobs"] if j["allowed"])
+    verb = BATCH_VERBS[doc["action"]][0]
+    sum_line = f"would {verb} {allowed} of {n} job{'s' if n != 1 else ''}, each its own event"
+    if allowed < n:
+        sum_line += f"; {n - allowed} refused (listed above)"
+    return [*lines, sum_line]
+
+
+def batch_done_line(doc: Mapping[str, Any]) -> str:
+    """After a batch: 'released 18 of 20 jobs as alice (events 41-58); 2 refused (listed above)'."""
+    done, n = doc["done"], len(doc["jobs"])
+    verb = BATCH_VERBS[doc["action"]][1]
+    ids = [d["event_id"] for d in done]
+    events = "" if not ids else (f" (event {ids[0]})" if len(ids) == 1 else f" (events {min(ids)}-{max(ids)})")
+    refused = n - len(done)
+    tail = f"; {refused} refused (listed above)" if refused else ""
+    sent = "; nothing was sent" if doc["action"] != "release" else "; the next worker pass sends each new attempt"
+    return f"{verb} {len(done)} of {n} job{'s' if n != 1 else ''} as {doc['actor']}{events}{tail}{sent}"
+
+
+def batch_doc(action: str, actor: str, plan: Any, result: Any = None) -> dict[str, Any]:
+    """A batch's JSON document (what `reclaim batch --json` prints and the words above read): every selected job
+    with its verdict, the quota cost, and (after `--yes`) what was done and what was refused at its turn.
+    `plan` is a `ledger.BatchPlan`, `result` a `ledger.BatchResult` or None for a dry run."""
+    late = {(k.job_id, k.operation): why for k, why in (result.refused if result is not None else [])}
+    jobs = []
+    for item in plan.items:
+        key = item.job.key
+        refusal = item.refusal or late.get((key.job_id, key.operation))
+        jobs.append({"job_id": key.job_id, "operation": key.operation, "state": item.job.state,
+                     "allowed": refusal is None, "refusal": refusal})
+    doc: dict[str, Any] = {"action": action, "actor": actor, "dry_run": result is None, "jobs": jobs,
+                           "quota": [{"operation": q.operation, "used": q.used, "after": q.after, "limit": q.limit}
+                                     for q in plan.quota]}
+    if result is not None:
+        doc["done"] = [{"job_id": k.job_id, "operation": k.operation, "event_id": e} for k, e in result.done]
+    return doc

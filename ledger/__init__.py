@@ -20,6 +20,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # ledger.actions
     "ACTION_TABLE": ("ledger.actions", "ACTIONS"), "ActionField": ("ledger.actions", "Field"),
     "get_action": ("ledger.actions", "action"), "JOB_ACTIONS": ("ledger.actions", "JOB_ACTIONS"),
+    # ledger.batch
+    "BATCH_ACTIONS": ("ledger.batch", "BATCH_ACTIONS"), "BatchPlan": ("ledger.batch", "BatchPlan"),
+    "BatchResult": ("ledger.batch", "BatchResult"), "MAX_BATCH": ("ledger.batch", "MAX_BATCH"),
     # ledger.candidates
     "Candidate": ("ledger.candidates", "Candidate"),
     "candidate_choices": ("ledger.candidates", "decide_words"),
@@ -169,6 +172,7 @@ if TYPE_CHECKING:
     from ledger.actions import action as get_action
     from ledger.audit import Verdict
     from ledger.audit import parse_head as parse_audit_head
+    from ledger.batch import BATCH_ACTIONS, MAX_BATCH, BatchPlan, BatchResult
     from ledger.candidates import Candidate
     from ledger.candidates import decide_words as candidate_choices
     from ledger.clock import (
@@ -316,6 +320,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ACTION_TABLE",
+    "BATCH_ACTIONS",
     "EXIT_BLOCKED_BY_HOLD",
     "EXIT_HELD",
     "EXIT_NOT_YET",
@@ -333,6 +338,7 @@ __all__ = [
     "INVALID",
     "JOB_ACTIONS",
     "JOURNAL_BYTES",
+    "MAX_BATCH",
     "POLICY_SETTINGS",
     "PROBE_WAIT_SECONDS",
     "RELEASE_OUTCOMES",
@@ -343,6 +349,8 @@ __all__ = [
     "STATES",
     "ActionField",
     "BadInput",
+    "BatchPlan",
+    "BatchResult",
     "Candidate",
     "Clock",
     "Config",

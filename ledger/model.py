@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
@@ -222,6 +223,8 @@ FILTER_KEYS = {
     "target": "the target (* is a wildcard)",
     "reason": "words in why it is held or its last error",
     "stage": "who it waits for: needs-finding, awaiting-approval, awaiting-my-approval, assigned",
+    "since": "held at or after a time or a span back (since:30m, since:2026-12-01T09:00Z)",
+    "until": "held before a time or a span back (until:10m)",
     "text": "a word that itself holds a colon (text:a:b)",
 }
 """The keys a typed filter knows, and what each matches; words without a key match id, operation, target and
@@ -240,15 +243,20 @@ class JobFilter:
     target: str | None = None
     reason: str | None = None
     stage: str | None = None
+    held_since: float | None = None
+    """Held at or after this time (epoch seconds): `since:`."""
+    held_until: float | None = None
+    """Held before this time (epoch seconds): `until:`."""
     me: str | None = field(default=None, compare=False)
     """The operator (stage:awaiting-my-approval leaves out the jobs they queried or wrote a finding for)."""
     four_eyes: bool = field(default=True, compare=False)
 
     @classmethod
-    def parse(cls, query: str, me: str | None = None, *, four_eyes: bool = True) -> JobFilter:
-        """Parse "owner:me op:article.* reason:timeout bucket" into a filter (`*` is a wildcard in op: and
-        target:; `me` is the operator). A key it does not know, or a stage it does not know, is refused (BadInput
-        naming it and the keys)."""
+    def parse(cls, query: str, me: str | None = None, *, four_eyes: bool = True, now: float | None = None
+              ) -> JobFilter:
+        """Parse "owner:me op:article.* reason:timeout since:1h bucket" into a filter (`*` is a wildcard in op: and
+        target:; `me` is the operator; a span in since:/until: counts back from `now`, the wall clock when None). A
+        key it does not know, a stage it does not know, or a time it cannot read is refused (BadInput naming it)."""
         words: list[str] = []
         terms: dict[str, str] = {}
         for tok in query.split():
@@ -271,8 +279,14 @@ class JobFilter:
         if owner == "me" and me:
             owner = me
         stage = check_stage(terms["stage"]) if "stage" in terms else None
+        from ledger.clock import parse_when
+
+        at = time.time() if now is None else now
+        since, until = (parse_when(terms[k], at, name=f"filter {k}:") if k in terms else None
+                        for k in ("since", "until"))
         return cls(text=" ".join(w for w in words if w), owner=owner, operation=terms.get("op"),
-                   target=terms.get("target"), reason=terms.get("reason"), stage=stage, me=me, four_eyes=four_eyes)
+                   target=terms.get("target"), reason=terms.get("reason"), stage=stage, held_since=since,
+                   held_until=until, me=me, four_eyes=four_eyes)
 
 
 def _clip(text: str, limit: int = 40) -> str:

@@ -18,7 +18,7 @@ connection, config and clock.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +44,7 @@ from ledger.store.jobs import find_job, list_jobs, operations_of
 
 if TYPE_CHECKING:  # the rest loads with the method that needs it: a status or a show starts without them
     from ledger.audit import Verdict
+    from ledger.batch import BatchPlan, BatchResult
     from ledger.candidates import Candidate
     from ledger.export import Anchor
     from ledger.history import Written
@@ -333,6 +334,27 @@ class Ledger:
 
         return bulk_assign(self.conn, self.config, flt, owner, due_at, actor=actor, clock=self.clock, reason=reason,
                            apply=apply, only=only)
+
+    def batch_select(self, flt: JobFilter | None, keys: Sequence[JobKey] = ()) -> list[Job]:
+        """The jobs a batch decision acts on: `keys` (marked, in order), else the held jobs `flt` matches
+        (`ledger.batch.select`). Raises BadInput for more than `ledger.batch.MAX_BATCH`, JobNotFound for a key."""
+        from ledger.batch import select
+
+        return select(self.conn, flt, keys)
+
+    def batch_plan(self, action: str, jobs: Sequence[Job], given: Mapping[str, Any], *, actor: str) -> BatchPlan:
+        """Each job's verdict for `action` by `actor` now, and a release's quota cost (`ledger.batch.plan`); writes
+        nothing. Raises BadInput for an action a batch does not take or input the action refuses."""
+        from ledger.batch import plan
+
+        return plan(self.conn, self.config, action, jobs, given, actor=actor, clock=self.clock)
+
+    def batch_apply(self, action: str, planned: BatchPlan, given: Mapping[str, Any], *, actor: str) -> BatchResult:
+        """Take `action` on the jobs `planned` allowed, each its own transaction and event (`ledger.batch.apply`);
+        a job refused at its turn is listed, the rest go on."""
+        from ledger.batch import apply
+
+        return apply(self.conn, self.config, action, planned, given, actor=actor, clock=self.clock)
 
     # -- saved views ---------------------------------------------------------------------------------------------------
 

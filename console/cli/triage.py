@@ -1,5 +1,5 @@
 """The held-job actions (query, finding, assign, release, reconcile, reject, remediate, ...), one command each,
-built from the ledger's action table, and `bulk-assign`."""
+built from the ledger's action table, `bulk-assign`, and `batch` (one finding or decision for many held jobs)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,13 @@ from console.cli.common import (
 )
 from ledger import (
     ACTION_TABLE,
+    BATCH_ACTIONS,
     EXIT_REFUSED,
+    BadInput,
     Job,
     JobFilter,
     Preview,
+    Refused,
     check_action_input,
     iso,
 )
@@ -183,3 +186,70 @@ def bulk_assign(
 
 for _name in ("release", "reconcile", "reject", "remediate"):
     command(PANEL, name=_name)(_triage_command(_name))
+
+
+_BATCH_FIELDS = {name: {f.name: f for f in ACTION_TABLE[name].fields} for name in BATCH_ACTIONS}
+_BATCH_OPTIONS = {"reason": "--reason", "note": "--note", "category": "--category"}
+
+
+@command(PANEL, name="batch", help=(
+    "Record one finding for many held jobs, or release, reject or remediate them, in one reviewed plan.\n\n"
+    "The jobs are the held jobs --filter matches (e.g. 'reason:503 op:gemini.* since:1h'), or those named by --job. "
+    "Without --yes it prints the plan and writes nothing: every job, allowed or refused and why (four-eyes, "
+    "evidence, a request that could still arrive), and what the releases cost each quota today. With --yes each "
+    "allowed job gets its own action and event, with the same checks as one job's command; a job that changed since "
+    "is refused and listed. Exit 0 when every job was (or would be) acted on, 6 when any was refused."))
+def batch(
+    s: Session,
+    action: Annotated[str, typer.Argument(help=f"What to do: {', '.join(BATCH_ACTIONS)}.")],
+    filter_text: Annotated[str, typer.Option("--filter", help="Which held jobs (the typed filter of 'reclaim jobs').")] = "",
+    jobs: Annotated[list[str] | None, typer.Option("--job", help="A job id (repeat it); instead of --filter.")] = None,
+    operation: OperationOpt = None,
+    reason: Annotated[str, typer.Option("--reason", help="Why (release, reject): recorded with each job's event.")] = "",
+    note: Annotated[str, typer.Option("--note", help="What was found (finding) or done instead (remediate).")] = "",
+    category: Annotated[str, typer.Option("--category", help="The finding's category (finding).")] = "",
+    dry_run: DryRunOpt = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Do it; without --yes only the plan is printed.")] = False,
+) -> None:
+    given = _batch_input(action, {"reason": reason, "note": note, "category": category})
+    if dry_run and yes:
+        raise BadInput("--dry-run and --yes: give one (--dry-run prints the plan, --yes acts on it)")
+    if jobs and filter_text.strip():
+        raise BadInput("--job and --filter: give one (the named jobs, or the held jobs the filter matches)")
+    check_action_input(action, given)
+    opened = s.open_ledger(readonly=not yes)
+    me = s.actor(opened.config)
+    keys = [opened.key_of(j, operation) for j in jobs or []]
+    flt = JobFilter.parse(filter_text, me=me, now=opened.clock.now()) if filter_text.strip() else None
+    if operation and flt is None and not keys:
+        flt = JobFilter(operation=operation)
+    selected = opened.batch_select(flt, keys)
+    if not selected:
+        raise Refused("no held job matches" + (f" the filter {filter_text!r}" if filter_text.strip() else "")
+                       + "; nothing was written")
+    planned = opened.batch_plan(action, selected, given, actor=me)
+    result = opened.batch_apply(action, planned, given, actor=me) if yes else None
+    from console.words import batch_doc, batch_done_line, batch_plan_lines
+
+    doc = batch_doc(action, me, planned, result)
+    if s.as_json:
+        output.emit_json(doc)
+    else:
+        for said in batch_plan_lines(doc)[:-1] if yes else batch_plan_lines(doc):
+            output.line(said)
+        output.line(batch_done_line(doc) if yes else "nothing was written; run again with --yes to do it")
+    if not all(j["allowed"] for j in doc["jobs"]):
+        raise typer.Exit(EXIT_REFUSED)
+
+
+def _batch_input(action: str, typed: dict[str, str]) -> dict[str, str]:
+    """The input `action` takes, from the options typed; an option it does not take is refused (BadInput naming
+    it and the ones it takes), as is an action a batch does not take."""
+    if action not in BATCH_ACTIONS:
+        raise BadInput(f"batch {action!r}: not a batch action; give one of {', '.join(BATCH_ACTIONS)}")
+    takes = _BATCH_FIELDS[action]
+    for name, value in typed.items():
+        if value and name not in takes:
+            wanted = " and ".join(_BATCH_OPTIONS[n] for n in takes)
+            raise BadInput(f"{_BATCH_OPTIONS[name]}: batch {action} does not take it; it takes {wanted}")
+    return {name: typed[name] for name in takes}

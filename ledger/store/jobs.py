@@ -175,6 +175,12 @@ def filter_clause(conn: Connection, flt: JobFilter, table: str = "") -> tuple[li
     if flt.target:
         where.append(f"{col('target')} {like} {p} ESCAPE '\\'")
         params.append(_like(flt.target))
+    if flt.held_since is not None:
+        where.append(f"{col('held_at')} >= {p}")
+        params.append(flt.held_since)
+    if flt.held_until is not None:
+        where.append(f"{col('held_at')} < {p}")
+        params.append(flt.held_until)
     if flt.stage:
         more, more_params = stages.stage_clause(conn, flt.stage, table or "jobs", flt.me, flt.four_eyes)
         where += more
