@@ -27,7 +27,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from console import bindings
@@ -376,15 +376,25 @@ class ReclaimApp(App[int]):
         self.head_hash = pulse.head_hash
         self.awaiting_me = pulse.awaiting_me
         self.last_seen = pulse.seen_at
-        screen = self.shown_screen()
-        if not isinstance(screen, ReclaimScreen):
-            return
-        try:
-            screen.ledger_changed(pulse)
-        except NoMatches:
-            # A screen between states (pushed but not yet composed, or its widgets being removed as the app closes)
-            # has nothing to draw on: it reads the counts and feed kept above when it resumes.
-            pass
+        for changed in self._live_screens():
+            try:
+                changed(pulse)
+            except NoMatches:
+                # A screen between states (pushed but not yet composed, or its widgets being removed as the app
+                # closes) has nothing to draw on: it reads the counts and feed kept above when it resumes.
+                pass
+
+    def _live_screens(self) -> list[Callable[[Pulse], None]]:
+        """The `ledger_changed` of the screens a change in the ledger redraws: the one on top and, under a dialog
+        (a confirmation with a recheck, a form), the screen it covers, so neither says what is no longer true."""
+        found: list[Callable[[Pulse], None]] = []
+        for screen in reversed(self.screen_stack if self.shown_screen() is not None else []):
+            changed = getattr(screen, "ledger_changed", None)
+            if callable(changed):
+                found.append(changed)
+            if not isinstance(screen, ModalScreen):
+                break
+        return found
 
     @contextmanager
     def ledger(self, *, write: bool = False) -> Iterator[Ledger]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
+from console.times import when
 from ledger import (
     GROUPS,
     Clock,
@@ -320,7 +321,7 @@ def perform(ledger: Ledger, remotes: RemoteCache, key: JobKey, action: str, give
         return f"released: attempt {attempt} will be sent once by the next worker pass"
     return {
         "finding": f"finding recorded: {given.category}",
-        "assign": f"assigned to {given.owner}",
+        "assign": f"assigned to {given.owner}, due {when(fields['due'], ledger.clock.now(), ledger.config.timezone)}",
         "reconcile": f"reconciled with handle {given.handle} (verified with the remote): submitted, nothing sent",
         "reject": "rejected: closed without re-sending",
         "remediate": "remediated: closed as done by other means",

@@ -77,6 +77,8 @@ class Action:
     """Refused (for now) while the held job's last request could still reach the remote (ledger.triage)."""
     only: tuple[str, ...] | None = None
     """Narrower than its event allows: only jobs in these states."""
+    unverified: str = ""
+    """The summary when taken with --unverified (the one path that then runs), for an action with that flag."""
 
     @property
     def states(self) -> tuple[str, ...] | None:
@@ -176,11 +178,13 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
                "to take it from an evidence record ('reclaim evidence --orphans')",
                "The remote's id for this job (required).")),
         "asks the remote whether the handle carries this job's idem key, then attaches it and marks the job "
-        "submitted; nothing is sent (unverified: attaches it without asking)",
+        "submitted; nothing is sent",
         "The remote did run it: verify the handle carries this job's idem key, attach it, move to submitted; "
         "nothing is sent (approver).",
         "reconcile",
         flags=(("unverified", "--unverified", "Attach without asking the remote (it cannot be asked)."),),
+        unverified="attaches the handle without asking the remote (recorded as unverified) and marks the job "
+                   "submitted; nothing is sent",
     ),
     Action(
         "reject", "approver", "reject",

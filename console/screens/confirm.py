@@ -2,19 +2,37 @@
 
 `y` confirms and `n` (or Esc) cancels; Enter presses the focused button, which is Cancel until the operator
 moves to the other one. A refused action's `y` says why and does nothing.
+
+A confirmation given a `recheck` stays true while it is open: when the ledger changes (the quota, the job, a
+finding), the console calls `ledger_changed`, the recheck runs in a worker, and what will happen, its lines and
+its refusal are drawn again; `y` then confirms what is shown.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from rich.text import Text
-from textual import events
+from textual import events, work
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
 from console.bindings import CONFIRM
 from console.sanitize import clean, safe_text
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a confirmation says: what will happen, its lines, why it is refused (None: allowed), and a long list
+    (every job of a batch) drawn in a scrolling box."""
+
+    summary: str
+    lines: list[str]
+    refusal: str | None
+    detail: Text | None = None
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -24,35 +42,43 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def __init__(
         self, title: Text, summary: str, lines: list[str], refusal: str | None, confirm_label: str,
-        *, dangerous: bool = False, cancel_label: str = "Cancel",
+        *, dangerous: bool = False, cancel_label: str = "Cancel", detail: Text | None = None,
+        recheck: Callable[[], Shown] | None = None,
     ) -> None:
         super().__init__()
         self.title_text = title
-        self.summary = summary
-        self.lines = lines
-        self.refusal = refusal
+        self.shown = Shown(summary, lines, refusal, detail)
         self.confirm_label = confirm_label
         self.cancel_label = cancel_label
         self.dangerous = dangerous
+        self.recheck = recheck
+        self.rechecks = 0
+        """How many times a recheck redrew the confirmation (tests read it)."""
+
+    @property
+    def summary(self) -> str:
+        return self.shown.summary
+
+    @property
+    def lines(self) -> list[str]:
+        return self.shown.lines
+
+    @property
+    def refusal(self) -> str | None:
+        return self.shown.refusal
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-dialog"):
             yield Label(self.title_text, id="confirm-title")
-            yield Static(Text.assemble(("What happens: ", "bold"), safe_text(self.summary, 400)), id="confirm-summary")
-            for line in self.lines:
-                yield Static(safe_text(line, 400), classes="confirm-line")
-            if self.refusal:
-                yield Static(
-                    Text.assemble(("Refused: ", "bold"), safe_text(self.refusal, 400), ("\nNothing was changed.", "")),
-                    id="confirm-refusal",
-                )
-            yield Static(self._keys_hint(), id="confirm-keys")
+            yield Static(id="confirm-summary")
+            yield Static(id="confirm-lines", classes="confirm-line")
+            with VerticalScroll(id="confirm-detail"):
+                yield Static(id="confirm-detail-text")
+            yield Static(id="confirm-refusal")
+            yield Static(id="confirm-keys")
             with Horizontal(id="confirm-buttons"):
                 yield Button(self.cancel_label, id="cancel", variant="primary")
-                yield Button(
-                    self.confirm_label, id="confirm", variant="error" if self.dangerous else "warning",
-                    disabled=self.refusal is not None,
-                )
+                yield Button(self.confirm_label, id="confirm", variant="error" if self.dangerous else "warning")
 
     def _keys_hint(self) -> Text:
         keys = {b.id: self.app.get_key_display(b) for b in CONFIRM}
@@ -64,7 +90,49 @@ class ConfirmScreen(ModalScreen[bool]):
         return hint
 
     def on_mount(self) -> None:
+        self._draw()
         self.query_one("#cancel", Button).focus()
+
+    def _draw(self) -> None:
+        shown = self.shown
+        self.query_one("#confirm-summary", Static).update(
+            Text.assemble(("What happens: ", "bold"), safe_text(shown.summary, 400)))
+        lines = self.query_one("#confirm-lines", Static)
+        lines.update(Text("\n").join(safe_text(line, 400) for line in shown.lines))
+        lines.display = bool(shown.lines)
+        box = self.query_one("#confirm-detail", VerticalScroll)
+        box.display = shown.detail is not None
+        self.query_one("#confirm-detail-text", Static).update(shown.detail or "")
+        refusal = self.query_one("#confirm-refusal", Static)
+        refusal.display = bool(shown.refusal)
+        refusal.update(Text.assemble(("Refused: ", "bold"), safe_text(shown.refusal or "", 400),
+                                     ("\nNothing was changed.", "")))
+        self.query_one("#confirm-keys", Static).update(self._keys_hint())
+        self.query_one("#confirm", Button).disabled = shown.refusal is not None
+        self.refresh_bindings()
+
+    def ledger_changed(self, pulse: object) -> None:
+        """The ledger changed while this is open: run the recheck (if any) off the UI thread, and redraw."""
+        if self.recheck is not None:
+            self._recheck()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="confirm-recheck")
+    def _recheck(self) -> None:
+        assert self.recheck is not None
+        try:
+            shown = self.recheck()
+        except Exception as e:  # the ledger could not be read again: what is shown may be stale, so no `y`
+            shown = Shown(self.shown.summary, self.shown.lines, f"could not read the ledger again ({e}); cancel and "
+                          "look again", self.shown.detail)
+        self.app.call_from_thread(self._rechecked, shown)
+
+    def _rechecked(self, shown: Shown) -> None:
+        if not self.is_attached:
+            return
+        self.rechecks += 1
+        if shown != self.shown:
+            self.shown = shown
+            self._draw()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "confirm":

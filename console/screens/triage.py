@@ -36,16 +36,17 @@ from console.live import (
 )
 from console.sanitize import clean, compact_json, safe_text
 from console.screens.base import ReclaimScreen
-from console.screens.confirm import ConfirmScreen
+from console.screens.confirm import ConfirmScreen, Shown
 from console.screens.job import READING_REMOTE, job_title
 from console.screens.job_read import JobRead, RemoteAnswer, read_job_then_remote
+from console.times import when
 from console.widgets.console_link import ConsoleLink, copy_console_url
 from console.widgets.feedback_line import FeedbackLine
 from console.widgets.guarded_action import GuardedAction
 from console.widgets.held_explanation import HeldExplanation
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
-from ledger import FINDING_CATEGORIES, JobDetail, JobKey, LedgerError, Preview
+from ledger import FINDING_CATEGORIES, JobDetail, JobKey, LedgerError, Preview, parse_due
 
 _NO = Preview("", False, None, "")
 DECISIONS = ("release", "reconcile", "reject", "remediate", "assign")
@@ -57,6 +58,10 @@ FIELD_ACTIONS = {"#finding-note": "finding", "#decision-handle": "reconcile", "#
 """Enter in these fields goes on with their action; Enter in the shared reason field, with the decision chosen."""
 TYPED_FIELDS = {"#finding-note": "note", "#decision-reason": "reason", "#decision-handle": "handle",
                 "#assign-owner": "owner", "#assign-due": "due"}
+WRITTEN_FIELDS = {"finding": ("#finding-note",), "assign": ("#assign-owner", "#assign-due", "#decision-reason"),
+                  "reconcile": ("#decision-handle", "#decision-reason"), "release": ("#decision-reason",),
+                  "reject": ("#decision-reason",), "remediate": ("#decision-reason",)}
+"""The fields an action's input came from: cleared once it is written (the form then holds nothing unsaved)."""
 CATEGORY_HELP = {
     "not_received": "not received — the remote never got it",
     "in_progress": "in progress — the remote has it and is running",
@@ -526,24 +531,49 @@ class TriageScreen(ReclaimScreen):
         label = TRIAGE_ACTIONS[action][1]
         title = Text.assemble((f"{label}? ", "bold"), safe_text(self.key.job_id, 80), " · ",
                               safe_text(self.key.operation, 60))
+        lines = self._with_due_time(describe_input(action, message.given), message.given)
+
+        def shown(p: Preview) -> Shown:
+            return Shown(p.summary, lines, None if p.allowed else p.reason)
+
+        def recheck() -> Shown:
+            """The preview read again (the ledger changed while the confirmation is open)."""
+            app = self.reclaim
+            with app.ledger() as ledger:
+                again = ledger.preview(self.key, action, app.operator)
+            if app.source.read_only:
+                again = Preview(action, False, "the console is read-only (--read-only)", again.summary)
+            return shown(again)
+
+        confirm = ConfirmScreen(title, preview.summary, lines, shown(preview).refusal, f"{label} — confirm",
+                                dangerous=action in DANGEROUS, recheck=recheck)
 
         def decided(confirmed: bool | None) -> None:
-            if confirmed and preview.allowed:
+            refusal = confirm.refusal  # what the confirmation showed last (a recheck may have changed it)
+            if confirmed and refusal is None:
                 self.write(action, message.given)
+                return
+            self.busy = None
+            self.refresh_bindings()
+            if refusal is not None:
+                self._outcome(Text.assemble((f"{action} refused: ", "bold"), safe_text(refusal, 300),
+                                            " — nothing was changed"), error=True)
             else:
-                self.busy = None
-                self.refresh_bindings()
-                if not preview.allowed:
-                    self._outcome(Text.assemble((f"{action} refused: ", "bold"), safe_text(preview.reason, 300),
-                                                " — nothing was changed"), error=True)
-                else:
-                    self._outcome(Text.assemble((f"{action}: ", "bold"), "cancelled — nothing was changed"))
+                self._outcome(Text.assemble((f"{action}: ", "bold"), "cancelled — nothing was changed"))
 
-        self.app.push_screen(
-            ConfirmScreen(title, preview.summary, describe_input(action, message.given), preview.reason if not
-                          preview.allowed else None, f"{label} — confirm", dangerous=action in DANGEROUS),
-            decided,
-        )
+        self.app.push_screen(confirm, decided)
+
+    def _with_due_time(self, lines: list[str], given: ActionInput) -> list[str]:
+        """The confirmation's lines with a typed due span ('45m') followed by the time it means, as the CLI says it."""
+        if not given.due.strip():
+            return lines
+        app = self.reclaim
+        try:
+            due_at = parse_due(given.due, app.clock.now(), app.config.timezone)
+        except LedgerError:
+            return lines  # the preview's own check says what is wrong with it
+        meant = when(due_at, app.clock.now(), app.config.timezone)
+        return [f"{line} ({meant})" if line.startswith("due:") else line for line in lines]
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="triage-act")
     def write(self, action: str, given: ActionInput) -> None:
@@ -582,10 +612,10 @@ class TriageScreen(ReclaimScreen):
         if message.action == "query":
             self._queried = message.outcome  # the next read says which finding the answer points to
         self.app.notify(clean(message.outcome, 300), title=message.action, markup=False)
-        if message.action == "finding":
-            self.query_one("#finding-note", Input).value = ""
-        elif message.action in DECISIONS:
-            self.query_one("#decision-reason", Input).value = ""
+        for selector in WRITTEN_FIELDS.get(message.action, ()):
+            self.query_one(selector, Input).value = ""  # written: nothing is left to lose, so Esc asks nothing
+        if message.action in ("reconcile", "release"):
+            self._prefilled_handle = ""
         if isinstance(self.app.focused, (Input, Select)):
             self.query_one("#triage-body").focus()  # done typing: the next letter is a key again, not text
         self.reclaim.wake_follower()

@@ -150,11 +150,12 @@ def test_dry_run_prints_the_consoles_preview_and_writes_nothing(
         assert r.rc == (6 if name in ("assign", "finding", "query") else 0), (name, r)  # carol is no triager
         lines = r.stdout.splitlines()
         assert lines[0] == f"dry run: {name} held-1 / {OP} (held); nothing was written"
-        assert lines[1] == f"would: {detail.previews[name].summary}"  # the console's confirmation text
+        said = actions.ACTIONS[name].unverified or detail.previews[name].summary  # args_for: reconcile --unverified
+        assert lines[1] == f"would: {said}"  # the console's confirmation text, or the one unverified path
         assert lines[-1] == ("allowed" if detail.previews[name].allowed else f"refused: {detail.previews[name].reason}")
         doc = json.loads(run_cli(name, key.job_id, *args_for(name), "--dry-run", "--json", operator="carol",
                                  now=clock.now()).stdout)
-        assert doc["would"] == detail.previews[name].summary and doc["allowed"] == detail.previews[name].allowed
+        assert doc["would"] == said and doc["allowed"] == detail.previews[name].allowed
     assert "sends 1 new request to gemini (attempt 2, same idem key); article.generate quota today 1/100 -> 2/100" \
         == detail.previews["release"].summary
     assert fingerprint(ledger_path) == before

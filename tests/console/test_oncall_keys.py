@@ -19,6 +19,7 @@ from console_helpers import wait_loaded, wait_until
 from test_keyboard import KeyCounter, confirm_open, focused_id
 
 from console.app import make_app
+from console.screens.confirm import ConfirmScreen
 from console.screens.overview import OverviewScreen
 from console.screens.triage import TriageScreen
 from console.widgets.guarded_action import GuardedAction
@@ -169,6 +170,9 @@ async def test_reconcile_in_eight_keys_with_the_handle_evidence_names(tmp_path: 
         assert screen.query_one("#decision-handle").value == handle  # offered, never typed
         await wait_until(b, lambda: screen.detail is not None and screen.detail.job.state == "submitted",
                          what="the reconcile recorded")
+        await b.press("escape")  # what was typed was written: leaving asks nothing
+        await wait_until(b, lambda: bob.screen is not screen, what="triage left")
+        assert not isinstance(bob.screen, ConfirmScreen)
 
     assert counter.keys == ["t", "f", "enter", "y", "t", "c", "enter", "y"]
     assert len(counter.keys) <= 8 and alice_texts == 1 and len(counter.texts) - alice_texts == 1

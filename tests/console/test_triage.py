@@ -7,6 +7,7 @@ and quitting while a remote query is still waiting for its answer.
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -18,19 +19,21 @@ from console_demo import ARTICLE, Demo, held_with_handle, write_config
 from console_helpers import wait_loaded, wait_until, widget_text
 from ledger_reads import job_fingerprint
 from textual.pilot import Pilot
-from textual.widgets import Button, Input, Select
+from textual.widgets import Button, Input, Select, Static
 
 from console.app import ReclaimApp, make_app
 from console.screens.confirm import ConfirmScreen
 from console.screens.job import JobScreen
 from console.screens.overview import OverviewScreen
 from console.screens.triage import TriageScreen
+from console.times import full_time
 from console.widgets.guarded_action import GuardedAction
 from ledger import triage
 from ledger.clock import ManualClock
 from ledger.config import Config, load_config
 from ledger.db import connect, create_ledger
 from ledger.model import JobKey, idem_key
+from ledger.reservation import reserve
 from ledger.simulator import Simulator
 from ledger.store import events as events_store
 from ledger.store import jobs as jobs_store
@@ -195,7 +198,9 @@ async def test_refusal_at_write_time_is_shown(demo: Demo, demo_sim: Simulator) -
         screen.query_one("#decision-reason", Input).value = "release it"
         await pilot.press("e")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        # Meanwhile, someone else closes the job from another process.
+        # Meanwhile, someone else closes the job from another process, before the console looks again (live
+        # updates paused: the confirmation still shows the release as allowed).
+        app.paused = True
         other = connect(demo.ledger)
         triage.reject(other, demo.config, key, actor="carol", clock=demo.clock, reason="closed elsewhere")
         other.close()
@@ -205,6 +210,42 @@ async def test_refusal_at_write_time_is_shown(demo: Demo, demo_sim: Simulator) -
         assert "the job is rejected" in widget_text(app)
         assert fingerprint(demo.ledger) == before
     assert demo_sim.count("create", idem=idem) == sends
+
+
+@pytest.mark.slow
+async def test_an_open_confirmation_is_checked_again_when_the_ledger_changes(demo: Demo, demo_sim: Simulator) -> None:
+    """The quota moves while a release's confirmation is open: its preview says the new figures; the job is closed
+    elsewhere: the confirmation says so and `y` does nothing."""
+    key = demo.jobs["held_reset"]
+    app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_triage(pilot, key)
+        screen.query_one("#decision-reason", Input).value = "release it"
+        await pilot.press("e")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        confirm = app.screen
+        assert isinstance(confirm, ConfirmScreen)
+        m = re.search(r"quota today (\d+)/(\d+) -> (\d+)/", confirm.summary)
+        assert m is not None, confirm.summary
+        used = int(m.group(1))
+        other = connect(demo.ledger)
+        reserve(other, demo.config, key.operation, {"input": "quota moves"}, clock=demo.clock, job_id="quota-moves")
+        other.close()
+        app.wake_follower()
+        await wait_until(pilot, lambda: f"quota today {used + 1}/" in confirm.summary, what="the preview rechecked")
+        assert f"quota today {used + 1}/{m.group(2)} -> {used + 2}/" in str(confirm.query_one("#confirm-summary",
+                                                                                              Static).render())
+        other = connect(demo.ledger)
+        triage.reject(other, demo.config, key, actor="carol", clock=demo.clock, reason="closed elsewhere")
+        other.close()
+        app.wake_follower()
+        await wait_until(pilot, lambda: confirm.refusal is not None, what="the refusal rechecked")
+        before = fingerprint(demo.ledger)
+        await pilot.press("y")
+        assert isinstance(app.screen, ConfirmScreen) and "the job is rejected" in str(confirm.refusal)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: "release refused" in widget_text(app), what="the refusal said")
+        assert fingerprint(demo.ledger) == before
 
 
 @pytest.mark.slow
@@ -330,3 +371,27 @@ async def test_a_decision_waits_while_attempt_1_could_still_arrive(tmp_path: Pat
         await wait_until(pilot, lambda: guard(screen, "release").allowed, timeout=15, what="release allowed")
         assert "could still arrive" not in widget_text(app)
         assert guard(screen, "reject").allowed and guard(screen, "remediate").allowed
+
+
+@pytest.mark.slow
+async def test_after_an_assign_the_form_is_clear_and_esc_asks_nothing(demo: Demo) -> None:
+    """An assign's confirmation says the time a typed span means; once written, its fields are empty and Esc leaves."""
+    key = demo.jobs["held_reset"]
+    app = make_app(demo.ledger, demo.config, "bob", clock=demo.clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_triage(pilot, key)
+        screen.query_one("#assign-owner", Input).value = "alice"
+        screen.query_one("#assign-due", Input).value = "45m"
+        screen.query_one("#decision-reason", Input).value = "alice knows this remote"
+        await pilot.press("a")
+        modal = await confirm(pilot)
+        due_at = demo.clock.now() + 45 * 60
+        assert any(line.startswith("due: 45m (") and full_time(due_at, "UTC") in line for line in modal.lines), \
+            modal.lines
+        await wait_until(pilot, lambda: screen.detail is not None and screen.detail.job.owner == "alice",
+                         what="the assign recorded")
+        assert full_time(due_at, "UTC") in screen.feedback_text
+        assert screen.typed() == []
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: app.screen is not screen, what="triage left")
+        assert not isinstance(app.screen, ConfirmScreen)
