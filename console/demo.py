@@ -75,6 +75,11 @@ sink = "results"
 FAULT_RATES = {"accept_then_hang": 0.04, "complete_lose_reply": 0.03, "status": 0.02, "drop_before_accept": 0.01,
                "status:400": 0.02}
 """The share of Gemini creates the demo's simulator answers with each fault ("status" is a 503)."""
+CLEANUP_FAULT_RATES = {"accept_then_hang": 0.1, "complete_lose_reply": 0.1, "drop_before_accept": 0.05,
+                       "status": 0.05}
+"""The share of storage clean-ups (`POST /cleanup`) the demo's simulator answers with each fault. A clean-up has no
+webhook, so each one whose reply is lost stays held until a person queries it: the query (a search by idem key)
+finds the clean-up job, running or completed, or nothing, and triage presets the finding and the handle from it."""
 SIMULATOR_SEED = 7
 DEMO_RATE = 0.3
 """New jobs per second by default (`reclaim demo --rate`)."""
@@ -111,11 +116,15 @@ class DemoProcesses:
                 p.wait(5)
 
 
-def start_simulator(log: Path, fault_rates: dict[str, float], seed: int = SIMULATOR_SEED) -> tuple[subprocess.Popen[str], str]:
-    """Start the simulator on a free loopback port; return the process and its URL (read from its first line)."""
+def start_simulator(log: Path, fault_rates: dict[str, float], seed: int = SIMULATOR_SEED,
+                    cleanup_fault_rates: dict[str, float] | None = None) -> tuple[subprocess.Popen[str], str]:
+    """Start the simulator on a free loopback port, with `fault_rates` on Gemini creates and `cleanup_fault_rates`
+    on clean-ups; return the process and its URL (read from its first line). RuntimeError if it did not start."""
     cmd = [sys.executable, "-m", "ledger.simulator", "--port", "0", "--complete-after", "3", "--seed", str(seed)]
     for kind, rate in fault_rates.items():
         cmd += ["--fault-rate", f"{kind}={rate}"]
+    for kind, rate in (cleanup_fault_rates or {}).items():
+        cmd += ["--cleanup-fault-rate", f"{kind}={rate}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log.open("a"), text=True, start_new_session=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -192,7 +201,7 @@ def run_demo(folder: Path, *, ui: bool, seconds: float, operator: str, rate: flo
     puts the ledger on PostgreSQL; `workers` > 1 adds plain worker processes beside the feeding one."""
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "demo.log"
-    sim, url = start_simulator(log, FAULT_RATES, SIMULATOR_SEED)
+    sim, url = start_simulator(log, FAULT_RATES, SIMULATOR_SEED, CLEANUP_FAULT_RATES)
     procs = DemoProcesses(simulator=sim)
     try:
         ledger, config = prepare(folder, url, ledger_url)

@@ -32,11 +32,15 @@ def serve(
     *,
     webhook_url: str | None = None,
     webhook_secret: str | None = None,
+    cleanup_fault_rates: Mapping[str, float] | None = None,
 ) -> int:
-    """Serve until SIGINT/SIGTERM, after printing ``simulator listening on URL``; returns 0."""
+    """Serve until SIGINT/SIGTERM, after printing ``simulator listening on URL``; returns 0. ``fault_rates``
+    apply to Gemini creates, ``cleanup_fault_rates`` to clean-up creates (each seeded with ``seed``)."""
     sim = Simulator(host, port, complete_after, webhook_url=webhook_url, webhook_secret=webhook_secret)
     if fault_rates:
         sim.set_fault_rates(fault_rates, seed=seed)
+    if cleanup_fault_rates:
+        sim.set_fault_rates(cleanup_fault_rates, seed=seed, method="cleanup")
     done = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -86,6 +90,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="KIND=RATE",
         help=f"random fault rate for creates; kinds: {', '.join(FAULT_KINDS)}",
     )
+    parser.add_argument(
+        "--cleanup-fault-rate",
+        action="append",
+        default=[],
+        metavar="KIND=RATE",
+        help="random fault rate for clean-up creates (POST /cleanup); the same kinds",
+    )
     parser.add_argument("--seed", type=int, default=None, help="seed for random faults")
     parser.add_argument("--webhook-url", default=None, metavar="URL",
                         help="POST signed webhook events here (http:// on loopback); needs --webhook-secret-env")
@@ -105,9 +116,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--webhook-url and --webhook-secret-env go together")
     try:
         rates = dict(_iter_rates(args.fault_rate))
+        cleanup_rates = dict(_iter_rates(args.cleanup_fault_rate))
         # validate early
-        Simulator(args.host, args.port, webhook_url=args.webhook_url, webhook_secret=secret).set_fault_rates(rates)
+        check = Simulator(args.host, args.port, webhook_url=args.webhook_url, webhook_secret=secret)
+        check.set_fault_rates(rates)
+        check.set_fault_rates(cleanup_rates, method="cleanup")
     except ValueError as exc:
         parser.error(str(exc))
     return serve(args.host, args.port, args.complete_after, rates, args.seed,
-                 webhook_url=args.webhook_url, webhook_secret=secret)
+                 webhook_url=args.webhook_url, webhook_secret=secret, cleanup_fault_rates=cleanup_rates)

@@ -160,6 +160,7 @@ class ControlMixin(GeminiMixin, CleanupMixin, RemoteConsoleMixin):
             self._create_fields.clear()
             self._rules.clear()
             self._rates = {}
+            self._method_rates = {}
             self._interactions.clear()
             self._jobs.clear()
             self._reset_webhooks_locked()
@@ -232,11 +233,12 @@ class ControlMixin(GeminiMixin, CleanupMixin, RemoteConsoleMixin):
                 self.reset()
                 h.send_json(200, {"ok": True})
             elif route == ("GET", "/_sim/faults"):
-                h.send_json(200, {"faults": self.faults(), "rates": self.fault_rates()})
+                h.send_json(200, {"faults": self.faults(), "rates": self.fault_rates(),
+                                  "cleanup_rates": self.fault_rates("cleanup")})
             elif route == ("POST", "/_sim/faults"):
                 _need_object(body, "fault body")
                 if "rates" in body:
-                    self.set_fault_rates(body["rates"], seed=body.get("seed"))
+                    self.set_fault_rates(body["rates"], seed=body.get("seed"), method=body.get("method", "create"))
                 else:
                     _only(body, _FAULT_FIELDS, "fault")
                     if "kind" not in body:

@@ -1,7 +1,8 @@
 """Fault rules, random fault rates, and picking the fault for a request (or a webhook delivery).
 
 API fault rules queue FIFO per method and optional idem key; a rule applies to the next ``count``
-matching requests. Random rates apply to creates no rule matches. Webhook fault rules are a separate
+matching requests. Random rates apply to creates no rule matches: Gemini's (``create``) and the clean-up API's
+(``cleanup``), each method drawing from its own seeded generator. Webhook fault rules are a separate
 FIFO queue, consumed when an interaction's event is generated.
 """
 
@@ -46,6 +47,9 @@ WEBHOOK_FAULT_KINDS: tuple[str, ...] = get_args(WebhookFaultKind)
 ``seconds``), ``duplicate`` (sent again, same ``webhook-id``, after it was taken), ``bad_signature``
 (first attempt signed with another secret), ``out_of_order`` (held back until the next delivery was
 sent, or at most ``seconds`` when given)."""
+
+RATE_METHODS: tuple[str, ...] = ("create", "cleanup")
+"""The creates random fault rates can apply to: Gemini's and the clean-up API's."""
 
 RANDOM_SLOW_SECONDS = 1.0
 """Delay used by a ``slow`` fault drawn in random mode."""
@@ -138,6 +142,8 @@ class FaultsMixin(_SimBase):
     _rules: list[FaultRule]
     _rates: dict[str, float]
     _rng: random.Random
+    _method_rates: dict[str, tuple[dict[str, float], random.Random]]
+    """Random fault rates of the other creates (RATE_METHODS but ``create``), each with its own generator."""
     _webhook_rules: list[WebhookFaultRule]
     webhook_drop_rate: float
     error_shape: str  # the shape of the error answers a fault gives none for, and of the API's own errors
@@ -147,6 +153,7 @@ class FaultsMixin(_SimBase):
         self._rules = []
         self._rates = {}
         self._rng = random.Random()
+        self._method_rates = {}
         self._webhook_rules = []
         self.webhook_drop_rate = 0.0
 
@@ -218,11 +225,19 @@ class FaultsMixin(_SimBase):
         with self._lock:
             self._rules.clear()
             self._rates = {}
+            self._method_rates = {}
 
     def set_fault_rates(
-        self, rates: Mapping[str, float], seed: int | None = None
+        self, rates: Mapping[str, float], seed: int | None = None, method: str = "create"
     ) -> None:
-        """Enable random faults for creates no rule matches: ``{kind: probability}``."""
+        """Enable random faults for the creates of ``method`` no rule matches: ``{kind: probability}``.
+
+        ``method`` is one of RATE_METHODS: "create" (Gemini's creates) or "cleanup" (the clean-up API's). Each
+        method draws from its own generator seeded with ``seed``, so setting one method's rates changes no draw of
+        the other's. Raises ValueError for an unknown method or kind, a rate outside [0, 1], or rates summing
+        above 1."""
+        if method not in RATE_METHODS:
+            raise ValueError(f"unknown method {method!r} for fault rates; expected one of {RATE_METHODS}")
         clean: dict[str, float] = {}
         for kind, rate in rates.items():
             if kind.startswith("status:"):
@@ -240,18 +255,25 @@ class FaultsMixin(_SimBase):
         if sum(clean.values()) > 1.0 + 1e-9:
             raise ValueError("fault rates must sum to at most 1")
         with self._lock:
-            self._rates = clean
-            self._rng = random.Random(seed)
+            if method == "create":
+                self._rates = clean
+                self._rng = random.Random(seed)
+            elif clean:
+                self._method_rates[method] = (clean, random.Random(seed))
+            else:
+                self._method_rates.pop(method, None)
 
     def faults(self) -> list[dict[str, Any]]:
         """Return the pending fault rules (with remaining counts) as dicts."""
         with self._lock:
             return [asdict(r) for r in self._rules]
 
-    def fault_rates(self) -> dict[str, float]:
-        """The random fault rates in force (``{}``: random mode off)."""
+    def fault_rates(self, method: str = "create") -> dict[str, float]:
+        """The random fault rates in force for ``method``'s creates (``{}``: random mode off)."""
         with self._lock:
-            return dict(self._rates)
+            if method == "create":
+                return dict(self._rates)
+            return dict(self._method_rates.get(method, ({}, self._rng))[0])
 
     # -- webhook faults ------------------------------------------------------
     def add_webhook_fault(
@@ -317,10 +339,11 @@ class FaultsMixin(_SimBase):
                 error_shape=rule.error_shape,
                 retry_after_ms=rule.retry_after_ms,
             )
-        if method == "create" and self._rates:
-            draw = self._rng.random()
+        rates, rng = (self._rates, self._rng) if method == "create" else self._method_rates.get(method, ({}, self._rng))
+        if rates:
+            draw = rng.random()
             acc = 0.0
-            for kind, rate in self._rates.items():
+            for kind, rate in rates.items():
                 acc += rate
                 if draw < acc:
                     # "status" draws a 503; "status:400" draws that code.

@@ -381,6 +381,33 @@ def test_random_fault_rates_are_seeded() -> None:
     assert "ok" in first and "503" in first
 
 
+def test_cleanup_fault_rates_draw_apart_from_the_creates() -> None:
+    def outcomes(seed: int, with_cleanup_rates: bool) -> tuple[list[int], list[str]]:
+        with Simulator().start() as s:
+            s.set_fault_rates({"status": 0.5}, seed=seed)
+            if with_cleanup_rates:
+                s.set_fault_rates({"status": 0.5}, seed=seed, method="cleanup")
+            cleanups = [call(s, "POST", "/cleanup", {"bucket": "a"}, {"Idempotency-Key": f"c{i}"})[0]
+                        for i in range(12)]
+            creates = []
+            client = make_client(s)
+            for i in range(12):
+                try:
+                    create(client, f"r{i}")
+                    creates.append("ok")
+                except gi.InternalServerError:
+                    creates.append("503")
+            return cleanups, creates
+
+    cleanups, creates = outcomes(7, True)
+    assert set(cleanups) == {202, 503} and cleanups == outcomes(7, True)[0]
+    plain_cleanups, plain_creates = outcomes(7, False)
+    assert plain_cleanups == [202] * 12  # without rates of their own, clean-ups draw no fault
+    assert creates == plain_creates  # the clean-ups' draws change no create's
+    with Simulator().start() as s, pytest.raises(ValueError, match="unknown method"):
+        s.set_fault_rates({"status": 0.1}, method="get")
+
+
 # -- cleanup API -------------------------------------------------------------------------
 def test_cleanup_dedupes_by_key(sim: Simulator) -> None:
     payload = {"bucket": "a", "older_than_days": 30}
