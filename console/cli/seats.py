@@ -33,10 +33,14 @@ def simulator(
     complete_after: Annotated[float, typer.Option("--complete-after", help="Seconds until a job completes.")] = 0.0,
     fault_rate: Annotated[list[str] | None, typer.Option("--fault-rate", help="kind=rate, repeatable.")] = None,
     seed: Annotated[int | None, typer.Option("--seed")] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="Listen on the port this config's gemini remote base_url names (what `init` wrote).")] = None,
 ) -> None:
     """Serve the loopback simulator of the Gemini Interactions API (and a clean-up API) until Ctrl-C."""
     from ledger import simulator as sim
 
+    if config is not None:
+        port = simulator_port_of(config)
     within("--port", port, 0, 65535)
     within("--complete-after", complete_after, 0, 86400)
     if seed is not None:
@@ -55,6 +59,20 @@ def simulator(
             raise
         raise BadInput(f"simulator: port {port} on {host} is in use; pick another with --port or use --port 0") from None
     raise typer.Exit(code)
+
+
+def simulator_port_of(config: Path) -> int:
+    """The port of the first remote in `config` whose base_url is on 127.0.0.1 with a port; BadInput if none is
+    (ConfigError if the config does not load)."""
+    from urllib.parse import urlsplit
+
+    from ledger import load_config
+
+    for rc in load_config(config).remotes.values():
+        parts = urlsplit(rc.base_url or "")
+        if parts.hostname == "127.0.0.1" and parts.port:
+            return parts.port
+    raise BadInput(f"simulator --config {config}: no remote's base_url is on 127.0.0.1 with a port; give --port")
 
 
 @command(PANEL, options=("ledger", "config", "operator"))

@@ -4,6 +4,7 @@ account's signing key) and `policy`."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -66,7 +67,7 @@ bob = ["triage", "approver"]
 kind = "gemini"
 model = "gemini-flash-latest"
 api_key_env = "GEMINI_API_KEY"
-base_url = "http://127.0.0.1:8765"   # the bundled simulator (`reclaim simulator`); remove for Google
+base_url = "http://127.0.0.1:{port}"   # the bundled simulator (`reclaim simulator --config reclaim.toml`); remove for Google
 timeout_seconds = 30
 
 [operations."article.generate"]
@@ -75,21 +76,44 @@ daily_quota = 200
 sink = "results"
 """
 
+SIMULATOR_PORT = 8765
+"""The port the starter config gives the bundled simulator when it is free on 127.0.0.1."""
+
+
+def free_simulator_port(preferred: int = SIMULATOR_PORT) -> int:
+    """`preferred` when a listening socket can be bound to it on 127.0.0.1 now, else a port the system hands out
+    free (bind to port 0). Nothing stays bound: the port is free when this returns, not reserved. Raises OSError
+    only when no loopback port can be bound at all."""
+    for port in (preferred, 0):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                if port == 0:
+                    raise
+                continue
+            return int(s.getsockname()[1])
+    raise AssertionError("unreachable: binding port 0 returns or raises")
+
 
 @command(PANEL)
 def init(s: Session) -> None:
     """Create the ledger file (or migrate an older one forward).
 
-    The config is checked if present; if missing, a starter config pointing at the bundled simulator
-    on 127.0.0.1:8765 is written there.
+    The config is checked if present; if missing, a starter config pointing at the bundled simulator is written
+    there, on 127.0.0.1:8765 when that port is free, else on another free port (`reclaim simulator --config`
+    listens where it points).
     """
     ledger, config = s.ledger, s.config
     wrote_config = False
+    port: int | None = None
     wrote_key: Path | None = None
     if config.exists():
         cfg = s.load()
     elif config.parent.is_dir():
-        config.write_text(STARTER_CONFIG.replace("{account}", json.dumps(os_account())), encoding="utf-8")
+        port = free_simulator_port()
+        config.write_text(STARTER_CONFIG.replace("{account}", json.dumps(os_account())).replace(
+            "{port}", str(port)), encoding="utf-8")
         wrote_config = True
         cfg = s.load()
     else:
@@ -109,7 +133,8 @@ def init(s: Session) -> None:
                           "owner_key": owner_key, "permission_warnings": loose})
     else:
         if wrote_config:
-            output.line(f"wrote a starter config: {config} (edit [operators] and [remotes] before real use)")
+            output.line(f"wrote a starter config: {config} (edit [operators] and [remotes] before real use; its "
+                        f"simulator is on 127.0.0.1:{port}: reclaim simulator --config {config})")
         if wrote_key:
             output.line(f"wrote your signing key: {wrote_key} (mode 0600; it signs as you: keep a copy apart "
                         "from the ledger, readable by you alone)")

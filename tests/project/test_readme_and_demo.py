@@ -1,13 +1,14 @@
 """The README's quick start, run literally; and `reclaim demo` headless, leaving no process behind.
 
-The quick start names a fixed port (8765) for a human to type. The test runs the very same commands
-but lets the simulator pick a free port (`--port 0`), then points the starter config `reclaim init`
-wrote at that port -- after checking that the config pointed at the README's port -- so two runs (or
-anything else on 8765) never collide.
+The quick start's `reclaim init` writes the simulator's port into the starter config (8765 when free, else
+another free one) and `reclaim simulator --config reclaim.toml` listens there. The test runs the very same
+commands, unchanged, while it holds 8765 itself (when nothing else does), so `init` picks another free port and
+two runs (or anything else on 8765) never collide.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -61,18 +62,18 @@ def test_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
     commands = _quickstart_commands()
     sim_cmds = [c for c in commands if shlex.split(c.rstrip("&"))[:2] == ["reclaim", "simulator"]]
     assert len(sim_cmds) == 1 and sim_cmds[0].endswith("&"), commands
-    readme_port = re.search(r"--port (\d+)\b", sim_cmds[0])
-    assert readme_port, sim_cmds[0]
-    readme_url = f"http://127.0.0.1:{readme_port.group(1)}"
+    assert "--config reclaim.toml" in sim_cmds[0] and "--port" not in sim_cmds[0], sim_cmds[0]
     sim_url = ""
     background: list[subprocess.Popen[bytes]] = []
     outputs: list[tuple[str, int, str]] = []
+    held = socket.socket()
     try:
+        with contextlib.suppress(OSError):  # already taken by something else: taken all the same
+            held.bind(("127.0.0.1", 8765))
+            held.listen(1)
         for cmd in commands:
             if cmd.endswith("&"):
                 argv = shlex.split(cmd[:-1])
-                if cmd == sim_cmds[0]:
-                    argv[argv.index("--port") + 1] = "0"  # the only change: a free port instead of 8765
                 background.append(subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE))
                 assert background[-1].stdout is not None
                 line = background[-1].stdout.readline().decode()
@@ -83,13 +84,8 @@ def test_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
             res = subprocess.run(shlex.split(cmd), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
             outputs.append((cmd, res.returncode, res.stdout + res.stderr))
             assert res.returncode == 0, (cmd, res.stdout, res.stderr)
-            if shlex.split(cmd)[:2] == ["reclaim", "init"]:
-                # The starter config points at the port the README starts the simulator on; repoint it.
-                toml = tmp_path / "reclaim.toml"
-                text = toml.read_text(encoding="utf-8")
-                assert f'base_url = "{readme_url}"' in text, text
-                toml.write_text(text.replace(readme_url, sim_url), encoding="utf-8")
-        assert sim_url.startswith("http://127.0.0.1:"), sim_url
+        assert sim_url.startswith("http://127.0.0.1:") and not sim_url.endswith(":8765"), sim_url
+        assert f'base_url = "{sim_url}"' in (tmp_path / "reclaim.toml").read_text(encoding="utf-8")
         status = subprocess.run(["reclaim", "status", "--json"], cwd=tmp_path, env=env, capture_output=True,
                                 text=True, timeout=60)
         doc = json.loads(status.stdout)
@@ -112,6 +108,7 @@ def test_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
         with urllib.request.urlopen(f"{sim_url}/_sim/calls", timeout=30) as reply:
             assert json.loads(reply.read())["by_method"]["create"] == 2  # the new job sent once
     finally:
+        held.close()
         for p in background:
             p.terminate()
             p.wait(10)
