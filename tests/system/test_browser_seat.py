@@ -63,6 +63,13 @@ SCREEN_JS = """() => {
 }"""
 
 
+STARTING_JS = """document.addEventListener("DOMContentLoaded", () => {
+  const el = document.querySelector(".starting");
+  window.reclaimStartingShown = el && getComputedStyle(el).display !== "none" && el.getBoundingClientRect().height > 0
+    ? el.textContent : null;
+});"""
+
+
 def _wait_for(pred: Callable[[], Any], timeout: float, step: float = 0.02, what: str = "condition") -> Any:
     """Poll `pred` until truthy (returned), else fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
@@ -378,6 +385,8 @@ def test_bob_through_nginx_records_the_preset_finding_as_himself(
     requests: list[str] = []
     context.on("request", lambda r: requests.append(r.url))
     page = context.new_page()
+    # What the page shows once parsed, before textual-serve's script runs (on load) and opens the websocket.
+    page.add_init_script(STARTING_JS)
     sockets: list[str] = []
     page.on("websocket", lambda ws: sockets.append(ws.url))
     try:
@@ -385,6 +394,9 @@ def test_bob_through_nginx_records_the_preset_finding_as_himself(
         assert page.title() == "reclaim — bob"
         page.locator(".xterm-helper-textarea").focus()
         wait_screen(page, "bob · approver, triage")
+        # Not a black page until the console paints: it said so, and says it no longer.
+        assert page.evaluate("window.reclaimStartingShown") == "starting the console…"
+        assert page.locator(".starting").is_hidden()
         assert "alice" not in screen(page)
         assert len(seat.consoles) == 1
         wait_screen(page, "seat-held")  # the held job, first in the held table
