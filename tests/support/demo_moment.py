@@ -6,7 +6,9 @@ worker passes and the real SDK against a loopback simulator: only the clock is a
 `START`, so every time, id and count is the same on every run. The screenshots are drawn over it.
 
 What `make demo` adds that is left out here: the webhook receiver (its deliveries race the worker's passes
-and are signed with the wall clock), so no held job is resolved by evidence at this moment. What differs:
+and are signed with the wall clock), so no held job is resolved by evidence at this moment; and the faults on
+storage clean-ups (`CLEANUP_FAULT_RATES`, drawn apart from the creates': tests/console/test_demo_cleanup_faults.py
+drives them), so this moment's held jobs are its Gemini jobs. What differs:
 the worker passes run with a 5 s remote timeout and a 60 s lease (the demo's config file says 1.5 s and
 5 s): those are measured on the wall clock, and the demo's margins are thin enough that a loaded machine
 would turn a slow ordinary send into a held or abandoned one and draw a different moment. Faults do not
