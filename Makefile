@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 unexport PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
 
-.PHONY: test test-fast fuzz demo demo-pg bench lint screenshots venv clean system-deps pg-server prometheus
+.PHONY: test test-fast fuzz demo demo-seat demo-pg bench lint screenshots venv clean system-deps pg-server prometheus
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -87,6 +87,12 @@ lint: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/reclaim demo
+
+# The demo with its browser seat: nginx (basic auth, alice or bob, the password it prints) in front of `reclaim serve`
+# on a free loopback port, `[serve] public_url` set so `y` copies links that open. nginx comes from Debian.
+demo-seat: SEAT_TOOLS := /usr/sbin/nginx
+demo-seat: $(STAMP) system-deps
+	$(BIN)/reclaim demo --seat
 
 # The demo on PostgreSQL: a throwaway server, two worker processes on one ledger (ARGS, e.g. --no-ui --seconds 20).
 demo-pg: $(STAMP) pg-server

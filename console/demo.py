@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from console import output
+from console import demo_seat, output
 from ledger import create_ledger, load_config, shown_ledger
 
 DEMO_OPERATORS = {"alice": ["triage"], "bob": ["triage", "approver"]}
@@ -100,10 +100,13 @@ class DemoProcesses:
     feeder: subprocess.Popen[str] | None = None
     receiver: subprocess.Popen[str] | None = None
     workers: list[subprocess.Popen[str]] = field(default_factory=list)
+    seat: list[subprocess.Popen[str]] = field(default_factory=list)
+    """`reclaim serve` and nginx in front of it (`reclaim demo --seat`)."""
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM each process, wait (bounded), then SIGKILL what is left."""
-        procs = [p for p in (self.feeder, *self.workers, self.receiver, self.simulator) if p is not None]
+        procs = [p for p in (*reversed(self.seat), self.feeder, *self.workers, self.receiver, self.simulator)
+                 if p is not None]
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -196,15 +199,20 @@ def start_feeder(ledger: Path | str, config: Path, log: Path, rate: float) -> su
 
 
 def run_demo(folder: Path, *, ui: bool, seconds: float, operator: str, rate: float, ledger_url: str | None = None,
-             workers: int = 1) -> int:
+             workers: int = 1, seat: bool = False) -> int:
     """Run the demo; with ui=False, run headless for `seconds` and print where things ended. `ledger_url`
-    puts the ledger on PostgreSQL; `workers` > 1 adds plain worker processes beside the feeding one."""
+    puts the ledger on PostgreSQL; `workers` > 1 adds plain worker processes beside the feeding one; `seat` opens
+    the browser seat on the demo's ledger too (console.demo_seat; a SQLite ledger only)."""
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "demo.log"
     sim, url = start_simulator(log, FAULT_RATES, SIMULATOR_SEED, CLEANUP_FAULT_RATES)
     procs = DemoProcesses(simulator=sim)
     try:
         ledger, config = prepare(folder, url, ledger_url)
+        seat_plan = None
+        if seat:
+            seat_plan = demo_seat.plan_seat(folder)
+            demo_seat.write_configs(seat_plan, config)
         os.environ.setdefault(SECRET_ENV, "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode())
         procs.receiver, receiver_url = start_receiver(ledger, config, log)
         point_webhooks(url, receiver_url, os.environ[SECRET_ENV])
@@ -213,6 +221,11 @@ def run_demo(folder: Path, *, ui: bool, seconds: float, operator: str, rate: flo
         output.line(f"demo: simulator at {url} (its remote console: {url}/console/interactions?format=html); "
                     f"webhooks to {receiver_url}; ledger {shown_ledger(ledger)}; {workers} worker process(es); "
                     f"config {config}; logs {log}")
+        if seat_plan is not None:
+            assert isinstance(ledger, Path)
+            procs.seat = demo_seat.start_seat(seat_plan, ledger, folder, log)
+            output.line(f"demo: browser seat at {seat_plan.url} as alice or bob, password {seat_plan.password} "
+                        f"(basic auth by nginx; the seat's config {seat_plan.seat_config})")
         if ui:
             from console.app import run_console
 

@@ -150,6 +150,8 @@ def demo(
     pg: Annotated[str | None, typer.Option("--pg", help="Put the ledger in this PostgreSQL database "
                                            "(a postgresql:// URL; `make demo-pg` starts a throwaway one).")] = None,
     workers: Annotated[int, typer.Option("--workers", help="Worker processes (the first also makes jobs).")] = 1,
+    seat: Annotated[bool, typer.Option("--seat", help="Open the browser seat on the demo too (nginx with basic "
+                                       "auth in front of `reclaim serve`; needs nginx).")] = False,
 ) -> None:
     """Start a simulator and a worker with a job generator, open the console; stop them on quit."""
     from console.demo import ledger_holders, run_demo
@@ -160,6 +162,8 @@ def demo(
     within("--workers", workers, 1, 16)
     if pg is not None and not is_url(pg):
         raise BadInput(f"--pg {pg!r}: not a postgresql:// URL")
+    if seat and pg is not None:
+        raise BadInput("demo: --seat opens the seat on the demo's SQLite ledger; leave out --pg")
     holders = ledger_holders(folder / "reclaim.db") if pg is None else []
     if holders:
         pid, argv = holders[0]
@@ -173,4 +177,4 @@ def demo(
             (folder / old).unlink()
             output.line(f"demo: removed the previous demo ledger {folder / old}; starting fresh")
     raise typer.Exit(run_demo(folder, ui=not no_ui, seconds=seconds, operator=operator, rate=rate, ledger_url=pg,
-                              workers=workers))
+                              workers=workers, seat=seat))
