@@ -70,6 +70,17 @@ class RemoteAnswers:
             parts.append("PAUSED")
         return f"{self.name} ({self.kind}): " + "; ".join(parts)
 
+    def beyond_capabilities(self) -> str:
+        """What `line()` adds to the sentences a held-job screen already shows for this remote (what it can be asked
+        and whether webhooks are on, `ledger.job_detail.remote_lines`): whether a webhook was verified lately, how
+        long it keeps its records, and PAUSED when it is paused. Said once, not again beside those sentences."""
+        parts = [] if self.webhooks == "not configured" else [f"webhooks {self.webhooks}"]
+        parts.append(f"keeps records {self.keeps_records_days} d" if self.keeps_records_days
+                     else "retention not declared")
+        if self.paused:
+            parts.append("PAUSED")
+        return f"{self.name}: " + "; ".join(parts)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (times as epoch seconds)."""
         return {**self.__dict__, "operations": list(self.operations)}

@@ -33,8 +33,8 @@ def read_job_then_remote(
     with_previews: bool = False,
 ) -> None:
     """From a thread worker of `screen`: read `key` (and, `with_previews`, a preview of every triage action for the
-    operator) and post `loaded(detail)`; then post `answered(lines)`: what the job's remote can answer, ending as
-    `reclaim remotes` says, read from the config and the ledger without building the adapter (no SDK imported).
+    operator) and post `loaded(detail)`; then post `answered(lines)`: what the job's remote can answer, ending with what
+    `reclaim remotes` says beyond it (each thing once), read from the config and the ledger without building the adapter (no SDK imported).
     Nothing is posted once the worker is cancelled, nor a remote for a job not in the ledger."""
     app = screen.reclaim
     worker = get_current_worker()
@@ -49,6 +49,6 @@ def read_job_then_remote(
             return
         lines = ledger.remote_lines(detail.job)
     if detail.answers is not None:
-        lines.append(detail.answers.line())
+        lines.append(detail.answers.beyond_capabilities())  # the rest of `reclaim remotes`' line is said above
     if not worker.is_cancelled:
         screen.post_message(answered(lines))

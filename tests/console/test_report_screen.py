@@ -59,15 +59,20 @@ async def test_the_held_job_screens_show_what_the_remote_can_answer(demo: Demo) 
     conn = connect(demo.ledger, readonly=True)
     try:
         remote = demo.config.operations[key.operation].remote
-        expected = next(a.line() for a in answers(conn, demo.config, demo.clock.now()) if a.name == remote)
+        expected = next(a.beyond_capabilities() for a in answers(conn, demo.config, demo.clock.now())
+                        if a.name == remote)
     finally:
         conn.close()
-    assert expected.startswith(f"{remote} (gemini): lookup by handle only")
+    assert expected == f"{remote}: retention not declared"  # webhooks off: said once, above
     app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)  # type: ignore[arg-type]
     async with app.run_test(size=(160, 48)) as pilot:
         app.open_job(key)
         await wait_loaded(pilot, JobScreen)
-        assert expected in str(app.screen.query_one("#job-remote").content)
+        shown = str(app.screen.query_one("#job-remote").content)
+        assert expected in shown
+        # Each thing once: what the remote can be asked, and whether webhooks are on.
+        assert shown.count("look a job up by its handle") == 1 and "lookup by handle only" not in shown
+        assert shown.count("webhooks are off") == 1 and "webhooks not configured" not in shown
         app.open_triage(key)
         await wait_loaded(pilot, TriageScreen)
         assert expected in str(app.screen.query_one("#triage-remote").content)
