@@ -46,6 +46,8 @@ JOBS: list[Binding] = [
     Binding("w", "views", "Views", id="jobs.views"),
     Binding("W", "save_view", "Save view", id="jobs.save_view", show=False),
     Binding("b", "bulk_assign", "Bulk assign", id="jobs.bulk_assign"),
+    Binding("space", "mark", "Mark", id="jobs.mark"),
+    Binding("B", "batch", "Batch decide", id="jobs.batch"),
     Binding("right_square_bracket", "next_page", "Next page", id="jobs.next_page"),
     Binding("left_square_bracket", "prev_page", "Prev page", id="jobs.prev_page"),
     Binding("escape", "back", "Back", id="jobs.back"),
@@ -134,7 +136,7 @@ SCOPES: dict[str, list[Binding]] = {
     "Confirmation": CONFIRM,
     "Command line": COMMAND,
     "Choose a job or view": PICK,
-    "Save view / bulk assign": FORM,
+    "Save view, bulk, batch": FORM,
     "Help": HELP,
 }
 

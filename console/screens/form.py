@@ -11,6 +11,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
 from console.bindings import FORM
@@ -58,7 +59,11 @@ class FormScreen(ModalScreen[str | None]):
                          id="form-keys")
 
     def on_mount(self) -> None:
-        self.query(Input).first().focus()
+        self.first_field().focus()
+
+    def first_field(self) -> Widget:
+        """The field focused when the form opens (the first input; override)."""
+        return self.query(Input).first()
 
     def say(self, text: Text | str, *, error: bool = False) -> None:
         """Show `text` in the form (an error in red)."""

@@ -1,7 +1,9 @@
 """A group's jobs, one page at a time from the ledger, sortable by age and filtered by typing.
 
 `w` shows one of the operator's saved views, `W` saves the group and filter as one, `b` bulk-assigns the held jobs
-the filter matches (count first, then a confirmation). A filter the ledger refuses (an unknown key) is said on the
+the filter matches (count first, then a confirmation). Space marks a held job; `B` decides the marked jobs (else the
+held jobs the filter matches) at once: one finding, or one release, reject or remediate, planned and confirmed once,
+each job its own event (console.screens.batch). A filter the ledger refuses (an unknown key) is said on the
 feedback line and leaves the list as it was.
 """
 
@@ -34,7 +36,7 @@ from console.widgets.group_tile import GroupTile
 from console.widgets.job_table import JobTable
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
-from ledger import Job, JobPage, SavedView
+from ledger import Job, JobKey, JobPage, SavedView
 
 JOBS_BY_ID = {b.id: b for b in JOBS}
 HELD_KEY = next(b for b in APP if b.id == "app.group.held")
@@ -77,6 +79,9 @@ class JobListScreen(ReclaimScreen):
         self._show_timer: Timer | None = None
         self._fresh = False
         self._refused = False  # the feedback line says the filter was refused
+        self._acted: set[JobKey] = set()  # the jobs this console's last batch acted on
+        self.marked: dict[JobKey, None] = {}
+        """The held jobs marked for a batch decision, in the order they were marked."""
 
     def compose(self) -> ComposeResult:
         yield LedgerHeader()
@@ -213,6 +218,8 @@ class JobListScreen(ReclaimScreen):
         self.reclaim.open_job(message.key)
 
     def on_job_table_job_left(self, message: JobTable.JobLeft) -> None:
+        if message.key in self._acted:
+            return  # it left because of this console's own batch, which the feedback line already reports
         page = self.page
         where = f"the {page.group} jobs" + (" shown (filtered)" if page and page.filter_text else "") if page else "the list"
         self.feedback(job_left_text(message.key, message.now_on, where, self.reclaim.feed))
@@ -232,6 +239,11 @@ class JobListScreen(ReclaimScreen):
             return True if job is not None and job.state in TRIAGE_STATES else None
         if action == "bulk_assign":
             return True if self._bulk_refusal() is None else None
+        if action == "mark":
+            job = self._job_at_cursor()
+            return True if job is not None and job.state == "held" else None
+        if action == "batch":
+            return True if self._batch_refusal() is None else None
         return True
 
     def disabled_reason(self, action: str, params: tuple[object, ...]) -> str:
@@ -242,7 +254,66 @@ class JobListScreen(ReclaimScreen):
             return f"{clean(job.job_id, 80)} is {job.state}; only held or failed jobs are triaged"
         if action == "bulk_assign":
             return self._bulk_refusal() or "not available here"
+        if action == "mark":
+            job = self._job_at_cursor()
+            if job is None:
+                return "no job at the cursor"
+            return f"{clean(job.job_id, 80)} is {job.state}; only held jobs are marked for a batch decision"
+        if action == "batch":
+            return self._batch_refusal() or "not available here"
         return super().disabled_reason(action, params)
+
+    def _batch_refusal(self) -> str | None:
+        """Why `B` may not open the batch decision now (read-only, the group, a refused filter), or None. The roles
+        are each job's own question: the plan says, job by job, who may do what."""
+        if self.reclaim.source.read_only:
+            return "the console is read-only (--read-only)"
+        if self.marked:
+            return None
+        if self.group != "held":
+            held = self.reclaim.key_label(HELD_KEY)
+            return f"a batch decides held jobs; this list shows {self.group} jobs ({held} shows the held jobs)"
+        if self.page is not None and self.page.error and self.page.filter_text == self.filter_text:
+            return f"the filter is refused: {self.page.error}"
+        return None
+
+    def action_mark(self) -> None:
+        """Mark (or unmark) the held job at the cursor for a batch decision, and move to the next row."""
+        job = self._job_at_cursor()
+        if job is None or job.state != "held":
+            return
+        if job.key in self.marked:
+            del self.marked[job.key]
+        else:
+            self.marked[job.key] = None
+        table = self.query_one(JobTable)
+        table.set_marks(set(self.marked))
+        table.action_cursor_down()
+        self._say_marks()
+
+    def _say_marks(self) -> None:
+        n = len(self.marked)
+        key = self.reclaim.key_label(JOBS_BY_ID["jobs.batch"])
+        self.feedback(f"{n} held job{'s' if n != 1 else ''} marked — {key} decides them at once" if n else
+                      "no job marked")
+
+    def action_batch(self) -> None:
+        """Decide the marked held jobs (else those the filter matches) at once: a plan, then one confirmation."""
+        refusal = self._batch_refusal()
+        if refusal is not None:
+            self.feedback(Text.assemble(("batch not available: ", "bold"), refusal), error=True)
+            return
+        from console.screens.batch import BatchScreen
+
+        form = BatchScreen(self.filter_text, list(self.marked))
+        self.app.push_screen(form, lambda said: self._batch_done(said, form.acted))
+
+    def _batch_done(self, said: str | None, acted: set[JobKey]) -> None:
+        if said:
+            self._acted = acted
+            self.marked.clear()
+            self.query_one(JobTable).set_marks(set())
+        self._form_done(said)
 
     def _bulk_refusal(self) -> str | None:
         """Why `b` may not open the bulk assign now (the action table's role, the group, the filter), or None."""

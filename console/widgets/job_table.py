@@ -12,6 +12,9 @@ from console.widgets.column_fit import columns_in_use, ellipsised, fit_widths
 from console.widgets.held_table import stage_text
 from ledger import Job, JobKey, JobPage
 
+MARK = "● "
+"""Before a marked job's id."""
+
 
 class JobTable(DataTable[Text]):
     """A page of jobs (age, id, operation, state, target, owner, attempt, last word); Enter opens one.
@@ -60,6 +63,8 @@ class JobTable(DataTable[Text]):
         self._shown: list[tuple[Job, str, str]] | None = None
         self._rows: list[tuple[Text, ...]] = []
         self._room = 0
+        self.marks: set[JobKey] = set()
+        """The jobs shown marked (for a batch decision)."""
 
     def on_mount(self) -> None:
         self._draw()
@@ -104,10 +109,38 @@ class JobTable(DataTable[Text]):
         was_on = self.key_at_cursor() if follow else None
         self._keys = [job.key for job in page.jobs]
         self._jobs = list(page.jobs)
-        self._rows = [
+        self._rows = self._cells(shown)
+        self._draw()
+        if was_on in self._keys:
+            row = self._keys.index(was_on)
+        if row > 0 and page.jobs:  # clear() put the cursor on the first row; moving it there again scrolls
+            self.move_cursor(row=min(row, len(page.jobs) - 1))
+        if was_on is not None and was_on not in self._keys:
+            self.post_message(self.JobLeft(was_on, self.key_at_cursor()))
+
+    def set_marks(self, marks: set[JobKey]) -> None:
+        """Show `marks` (the jobs a batch will act on) with a mark before their id; the cursor stays where it is."""
+        if marks == self.marks:
+            return
+        self.marks = set(marks)
+        if self._shown is None:
+            return
+        row = self.cursor_row
+        self._rows = self._cells(self._shown)
+        self._draw()
+        if row > 0 and self._rows:
+            self.move_cursor(row=min(row, len(self._rows) - 1))
+
+    def _id_cell(self, job: Job) -> Text:
+        if job.key in self.marks:
+            return Text.assemble((MARK, "bold yellow"), safe_text(job.job_id, 200))
+        return safe_text(job.job_id, 200)
+
+    def _cells(self, shown: list[tuple[Job, str, str]]) -> list[tuple[Text, ...]]:
+        return [
             tuple(ellipsised(cell) for cell in (
                 Text(when),
-                safe_text(job.job_id, 200),
+                self._id_cell(job),
                 safe_text(job.operation, 80),
                 Text(job.state, style="bold red" if job.state == "held" else ""),
                 stage_text(said),
@@ -119,13 +152,6 @@ class JobTable(DataTable[Text]):
             ))
             for job, when, said in shown
         ]
-        self._draw()
-        if was_on in self._keys:
-            row = self._keys.index(was_on)
-        if row > 0 and page.jobs:  # clear() put the cursor on the first row; moving it there again scrolls
-            self.move_cursor(row=min(row, len(page.jobs) - 1))
-        if was_on is not None and was_on not in self._keys:
-            self.post_message(self.JobLeft(was_on, self.key_at_cursor()))
 
     def key_at_cursor(self) -> JobKey | None:
         """The job under the cursor, if any."""
