@@ -34,6 +34,7 @@ from console import bindings
 from console.bindings import Keymap, config_file_for, load_keymap
 from console.commands import CommandError, job_candidates, parse_command
 from console.live import FEED_SIZE, Abandoned, Follower, LedgerSource, Pulse, clock_time, detached
+from console.message_log import MessageLog
 from console.sanitize import clean, use_redactor
 from console.screens.base import ReclaimScreen, reason_for
 from console.screens.overview import OverviewScreen
@@ -55,6 +56,8 @@ from ledger import (
 )
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
     from console.screens.jobs import JobListScreen
     from ledger import RemoteCache
 
@@ -215,6 +218,8 @@ class ReclaimApp(App[int]):
         self._remotes_lock = threading.Lock()
         self.counts: dict[str, int] | None = None
         self.feed: list[Event] = []
+        self.messages = MessageLog()
+        """Every feedback line and toast said in this console, newest last (`L` shows them)."""
         self.pulses = 0
         self.polls = 0
         self._wake = threading.Event()
@@ -652,6 +657,25 @@ class ReclaimApp(App[int]):
     def action_notifications(self) -> None:
         """Show the notifications."""
         self.show_screen("notifications")
+
+    def log_said(self, screen: Screen[Any] | None, text: str, kind: str) -> None:
+        """Keep a message a screen's feedback line said (or a toast) in the message log, with when and where."""
+        where = getattr(screen, "log_name", None) or type(screen).__name__.removesuffix("Screen").lower()
+        self.messages.add(self.clock.now(), str(where), text, kind)
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """A toast, kept in the message log too."""
+        self.log_said(self.shown_screen(), f"{title}: {message}" if title else message,
+                      "error" if severity == "error" else "toast")
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    def action_messages(self) -> None:
+        """Show the message log: what the console said, newest last."""
+        from console.screens.messages import MessagesScreen
+
+        if not isinstance(self.screen, MessagesScreen):
+            self.push_screen(MessagesScreen())
 
     def action_help(self) -> None:
         """Show the keys."""

@@ -25,6 +25,7 @@ APP: list[Binding] = [
     Binding("n", "notifications", "Notifications", id="app.notifications"),
     Binding("v", "orphan_evidence", "Orphan evidence", id="app.orphan_evidence", show=False),
     Binding("p", "toggle_pause", "Pause live", id="app.pause"),
+    Binding("L", "messages", "Messages", id="app.messages", show=False),
     Binding("ctrl+r", "refresh", "Refresh", id="app.refresh", show=False),
     Binding("colon", "command", "Command", id="app.command"),
     *[
@@ -119,6 +120,10 @@ FORM: list[Binding] = [
     Binding("escape", "cancel", "Cancel", id="form.cancel"),
 ]
 
+MESSAGES: list[Binding] = [
+    Binding("escape", "close", "Close", id="messages.close"),
+]
+
 HELP: list[Binding] = [
     Binding("escape,question_mark,q", "close", "Close", id="help.close"),
 ]
@@ -137,6 +142,7 @@ SCOPES: dict[str, list[Binding]] = {
     "Command line": COMMAND,
     "Choose a job or view": PICK,
     "Save view, bulk, batch": FORM,
+    "Message log": MESSAGES,
     "Help": HELP,
 }
 

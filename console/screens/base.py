@@ -3,6 +3,7 @@ feedback line, disabled keys that say why, and Esc that asks before throwing typ
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
@@ -117,11 +118,13 @@ class ReclaimScreen(Screen[None]):
         self.reclaim.worker_state_changed(event)
 
     # -- feedback ----------------------------------------------------------------------------------------------
-    def feedback(self, text: Text | str, *, error: bool = False, prompt: bool = False) -> None:
-        """Say `text` on the screen's feedback line (a notification when the screen has none)."""
+    def feedback(self, text: Text | str, *, error: bool = False, prompt: bool = False,
+                 while_true: Callable[[], bool] | None = None) -> None:
+        """Say `text` on the screen's feedback line (a notification when the screen has none); with `while_true`,
+        taken back once that returns False."""
         lines = self.query(FeedbackLine)
         if lines:
-            lines.first().say(text, error=error, prompt=prompt)
+            lines.first().say(text, error=error, prompt=prompt, while_true=while_true)
         elif str(text):
             plain = text.plain if isinstance(text, Text) else text
             self.app.notify(clean(plain, 300, prose=isinstance(text, Text)), severity="warning" if error else "information", markup=False)

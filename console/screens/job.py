@@ -357,10 +357,10 @@ class JobScreen(ReclaimScreen):
         self._copied("job link", job_link(public, self.key))
 
     def _copied(self, name: str, value: str) -> None:
-        """Put `value` on the clipboard and confirm it in a toast naming what, and how long, it is."""
+        """Put `value` on the clipboard and say so on the feedback line, naming what, and how long, it is (this
+        replaces whatever the line said before, such as why an earlier copy key was not available)."""
         self.app.copy_to_clipboard(value)
-        self.app.notify(f"copied the {name} ({len(value)} characters): {clean(value, 120)}", title="copied",
-                        timeout=4, markup=False)
+        self.feedback(f"copied the {name} ({len(value)} characters): {clean(value, 120)}")
 
     def action_copy_url(self) -> None:
         """Copy the job's remote-console URL to the clipboard, whole, and say so on the feedback line."""

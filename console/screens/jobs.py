@@ -222,7 +222,10 @@ class JobListScreen(ReclaimScreen):
             return  # it left because of this console's own batch, which the feedback line already reports
         page = self.page
         where = f"the {page.group} jobs" + (" shown (filtered)" if page and page.filter_text else "") if page else "the list"
-        self.feedback(job_left_text(message.key, message.now_on, where, self.reclaim.feed))
+        table = self.query_one(JobTable)
+        empty = message.now_on is None
+        self.feedback(job_left_text(message.key, message.now_on, where, self.reclaim.feed),
+                      while_true=(lambda: table.key_at_cursor() is None) if empty else None)
 
     def on_data_table_row_highlighted(self) -> None:
         self.refresh_bindings()

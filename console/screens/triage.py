@@ -611,7 +611,6 @@ class TriageScreen(ReclaimScreen):
         self._outcome(Text.assemble((f"{message.action}: ", "bold green"), safe_text(message.outcome, 400)))
         if message.action == "query":
             self._queried = message.outcome  # the next read says which finding the answer points to
-        self.app.notify(clean(message.outcome, 300), title=message.action, markup=False)
         for selector in WRITTEN_FIELDS.get(message.action, ()):
             self.query_one(selector, Input).value = ""  # written: nothing is left to lose, so Esc asks nothing
         if message.action in ("reconcile", "release"):
@@ -626,8 +625,6 @@ class TriageScreen(ReclaimScreen):
         self.refresh_bindings()
         self._outcome(Text.assemble((f"{message.action} refused: ", "bold red"), safe_text(message.reason, 400),
                                     " — nothing was changed"), error=True)
-        self.app.notify(clean(message.reason, 300), title=f"{message.action} refused", severity="error",
-                        markup=False)
         self.reload()
 
     def _outcome(self, text: Text, error: bool = False) -> None:

@@ -17,6 +17,25 @@ def stage_text(words: str) -> Text:
     return safe_text(words, 120, style="bold yellow" if words.startswith("awaiting") else "")
 
 
+def short_stage(words: str) -> str:
+    """A stage in the fewest words, for a narrow table: 'approve (alice)', 'assigned to bob', 'needs finding' (the
+    owner and due time have their own columns, and the job screen says it whole)."""
+    prefix = "awaiting approval (finding by "
+    if words.startswith(prefix) and words.endswith(")"):
+        return f"approve ({words[len(prefix):-1]})"
+    if words.startswith("assigned to "):
+        return words.split(", due ", 1)[0]
+    return "needs finding" if words == "needs a finding" else words
+
+
+def narrow_rows(labels: list[str], rows: list[tuple[Text, ...]]) -> list[tuple[Text, ...]]:
+    """`rows` with their stage cells (when `labels` has a stage column) in their short words."""
+    if "stage" not in labels:
+        return rows
+    i = labels.index("stage")
+    return [(*row[:i], ellipsised(stage_text(short_stage(row[i].plain))), *row[i + 1:]) for row in rows]
+
+
 def short_reason(reason: str) -> str:
     """'send outcome unknown (timeout)' -> 'timeout': the table says 'held' already."""
     prefix = "send outcome unknown ("
@@ -59,9 +78,9 @@ class HeldTable(DataTable[Text]):
     HIDEABLE = ("owner", "due", "target")
     """Columns drawn only when some row has something in them."""
     NARROW = 100
-    NARROW_HIDDEN = ("operation", "target")
-    """Below NARROW cells the operation and the target give their room to the id and the stage (the job screen,
-    Enter, has them whole, with the full id)."""
+    NARROW_HIDDEN = ("operation", "target", "owner")
+    """Below NARROW cells the operation, the target and the owner give their room to the id and the stage, which
+    then says who owns it in its short words (the job screen, Enter, has them whole, with the full id)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
@@ -93,6 +112,8 @@ class HeldTable(DataTable[Text]):
             use = [i for i in use if self.LABELS[i] not in self.NARROW_HIDDEN]
         labels = [self.LABELS[i] for i in use]
         rows = [tuple(row[i] for i in use) for row in self._rows]
+        if 0 < self._room < self.NARROW:
+            rows = narrow_rows(labels, rows)
         flex = [use.index(i) for i in self.FLEX if i in use]
         widths = fit_widths(labels, rows, self._room or 100, flex=flex, minimum=[self.MINIMUM[i] for i in use])
         row = self.cursor_row

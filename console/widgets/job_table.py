@@ -9,7 +9,7 @@ from textual.widgets import DataTable
 from console.live import age
 from console.sanitize import safe_text
 from console.widgets.column_fit import columns_in_use, ellipsised, fit_widths
-from console.widgets.held_table import stage_text
+from console.widgets.held_table import narrow_rows, stage_text
 from ledger import Job, JobKey, JobPage
 
 MARK = "● "
@@ -53,8 +53,9 @@ class JobTable(DataTable[Text]):
     HIDEABLE = ("stage", "target", "owner")
     """Columns drawn only when some row on the page has something in them."""
     NARROW = 100
-    NARROW_HIDDEN = ("operation", "target", "try")
-    """Below NARROW cells these give their room to the id and the stage (Enter opens the job, whole)."""
+    NARROW_HIDDEN = ("operation", "target", "try", "owner")
+    """Below NARROW cells these give their room to the id and the stage, which says its short words (Enter opens
+    the job, whole)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
@@ -88,6 +89,8 @@ class JobTable(DataTable[Text]):
             use = [i for i in use if self.LABELS[i] not in self.NARROW_HIDDEN]
         labels = [self.LABELS[i] for i in use]
         rows = [tuple(row[i] for i in use) for row in self._rows]
+        if 0 < self._room < self.NARROW:
+            rows = narrow_rows(labels, rows)
         flex = [use.index(i) for i in self.FLEX if i in use]
         widths = fit_widths(labels, rows, self._room or 120, flex=flex, minimum=[self.MINIMUM[i] for i in use])
         self.clear(columns=True)

@@ -45,7 +45,16 @@ class LedgerHeader(Horizontal):
     LedgerHeader #hdr-awaiting { display: none; color: $warning; text-style: bold; }
     LedgerHeader.-awaiting #hdr-awaiting { display: block; }
     LedgerHeader #hdr-workers.-silent { background: $error; color: $text; text-style: bold; }
+    LedgerHeader.-narrow #hdr-title { display: none; }
+    LedgerHeader.-narrow > Label { padding: 0 1 0 0; }
+    LedgerHeader.-narrow #hdr-path { min-width: 9; }
     """
+
+    NARROW = 110
+    """Below this many cells the header says each thing in its short form (the long one is its tooltip), so the
+    count to approve and the live time are never cut at 80 columns."""
+    IDENTITY = "identity: declared, not verified"
+    IDENTITY_SHORT = "unverified id"
 
     def __init__(self) -> None:
         super().__init__()
@@ -57,7 +66,7 @@ class LedgerHeader(Horizontal):
         yield Label(safe_text(app.display_path, 80), id="hdr-path")
         yield Label(safe_text(app.operator_label, 60), id="hdr-operator")
         if not app.identity.verified:
-            yield Label("identity: declared, not verified", id="hdr-identity")
+            yield Label(self.IDENTITY, id="hdr-identity")
         yield Label("READ-ONLY", id="hdr-ro")
         yield Label("", id="hdr-badge")
         yield Label("", id="hdr-remote")
@@ -76,6 +85,17 @@ class LedgerHeader(Horizontal):
         self.watch(app, "awaiting_me", self._draw, init=False)
         self.call_after_refresh(self._draw)
 
+    def on_resize(self) -> None:
+        narrow = 0 < self.size.width < self.NARROW
+        if narrow == self.has_class("-narrow"):
+            return
+        self.set_class(narrow, "-narrow")
+        for identity in self.query("#hdr-identity").results(Label):
+            identity.update(self.IDENTITY_SHORT if narrow else self.IDENTITY)
+            identity.tooltip = self.IDENTITY if narrow else None
+        self._drawn = None
+        self._draw()
+
     def redraw(self) -> None:
         """Draw the current state now (the screen was just shown)."""
         self._draw()
@@ -93,15 +113,16 @@ class LedgerHeader(Horizontal):
         self.set_class(bool(app.stale), "-stale")
         self.set_class(app.paused and not app.stale, "-paused")
         when = app.format_time(app.last_seen) if app.last_seen is not None else "--:--:--"
+        narrow = self.has_class("-narrow")
         if app.stale:
-            badge, live = "STALE", f"○ last change {when}"
+            badge, live = "STALE", f"○ {when}" if narrow else f"○ last change {when}"
         elif app.paused:
-            badge, live = "PAUSED", f"‖ paused · last change {when}"
+            badge, live = "PAUSED", f"‖ {when}" if narrow else f"‖ paused · last change {when}"
         elif app.last_seen is None:
             badge, live = "", "○ connecting"
         else:
-            badge, live = "", f"● live {when}"  # the time of the last change (said in the tooltip)
-        if app.head_hash:
+            badge, live = "", f"● {when}" if narrow else f"● live {when}"  # the last change's time (tooltip)
+        if app.head_hash and not narrow:
             live += f" · head {app.head_hash[:8]}"
         liveness = app.worker_liveness
         workers, silent = (liveness.short(), liveness.silent) if liveness is not None else ("", False)

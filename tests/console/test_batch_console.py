@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from console_demo import ARTICLE, T0, write_config
+from console_demo import ARTICLE
+from console_demo import held_storm as storm
 from console_helpers import wait_loaded, wait_until
 from textual.pilot import Pilot
 from textual.widgets import Input, Select
@@ -24,36 +25,13 @@ from console.screens.jobs import JobListScreen
 from console.screens.overview import OverviewScreen
 from console.widgets.job_table import JobTable
 from ledger import triage
-from ledger.clock import ManualClock
-from ledger.config import Config, load_config
-from ledger.db import connect, create_ledger
+from ledger.db import connect
 from ledger.model import JobKey, idem_key
 from ledger.simulator import Simulator
 from ledger.store import events as events_store
 from ledger.store import jobs as jobs_store
-from ledger.worker import RemoteCache, submit_now
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-
-
-def storm(folder: Path, sim: Simulator, n: int) -> tuple[Path, Config, ManualClock, list[JobKey]]:
-    """A ledger whose `n` jobs were each held by a 503 on their create."""
-    config = load_config(write_config(folder, sim.url))
-    ledger = folder / "ledger.db"
-    create_ledger(ledger)
-    clock = ManualClock(T0)
-    conn = connect(ledger)
-    keys = []
-    try:
-        for i in range(n):
-            sim.add_fault("status", status=503, match_idem=idem_key(f"storm-{folder.name}-{i:02d}", ARTICLE))
-            res = submit_now(conn, config, ARTICLE, {"input": f"storm {i}"}, clock=clock,
-                             job_id=f"storm-{folder.name}-{i:02d}", remotes=RemoteCache(config))
-            assert res.state == "held", res
-            keys.append(res.key)
-    finally:
-        conn.close()
-    return ledger, config, clock, keys
 
 
 def kinds(ledger: Path, keys: list[JobKey], kind: str) -> list[tuple[int, set[str]]]:

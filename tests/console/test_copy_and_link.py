@@ -17,6 +17,7 @@ from console_helpers import wait_loaded, wait_until, widget_text
 from console.app import ReclaimApp, make_app
 from console.job_link import check_link_part, decode_token, encode_token, job_link
 from console.screens.job import JobScreen
+from console.screens.messages import MessagesScreen
 from console.screens.overview import OverviewScreen
 from ledger import BadInput, Job, JobKey
 from ledger.db import connect
@@ -57,7 +58,8 @@ async def test_a_linked_job_opens_and_its_id_idem_key_handle_and_link_are_copied
                                    ("h", job.handle, "handle")):
             await pilot.press(press)
             await wait_until(pilot, lambda v=value: app.clipboard == v, what=f"{name} copied")
-            assert any(t.startswith(f"copied the {name} ({len(value)} characters)") for t in _toasts(app))
+            assert app.screen.feedback_text.startswith(f"copied the {name} ({len(value)} characters)")
+            assert not any(t.startswith("copied") for t in _toasts(app))  # no toast over the feedback line
         await pilot.press("y")
         link = job_link(SEAT, key)
         await wait_until(pilot, lambda: app.clipboard == link, what="job link copied")
@@ -76,8 +78,17 @@ async def test_copy_keys_that_cannot_help_say_why(demo: Demo) -> None:
         assert screen.check_action("copy", ("handle",)) is None and screen.check_action("copy_link", ()) is None
         assert "no handle recorded" in screen.disabled_reason("copy", ("handle",))
         assert "set [serve] public_url" in screen.disabled_reason("copy_link", ())
+        await pilot.press("h")
+        await wait_until(pilot, lambda: "no handle recorded" in screen.feedback_text, what="why h cannot copy")
         await pilot.press("i")
         await wait_until(pilot, lambda: app.clipboard == key.job_id, what="id copied")
+        assert screen.feedback_text.startswith("copied the job id")  # the "not available" line is gone
+        await pilot.press("L")  # the message log keeps both
+        await wait_until(pilot, lambda: isinstance(app.screen, MessagesScreen), what="the message log")
+        said = [m.text for m in app.messages]
+        assert any("no handle recorded" in t for t in said) and any(t.startswith("copied the job id") for t in said)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: app.screen is screen, what="the log closed")
 
 
 async def test_a_link_to_a_job_not_in_the_ledger_shows_the_overview_and_says_so(demo: Demo) -> None:

@@ -109,3 +109,47 @@ async def test_job_times_to_the_second_and_an_event_expands_whole(demo: Demo) ->
         assert re.search(r'"lease_until": "\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ"', expanded), expanded
         await pilot.press("enter")
         await wait_until(pilot, lambda: str(shown.render()) == "", what="the event to fold away")
+
+
+@pytest.mark.slow
+async def test_nothing_a_person_must_read_is_cut_at_80x24(demo: Demo) -> None:
+    """The header's count to approve and live time, every held job's id (one with an owner too) and its stage in
+    the overview and the job list, and the triage title's state, all whole at 80x24."""
+    from console.screens.jobs import JobListScreen
+    from ledger import assign
+
+    conn = connect(demo.ledger)
+    try:
+        key = demo.jobs["held_reset"]
+        assign(conn, demo.config, key, "someone with a long name", demo.clock.now() + 3600, actor="bob",
+               clock=demo.clock, reason="knows the remote")
+    finally:
+        conn.close()
+    app = make_app(demo.ledger, demo.config, "carol", clock=demo.clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_loaded(pilot, OverviewScreen)
+        await wait_until(pilot, lambda: app.awaiting_me, what="carol's count to approve")
+        await wait_until(pilot, lambda: f"{app.awaiting_me} to approve" in screen_text(app).splitlines()[0]
+                         and re.search(r"● \d\d:\d\d:\d\d", screen_text(app).splitlines()[0]),
+                         what="the whole header")
+        header = screen_text(app).splitlines()[0]
+        assert "unverified id" in header, header
+        table = app.screen.query_one(HeldTable)
+        await wait_until(pilot, lambda: table.row_count >= 1, what="the held rows")
+        shown = screen_text(app)
+        assert key.job_id in shown and "approve (bob)" in shown, shown  # the owner column gives way to the stage
+        assert "awaitin…" not in shown
+
+        await pilot.press("j")
+        await wait_loaded(pilot, JobListScreen)
+        shown = screen_text(app)
+        assert key.job_id in shown, shown
+        assert "awaitin…" not in shown and "approve (" in shown, shown
+
+        app.open_job(key)
+        await wait_loaded(pilot, JobScreen)
+        await pilot.press("t")
+        await wait_loaded(pilot, TriageScreen)
+        title = str(app.screen.query_one("#triage-title", Static).render())
+        assert title.rstrip().endswith("held") and key.job_id in title
+        assert key.job_id in screen_text(app) and "·  held" in screen_text(app)

@@ -289,3 +289,23 @@ def held_with_handle(folder: Path, sim: Simulator, *, job_id: str, target: str, 
     finally:
         conn.close()
     return ledger, config_path, clock, key
+
+
+def held_storm(folder: Path, sim: Simulator, n: int) -> tuple[Path, Config, ManualClock, list[JobKey]]:
+    """A ledger whose `n` jobs were each held by a 503 on their create."""
+    config = load_config(write_config(folder, sim.url))
+    ledger = folder / "ledger.db"
+    create_ledger(ledger)
+    clock = ManualClock(T0)
+    conn = connect(ledger)
+    keys = []
+    try:
+        for i in range(n):
+            sim.add_fault("status", status=503, match_idem=idem_key(f"storm-{folder.name}-{i:02d}", ARTICLE))
+            res = submit_now(conn, config, ARTICLE, {"input": f"storm {i}"}, clock=clock,
+                             job_id=f"storm-{folder.name}-{i:02d}", remotes=RemoteCache(config))
+            assert res.state == "held", res
+            keys.append(res.key)
+    finally:
+        conn.close()
+    return ledger, config, clock, keys
