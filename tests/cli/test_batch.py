@@ -52,6 +52,8 @@ def _kinds(ledger_path: Path, keys: list[JobKey], kind: str) -> list[int]:
         fresh.close()
 
 
+@pytest.mark.slow
+@pytest.mark.both_backends
 def test_a_storm_of_holds_gets_one_finding_and_one_release(
     sim: Simulator, conn: Any, cfg: Config, clock: ManualClock, ledger_path: Path,
     config_path: Path, run_cli: Callable[..., Any], fingerprint: Callable[[Path], str],
@@ -133,6 +135,7 @@ def test_a_plan_refuses_the_releases_beyond_todays_quota(
     assert [(q.used, q.after, q.limit) for q in plan.quota] == [(5, 7, 7)]
 
 
+@pytest.mark.both_backends
 def test_a_time_window_selects_the_holds_of_one_burst(
     sim: Simulator, conn: Any, cfg: Config, clock: ManualClock, config_path: Path, run_cli: Callable[..., Any],
 ) -> None:
