@@ -36,7 +36,7 @@ from console.widgets.group_tile import GroupTile
 from console.widgets.job_table import JobTable
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
-from ledger import Job, JobKey, JobPage, SavedView
+from ledger import BATCH_ACTIONS, Job, JobKey, JobPage, SavedView, get_action
 
 JOBS_BY_ID = {b.id: b for b in JOBS}
 HELD_KEY = next(b for b in APP if b.id == "app.group.held")
@@ -269,8 +269,13 @@ class JobListScreen(ReclaimScreen):
     def _batch_refusal(self) -> str | None:
         """Why `B` may not open the batch decision now (read-only, the group, a refused filter), or None. The roles
         are each job's own question: the plan says, job by job, who may do what."""
-        if self.reclaim.source.read_only:
+        app = self.reclaim
+        if app.source.read_only:
             return "the console is read-only (--read-only)"
+        roles = app.config.roles_of(app.operator)
+        if not any(get_action(name).role in roles for name in BATCH_ACTIONS):
+            return (f"{app.operator} has neither the triage nor the approver role a batch needs (roles come from "
+                    "[operators] in the config)")
         if self.marked:
             return None
         if self.group != "held":

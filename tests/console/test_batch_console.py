@@ -164,3 +164,18 @@ async def test_marked_jobs_are_the_batch(tmp_path: Path, console_sim: Simulator)
         assert "rejected 2 of 2 jobs as carol" in said
         assert table.marks == set()
     assert [n for n, _ in kinds(ledger, keys, "reject")] == [1, 0, 1, 0, 0]
+
+
+async def test_a_viewer_is_told_why_b_does_nothing(tmp_path: Path, console_sim: Simulator) -> None:
+    ledger, config, clock, _ = storm(tmp_path, console_sim, 1)
+    app: ReclaimApp = make_app(ledger, config, "dave", clock=clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_loaded(pilot, OverviewScreen)
+        await pilot.press("j")
+        await wait_loaded(pilot, JobListScreen)
+        screen = app.screen
+        assert screen.check_action("batch", ()) is None
+        await pilot.press("B")
+        await wait_until(pilot, lambda: "dave has neither the triage nor the approver role" in screen.feedback_text,
+                         what="why B does nothing")
+        assert not isinstance(app.screen, BatchScreen)
