@@ -114,6 +114,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Ledger": ("ledger.service", "Ledger"),
     "OverviewData": ("ledger.job_lists", "OverviewData"), "JobPage": ("ledger.job_lists", "JobPage"),
     "QuotaData": ("ledger.job_lists", "QuotaData"),
+    "Coping": ("ledger.coping", "Coping"),
     "JobDetail": ("ledger.job_detail", "JobDetail"), "HELD_CASES": ("ledger.job_detail", "HELD_CASES"),
     "read_job_detail": ("ledger.job_detail", "read_job_detail"),
     "LiveFigures": ("ledger.status", "LiveFigures"),
@@ -191,6 +192,7 @@ if TYPE_CHECKING:
         valid_time,
     )
     from ledger.config import Config, Policy, load_config, parse_config
+    from ledger.coping import Coping
     from ledger.db import Connection, close_quietly, connect, create_ledger, write_tx
     from ledger.errors import (
         EXIT_BLOCKED_BY_HOLD,
@@ -356,6 +358,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "Connection",
+    "Coping",
     "Event",
     "EventCursor",
     "Evidence",

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ledger.clock import clock_time
 from ledger.config import Config
+from ledger.coping import Coping, read_coping
 from ledger.errors import BadInput
 from ledger.model import Job, JobFilter, JobKey
 from ledger.queries import QuotaDay, quota_history, quota_today
@@ -19,11 +20,13 @@ from ledger.store.jobs import held_by_operation, held_jobs, list_jobs, operation
 
 @dataclass(frozen=True)
 class OverviewData:
-    """The overview's paged reads: the oldest held jobs and today's quota per operation."""
+    """The overview's paged reads: the oldest held jobs, today's quota per operation, and how the system copes
+    (holds begun and ended per hour over the last hours; None when not read)."""
 
     held: list[Job]
     quotas: list[QuotaDay]
     stages: dict[JobKey, Stage] = field(default_factory=dict)
+    coping: Coping | None = None
 
 
 def stages_of(conn: Connection, jobs: list[Job], tz: str) -> dict[JobKey, Stage]:
@@ -37,9 +40,11 @@ def stages_of(conn: Connection, jobs: list[Job], tz: str) -> dict[JobKey, Stage]
 
 
 def read_overview(conn: Connection, config: Config, now: float, held_limit: int = 50) -> OverviewData:
-    """Held jobs (oldest hold first) with their stages, and today's quotas."""
+    """Held jobs (oldest hold first) with their stages, today's quotas, and how the system copes over the last
+    `ledger.coping.HOURS` hours (`ledger.coping.read_coping`, index-backed)."""
     held = held_jobs(conn, limit=held_limit)
-    return OverviewData(held, quota_today(conn, config, now), stages_of(conn, held, config.timezone))
+    return OverviewData(held, quota_today(conn, config, now), stages_of(conn, held, config.timezone),
+                        read_coping(conn, now))
 
 
 @dataclass(frozen=True)
