@@ -36,6 +36,7 @@ APP: list[Binding] = [
 
 OVERVIEW: list[Binding] = [
     Binding("t", "triage", "Triage", id="overview.triage"),
+    Binding("R", "app.report", "Report", id="overview.report"),
     Binding("h", "focus_held", "Held jobs", id="overview.held", show=False),
     Binding("e", "focus_events", "Events", id="overview.events", show=False),
 ]

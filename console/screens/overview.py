@@ -1,4 +1,5 @@
-"""The first screen: counts per group, the held jobs oldest first, today's quotas, and the latest events."""
+"""The first screen: counts per group, the held jobs oldest first, today's quotas, how the system copes (holds begun
+and ended per hour over the last 24 hours, by reclaim or by a person, time to decision), and the latest events."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from textual.worker import get_current_worker
 from console.bindings import OVERVIEW
 from console.live import Pulse
 from console.screens.base import ReclaimScreen, job_left_text
+from console.widgets.coping_panel import CopingPanel
 from console.widgets.event_feed import EventFeed
 from console.widgets.feedback_line import FeedbackLine
 from console.widgets.group_counts import GroupCounts
@@ -25,7 +27,7 @@ from ledger import JobKey, OverviewData
 
 
 class OverviewScreen(ReclaimScreen):
-    """What is held and for how long, what today's quotas look like, and what just happened."""
+    """What is held and for how long, what today's quotas look like, how the system copes, and what just happened."""
 
     BINDINGS = OVERVIEW
     AUTO_FOCUS = "#held-table"
@@ -39,15 +41,19 @@ class OverviewScreen(ReclaimScreen):
 
     def compose(self) -> ComposeResult:
         yield LedgerHeader()
-        yield GroupCounts(id="overview-counts")
+        yield GroupCounts(holds_resolved=True, id="overview-counts")
         with Vertical(id="overview-held", classes="panel"):
             yield Label(self.held_title(), id="held-title", classes="panel-title")
             yield HeldTable(id="held-table")
         with Container(id="overview-lower"):
-            quotas = Vertical(id="overview-quotas", classes="panel")
-            quotas.border_title = "Today's quota per operation"
-            with quotas:
-                yield QuotaTable(id="quota-table")
+            with Vertical(id="overview-left"):
+                quotas = Vertical(id="overview-quotas", classes="panel")
+                quotas.border_title = "Today's quota per operation"
+                with quotas:
+                    yield QuotaTable(id="quota-table")
+                coping = CopingPanel(id="overview-coping", classes="panel")
+                coping.border_title = "How the system copes — last 24 h, an hour a step"
+                yield coping
             events = Vertical(id="overview-events", classes="panel")
             events.border_title = "Latest events, newest first (Enter opens the event's job)"
             with events:
@@ -97,7 +103,7 @@ class OverviewScreen(ReclaimScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="overview")
     def load(self) -> None:
-        """Read the held jobs and today's quotas (paged, indexed queries) off the UI thread."""
+        """Read the held jobs, today's quotas and how the system copes (paged, indexed queries) off the UI thread."""
         app = self.reclaim
         with app.ledger() as ledger:
             data = ledger.overview()
@@ -110,6 +116,10 @@ class OverviewScreen(ReclaimScreen):
         app = self.reclaim
         self.query_one(HeldTable).show_jobs(message.data.held, app.clock.now(), message.data.stages)
         self.query_one(QuotaTable).show_quotas(message.data.quotas)
+        coping = message.data.coping
+        if coping is not None:
+            self.query_one(CopingPanel).show(coping)
+            self.query_one(GroupCounts).show_holds_resolved(coping.resolved)
         if not self.loaded:
             app.call_after_refresh(app.prepare_job_list)
         self.loaded = True

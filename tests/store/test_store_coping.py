@@ -77,6 +77,19 @@ def test_a_shorter_window_counts_only_its_hours(
     assert got.resolved == 2  # the totals are every hold ended so far, whatever the window
 
 
+@pytest.mark.sqlite_only
+def test_the_windows_reads_are_searches_by_index_never_a_scan_of_the_events(conn: Connection) -> None:
+    plans = {}
+    for name, params in (("coping.begun", (0.0, "[\"send_unknown\"]", 0.0, 1.0)),
+                         ("coping.ended", ("[\"send_unknown\"]", "[\"reconcile\"]", 0.0, 1.0))):
+        plans[name] = " | ".join(str(r[3]) for r in conn.execute(f"EXPLAIN QUERY PLAN {conn.sql(name)}", params))
+    assert "SEARCH events USING INDEX events_kind_at (kind=? AND at>? AND at<?)" in plans["coping.begun"]
+    assert "SEARCH d USING INDEX events_kind_at (kind=? AND at>? AND at<?)" in plans["coping.ended"]
+    assert "SEARCH x USING INDEX events_job_kind (job_id=? AND operation=? AND kind=? AND id<?)" in plans["coping.ended"]
+    for plan in plans.values():
+        assert "SCAN events" not in plan and "SCAN d" not in plan and "SCAN x" not in plan, plan
+
+
 @pytest.mark.parametrize("hours", [0, -1, 24 * 14 + 1])
 def test_a_window_out_of_range_is_refused(conn: Connection, hours: int) -> None:
     with pytest.raises(BadInput, match="hours"):
