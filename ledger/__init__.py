@@ -126,6 +126,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "idem_key": ("ledger.model", "idem_key"), "Job": ("ledger.model", "Job"), "JobKey": ("ledger.model", "JobKey"),
     "STATES": ("ledger.model", "STATES"), "Evidence": ("ledger.model", "Evidence"),
     "JobFilter": ("ledger.model", "JobFilter"), "STAGES": ("ledger.model", "STAGES"),
+    "SORTS": ("ledger.model", "SORTS"),
     # ledger.probe
     "probe_remote": ("ledger.probe", "probe_remote"), "ProbeReport": ("ledger.probe", "ProbeReport"),
     "PROBE_WAIT_SECONDS": ("ledger.probe", "DEFAULT_WAIT_SECONDS"),
@@ -255,7 +256,7 @@ if TYPE_CHECKING:
     from ledger.metrics import make_server as metrics_server
     from ledger.metrics import registry_for as metrics_registry
     from ledger.metrics import samples as metrics_samples
-    from ledger.model import GROUPS, STAGES, STATES, Event, Evidence, Job, JobFilter, JobKey, idem_key
+    from ledger.model import GROUPS, SORTS, STAGES, STATES, Event, Evidence, Job, JobFilter, JobKey, idem_key
     from ledger.opening import check as check_opening
     from ledger.policy import SETTINGS as POLICY_SETTINGS
     from ledger.policy import apply_to as apply_policy
@@ -347,6 +348,7 @@ __all__ = [
     "REPORT_CSV_COLUMNS",
     "REPORT_ENDINGS",
     "SEAT_ENV",
+    "SORTS",
     "STAGES",
     "STATES",
     "ActionField",

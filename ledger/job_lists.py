@@ -56,7 +56,10 @@ class JobPage:
     offset: int
     has_more: bool
     oldest_first: bool
+    """Ascending by `sort` (for age: the oldest first)."""
     filter_text: str
+    sort: str = "age"
+    """The key the page is ordered by (`ledger.model.SORTS`)."""
     error: str | None = None
     """Why the filter was refused (an unknown key): the page is then empty."""
     stages: dict[JobKey, Stage] = field(default_factory=dict)
@@ -65,17 +68,17 @@ class JobPage:
 
 def read_page(
     conn: Connection, group: str, *, offset: int, oldest_first: bool, filter_text: str, me: str,
-    page_size: int, four_eyes: bool = True, tz: str = "UTC",
+    page_size: int, four_eyes: bool = True, tz: str = "UTC", sort: str = "age",
 ) -> JobPage:
     """Read one page (plus one row to know if another page follows), with the stage of its held and failed jobs;
-    never the whole group. A filter that cannot be parsed reads nothing: the page is empty and says why."""
+    never the whole group; ordered by `sort` (`ledger.model.SORTS`), ascending when `oldest_first`. A filter that cannot be parsed reads nothing: the page is empty and says why."""
     try:
         flt = JobFilter.parse(filter_text, me=me, four_eyes=four_eyes) if filter_text.strip() else None
     except BadInput as e:
-        return JobPage(group, [], offset, False, oldest_first, filter_text, error=str(e))
-    rows = list_jobs(conn, group, limit=page_size + 1, offset=offset, oldest_first=oldest_first, flt=flt)
+        return JobPage(group, [], offset, False, oldest_first, filter_text, sort, error=str(e))
+    rows = list_jobs(conn, group, limit=page_size + 1, offset=offset, oldest_first=oldest_first, flt=flt, sort=sort)
     page = rows[:page_size]
-    return JobPage(group, page, offset, len(rows) > page_size, oldest_first, filter_text,
+    return JobPage(group, page, offset, len(rows) > page_size, oldest_first, filter_text, sort,
                    stages=stages_of(conn, page, tz))
 
 

@@ -31,6 +31,18 @@ GROUPS: dict[str, tuple[str, ...]] = {
 }
 
 
+SORTS: tuple[str, ...] = ("age", "job", "operation", "state", "target", "owner", "attempt", "reason")
+"""What a page of a group may be sorted by: the age (creation), the job id, the operation, the state, the target, the
+owner, the attempt, the reason (the held reason, else the last error, else the handle: the list's "last word"). The
+stage is not one: it is computed from a job's events, not a column of the jobs table."""
+
+
+def check_sort(sort: str) -> None:
+    """BadInput naming the sort keys when `sort` is not one of them (`SORTS`)."""
+    if sort not in SORTS:
+        raise BadInput(f"sort {sort!r}: unknown (sort by: {', '.join(SORTS)})")
+
+
 def check_group(group: str) -> None:
     """BadInput naming the groups when `group` is not one of them."""
     if group not in GROUPS:

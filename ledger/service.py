@@ -31,7 +31,7 @@ from ledger.db import connect
 from ledger.errors import BadInput
 from ledger.follow import EventCursor
 from ledger.identity import Identity
-from ledger.model import Event, Evidence, Job, JobFilter, JobKey, check_group
+from ledger.model import Event, Evidence, Job, JobFilter, JobKey, check_group, check_sort
 from ledger.opening import check as check_opening
 from ledger.policy import apply_to as apply_policy
 from ledger.policy import read as read_policy
@@ -131,10 +131,13 @@ class Ledger:
 
     def jobs(
         self, group: str, *, limit: int = 100, offset: int = 0, oldest_first: bool = True, flt: JobFilter | None = None,
+        sort: str = "age",
     ) -> list[Job]:
-        """One page of a group's jobs (`ledger.GROUPS`) by age, filtered by `flt`; BadInput for an unknown group."""
+        """One page of a group's jobs (`ledger.GROUPS`) ordered by `sort` (`ledger.SORTS`; ascending when
+        `oldest_first`), filtered by `flt`; BadInput for an unknown group or sort."""
         check_group(group)
-        return list_jobs(self.conn, group, limit=limit, offset=offset, oldest_first=oldest_first, flt=flt)
+        check_sort(sort)
+        return list_jobs(self.conn, group, limit=limit, offset=offset, oldest_first=oldest_first, flt=flt, sort=sort)
 
     def history_of(self, key: JobKey) -> list[Event]:
         """The job's events in its order ([] when it has none)."""
@@ -186,13 +189,17 @@ class Ledger:
 
     def page(
         self, group: str, *, offset: int, oldest_first: bool, filter_text: str, me: str, page_size: int,
+        sort: str = "age",
     ) -> JobPage:
-        """One page of a console group's jobs, filtered by the typed filter `filter_text` as `me` writes it, under
-        the policy's four-eyes rule, in the config's time zone (`ledger.job_lists.read_page`)."""
+        """One page of a console group's jobs ordered by `sort` (`ledger.SORTS`; ascending when `oldest_first`),
+        filtered by the typed filter `filter_text` as `me` writes it, under the policy's four-eyes rule, in the
+        config's time zone (`ledger.job_lists.read_page`). Raises BadInput for an unknown sort."""
         from ledger.job_lists import read_page
 
+        check_sort(sort)
         return read_page(self.conn, group, offset=offset, oldest_first=oldest_first, filter_text=filter_text, me=me,
-                         page_size=page_size, four_eyes=self.config.policy.four_eyes, tz=self.config.timezone)
+                         page_size=page_size, four_eyes=self.config.policy.four_eyes, tz=self.config.timezone,
+                         sort=sort)
 
     def quotas(self, days: int = 14) -> QuotaData:
         """Each operation's quota use over the last `days` days and its held jobs (`ledger.job_lists`)."""

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ledger import seal, store
-from ledger.model import GROUPS, STATES, Job, JobFilter, JobKey, detail_json
+from ledger.model import GROUPS, SORTS, STATES, Job, JobFilter, JobKey, detail_json
 from ledger.store import Connection, stages
 
 
@@ -188,6 +188,24 @@ def filter_clause(conn: Connection, flt: JobFilter, table: str = "") -> tuple[li
     return where, params
 
 
+def _sort_key(sort: str, text_order: str) -> list[str]:
+    """The ORDER BY terms (without direction) of the sort key `sort` (`ledger.model.SORTS`), every text compared by
+    its bytes (`text_order`) and a missing value as the empty text, so both backends give one order."""
+    if sort not in SORTS:
+        raise KeyError(sort)
+    column = {
+        "age": "created_at",
+        "job": f"job_id{text_order}",
+        "operation": f"operation{text_order}",
+        "state": f"state{text_order}",
+        "target": f"COALESCE(target, ''){text_order}",
+        "owner": f"COALESCE(owner, ''){text_order}",
+        "attempt": "attempt",
+        "reason": f"COALESCE(NULLIF(held_reason, ''), NULLIF(last_error, ''), NULLIF(handle, ''), ''){text_order}",
+    }[sort]
+    return [column]
+
+
 def list_jobs(
     conn: Connection,
     group: str,
@@ -196,11 +214,18 @@ def list_jobs(
     offset: int = 0,
     oldest_first: bool = True,
     flt: JobFilter | None = None,
+    sort: str = "age",
 ) -> list[Job]:
-    """One page of a console group's jobs (`ledger.model.GROUPS`), by age (creation, then key: one order on both
-    backends, so a page never repeats or skips one); filtered by `flt`. Never reads more than `limit` rows out.
-    Raises KeyError for a group that is not one."""
+    """One page of a console group's jobs (`ledger.model.GROUPS`), ordered by `sort` (`ledger.model.SORTS`),
+    ascending when `oldest_first` (for age: the oldest first; for a text, by its bytes), else descending; ties are
+    broken by creation then key in the same direction, one total order on both backends, so paging by offset never
+    repeats or skips a job. Filtered by `flt`. Never reads more than `limit` rows out. Only the age order of a small
+    group is served by an index (`jobs_state_created`); another key sorts the group's matching rows (a full sort on a
+    big group). Raises KeyError for a group or a sort that is not one."""
     states = GROUPS[group]
+    terms = [*_sort_key(sort, conn.TEXT_ORDER), "created_at", f"job_id{conn.TEXT_ORDER}",
+             f"operation{conn.TEXT_ORDER}"]
+    terms = list(dict.fromkeys(terms))  # age's and the id's own term is not repeated as a tie-breaker
     p = conn.PARAM
     where = [f"state IN ({','.join([p] * len(states))})"]
     params: list[Any] = list(states)
@@ -212,7 +237,7 @@ def list_jobs(
     # Jobs created at one instant keep one order on both backends (PostgreSQL has no rowid: its order among
     # equals moves when a row changes state), so a page never repeats or skips one.
     sql = (f"SELECT * FROM jobs WHERE {' AND '.join(where)} "
-           f"ORDER BY created_at {order}, job_id {order}, operation {order} LIMIT {p} OFFSET {p}")
+           f"ORDER BY {', '.join(f'{term} {order}' for term in terms)} LIMIT {p} OFFSET {p}")
     return [Job.from_row(r) for r in conn.execute(sql, (*params, limit, offset))]
 
 

@@ -13,7 +13,7 @@ from ledger import triage
 from ledger.clock import ManualClock
 from ledger.config import Config
 from ledger.db import write_tx
-from ledger.model import STATES, Job, JobFilter, JobKey
+from ledger.model import SORTS, STATES, Job, JobFilter, JobKey
 from ledger.simulator import Simulator
 from ledger.store import Connection
 from ledger.store import jobs as jobs_store
@@ -244,3 +244,55 @@ def test_a_pass_reads_its_work_by_state_in_order_and_in_pages(
         found = jobs_store.find_by_idem_key(c, "idem-due")
         assert found is not None and found.key == JobKey("due", OP)
 
+
+
+def _last_word(job: Job) -> str:
+    return job.held_reason or job.last_error or job.handle or ""
+
+
+SORT_VALUES = {
+    "age": lambda j: j.created_at, "job": lambda j: j.job_id.encode(), "operation": lambda j: j.operation.encode(),
+    "state": lambda j: j.state.encode(), "target": lambda j: (j.target or "").encode(),
+    "owner": lambda j: (j.owner or "").encode(), "attempt": lambda j: j.attempt,
+    "reason": lambda j: _last_word(j).encode(),
+}
+"""Each sort key as Python reads it from a job (texts by their UTF-8 bytes, a missing value as the empty text)."""
+
+
+def test_a_group_is_sorted_by_each_key_both_ways_and_paged_without_repeats_or_gaps(
+    conn: Connection, clock: ManualClock, ledger_path: Path,
+) -> None:
+    now = clock.now()
+    rows = [  # ties on every key (owner, target, attempt, reason, creation), a missing value, an upper-case letter
+        ("b-7", now + 1, "alice", "bucket-2", 1, "503 from remote", None, None),
+        ("a-1", now + 1, None, "bucket-1", 3, None, "timeout", None),
+        ("B-2", now + 2, "bob", None, 2, "", None, "interactions/9"),
+        ("c-3", now, "alice", "bucket-1", 3, "503 from remote", None, None),
+        ("é-4", now + 2, "Zed", "bucket-2", 1, "Accepted?", None, None),
+        ("a-0", now + 3, None, None, 2, None, None, None),
+    ]
+    with write_tx(conn):
+        for job_id, created, owner, target, attempt, held_reason, last_error, handle in rows:
+            jobs_store.insert(conn, _columns(job_id, created, state="held", owner=owner, target=target,
+                                             attempt=attempt, held_reason=held_reason, last_error=last_error,
+                                             handle=handle, held_at=created))
+        jobs_store.insert(conn, _columns("s-1", now, state="submitted", owner="alice"))  # another group
+        jobs_store.insert(conn, _columns("c-3", now, operation="other.op", state="rejected", idem_key="idem-c3o"))
+    with fresh(ledger_path) as c:
+        everything = jobs_store.list_jobs(c, "held")
+        assert len(everything) == len(rows)
+        for sort in SORTS:
+            for ascending in (True, False):
+                def order(j: Job, key=SORT_VALUES[sort]) -> tuple[object, ...]:  # noqa: B023
+                    return (key(j), j.created_at, j.job_id.encode(), j.operation.encode())
+
+                want = [j.key for j in sorted(everything, key=order, reverse=not ascending)]
+                got = [j.key for j in jobs_store.list_jobs(c, "held", sort=sort, oldest_first=ascending)]
+                assert got == want, (sort, ascending)
+                paged = [j.key for offset in range(0, len(rows), 2)
+                         for j in jobs_store.list_jobs(c, "held", sort=sort, oldest_first=ascending, limit=2,
+                                                       offset=offset)]
+                assert paged == want, (sort, ascending)
+        assert [j.job_id for j in jobs_store.list_jobs(c, "held", sort="owner", flt=JobFilter(owner="alice"))] == [
+            "c-3", "b-7"]
+        assert [j.key for j in jobs_store.list_jobs(c, "resolved", sort="state")] == [JobKey("c-3", "other.op")]
