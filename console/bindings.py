@@ -44,7 +44,8 @@ OVERVIEW: list[Binding] = [
 JOBS: list[Binding] = [
     Binding("t", "triage", "Triage", id="jobs.triage"),
     Binding("slash", "filter", "Filter", id="jobs.filter"),
-    Binding("s", "toggle_sort", "Sort by age", id="jobs.sort"),
+    Binding("s", "toggle_sort", "Flip order", id="jobs.sort"),
+    Binding("S", "next_sort", "Sort by next column", id="jobs.next_sort", show=False),
     Binding("w", "views", "Views", id="jobs.views"),
     Binding("W", "save_view", "Save view", id="jobs.save_view", show=False),
     Binding("b", "bulk_assign", "Bulk assign", id="jobs.bulk_assign"),
@@ -59,9 +60,9 @@ JOB: list[Binding] = [
     Binding("t", "triage", "Triage", id="job.triage"),
     Binding("l", "copy_url", "Copy console URL", id="job.copy_url"),
     Binding("y", "copy_link", "Copy job link", id="job.copy_link"),
-    Binding("i", "copy('id')", "Copy job id", id="job.copy_id", show=False),
-    Binding("k", "copy('idem')", "Copy idem key", id="job.copy_idem", show=False),
-    Binding("h", "copy('handle')", "Copy handle", id="job.copy_handle", show=False),
+    Binding("i", "copy('id')", "Copy job id", id="job.copy_id"),
+    Binding("k", "copy('idem')", "Copy idem key", id="job.copy_idem"),
+    Binding("h", "copy('handle')", "Copy handle", id="job.copy_handle"),
     Binding("escape", "back", "Back", id="job.back"),
 ]
 

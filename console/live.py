@@ -264,6 +264,8 @@ class PageRequest(NamedTuple):
     oldest_first: bool
     filter_text: str
     page_size: int = PAGE_SIZE
+    sort: str = "age"
+    """The key the page is ordered by (`ledger.SORTS`); `oldest_first` is then ascending."""
 
 
 # -- operator actions ----------------------------------------------------------------------------------------

@@ -124,10 +124,13 @@ def jobs(
                          "operation, target and why held. E.g. 'owner:me op:article.* reason:timeout bucket'.")] = "",
     view: Annotated[str | None, typer.Option("--view", help="Use a saved view (see 'reclaim views').")] = None,
     newest_first: Annotated[bool, typer.Option("--newest-first", help="Newest first (default oldest).")] = False,
+    sort: Annotated[str, typer.Option(
+        "--sort", help="Order by age, job, operation, state, target, owner, attempt or reason (why held / last "
+                       "error / handle), ascending; COLUMN:desc descending. Default: age (oldest first).")] = "age",
     limit: Annotated[int, typer.Option("--limit", help="Rows per page.")] = 50,
     page: Annotated[int, typer.Option("--page", help="Page number, from 1.")] = 1,
 ) -> None:
-    """One page of a group's jobs, by age, filtered by typed terms or a saved view."""
+    """One page of a group's jobs, by age or --sort, filtered by typed terms or a saved view."""
 
     s.protect()
     within("--limit", limit, 1, 1000)
@@ -140,7 +143,11 @@ def jobs(
         assert me is not None
         saved = opened.view(me, view)
         group, filter_text = saved.group, saved.filter
-    rows = opened.jobs(group, limit=limit, offset=(page - 1) * limit, oldest_first=not newest_first,
+    column, _, direction = sort.partition(":")
+    if direction not in ("", "asc", "desc"):
+        raise BadInput(f"--sort {sort!r}: the direction is asc or desc (e.g. --sort owner:desc)")
+    rows = opened.jobs(group, limit=limit, offset=(page - 1) * limit,
+                       oldest_first=(direction != "desc") != newest_first, sort=column or "age",
                        flt=JobFilter.parse(filter_text, me=me))
     now = process_clock().now()
     if s.as_json:

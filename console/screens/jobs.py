@@ -1,4 +1,8 @@
-"""A group's jobs, one page at a time from the ledger, sortable by age and filtered by typing.
+"""A group's jobs, one page at a time from the ledger, sorted by the ledger by any column and filtered by typing.
+
+A click on a column header sorts by that column (a second click flips the direction); `s` flips the direction and `S`
+moves the sort to the next column (age, job, operation, state, target, owner, try, last word). The stage is computed
+from a job's events, not a column of the ledger, so it is not a sort.
 
 `w` shows one of the operator's saved views, `W` saves the group and filter as one, `b` bulk-assigns the held jobs
 the filter matches (count first, then a confirmation). Space marks a held job; `B` decides the marked jobs (else the
@@ -36,7 +40,7 @@ from console.widgets.group_tile import GroupTile
 from console.widgets.job_table import JobTable
 from console.widgets.key_footer import KeyFooter
 from console.widgets.ledger_header import LedgerHeader
-from ledger import BATCH_ACTIONS, Job, JobKey, JobPage, SavedView, get_action
+from ledger import BATCH_ACTIONS, SORTS, Job, JobKey, JobPage, SavedView, get_action
 
 JOBS_BY_ID = {b.id: b for b in JOBS}
 HELD_KEY = next(b for b in APP if b.id == "app.group.held")
@@ -45,13 +49,17 @@ SHOW_WAIT_S = 0.25
 
 
 class JobListScreen(ReclaimScreen):
-    """Paged from `queries.list_jobs` (never all rows in memory); `/` filters, `s` flips the age order."""
+    """Paged from `queries.list_jobs` (never all rows in memory); `/` filters, a header click or `S` sorts, `s`
+    flips the order."""
 
     BINDINGS = JOBS
     AUTO_FOCUS = "#jobs-table"
 
     group: reactive[str] = reactive("held", init=False)
     oldest_first: reactive[bool] = reactive(True, init=False)
+    """Ascending by `sort` (for age: the oldest first)."""
+    sort: reactive[str] = reactive("age", init=False)
+    """The ledger's sort key of the page (`ledger.SORTS`)."""
     offset: reactive[int] = reactive(0, init=False)
     filter_text: reactive[str] = reactive("", init=False)
 
@@ -120,6 +128,10 @@ class JobListScreen(ReclaimScreen):
         self.offset = 0
         self.reload()
 
+    def watch_sort(self) -> None:
+        self.offset = 0
+        self.reload()
+
     def watch_offset(self) -> None:
         self.reload()
 
@@ -129,7 +141,7 @@ class JobListScreen(ReclaimScreen):
 
     def reload(self, again: bool = False) -> None:
         """Read the page the screen is set to, unless that very read is already on its way (`again` re-reads)."""
-        request = PageRequest(self.group, self.offset, self.oldest_first, self.filter_text, self.page_size)
+        request = PageRequest(self.group, self.offset, self.oldest_first, self.filter_text, self.page_size, self.sort)
         if not again and self._reading is not None:
             pending, worker = self._reading
             if pending == request and worker.state in (WorkerState.PENDING, WorkerState.RUNNING):
@@ -142,14 +154,15 @@ class JobListScreen(ReclaimScreen):
         app = self.reclaim
         with app.ledger() as ledger:
             page = ledger.page(request.group, offset=request.offset, oldest_first=request.oldest_first,
-                               filter_text=request.filter_text, me=app.operator, page_size=request.page_size)
+                               filter_text=request.filter_text, me=app.operator, page_size=request.page_size,
+                               sort=request.sort)
         if not get_current_worker().is_cancelled:
             self.post_message(self.Loaded(page))
 
     def on_job_list_screen_loaded(self, message: Loaded) -> None:
         page = message.page
-        if (page.group, page.offset, page.oldest_first, page.filter_text) != (
-            self.group, self.offset, self.oldest_first, self.filter_text
+        if (page.group, page.offset, page.oldest_first, page.filter_text, page.sort) != (
+            self.group, self.offset, self.oldest_first, self.filter_text, self.sort
         ):
             return  # an older request; a newer one is on its way
         if not self.is_mounted:
@@ -171,8 +184,9 @@ class JobListScreen(ReclaimScreen):
             self._refused = False
             self.feedback("")
         shown = self.page
-        same = shown is not None and (shown.group, shown.offset, shown.oldest_first, shown.filter_text) == (
-            page.group, page.offset, page.oldest_first, page.filter_text)
+        same = shown is not None and (shown.group, shown.offset, shown.oldest_first, shown.filter_text,
+                                      shown.sort) == (page.group, page.offset, page.oldest_first, page.filter_text,
+                                                      page.sort)
         self.page = page
         self.query_one(JobTable).show_page(page, self.reclaim.clock.now(), follow=same)
         total = (self.reclaim.counts or {}).get(page.group)
@@ -183,7 +197,7 @@ class JobListScreen(ReclaimScreen):
             span = f"rows {first:,}–{last:,}"
             if not page.filter_text and total is not None:
                 span += f" of {total:,}"
-        order = "oldest first" if page.oldest_first else "newest first"
+        order = order_words(page.sort, page.oldest_first)
         more = " · ] next page" if page.has_more else ""
         prev = " · [ previous page" if page.offset else ""
         info = Text.assemble((page.group, "bold"), f" · {span} · {order}{more}{prev}")
@@ -230,8 +244,14 @@ class JobListScreen(ReclaimScreen):
     def on_data_table_row_highlighted(self) -> None:
         self.refresh_bindings()
 
-    def on_job_table_sort_requested(self) -> None:
-        self.action_toggle_sort()
+    def on_job_table_sort_requested(self, message: JobTable.SortRequested) -> None:
+        if message.sort is None:
+            self.feedback(f"the {message.label} is worked out from each job's events, not kept by the ledger: the "
+                          "list cannot be sorted by it")
+        elif message.sort == self.sort:
+            self.action_toggle_sort()
+        else:
+            self.sort_by(message.sort)
 
     def on_group_tile_selected(self, message: GroupTile.Selected) -> None:
         self.group = message.group
@@ -352,8 +372,22 @@ class JobListScreen(ReclaimScreen):
         self.query_one(FilterBar).focus()
 
     def action_toggle_sort(self) -> None:
-        """Oldest first <-> newest first."""
+        """Flip the order: oldest first <-> newest first, or ascending <-> descending by another column."""
         self.oldest_first = not self.oldest_first
+
+    def action_next_sort(self) -> None:
+        """Sort by the next column (`ledger.SORTS`, after the last back to age), ascending."""
+        self.sort_by(SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)] if self.sort in SORTS else "age")
+
+    def sort_by(self, sort: str) -> None:
+        """Have the ledger sort the list by `sort` (`ledger.SORTS`), ascending (for age: the oldest first); the
+        first page is read again."""
+        self.set_reactive(JobListScreen.oldest_first, True)  # read once, by the sort's watcher
+        if sort == self.sort:
+            self.offset = 0
+            self.reload()
+        else:
+            self.sort = sort
 
     def action_next_page(self) -> None:
         """Show the next page, when there is one."""
@@ -442,3 +476,18 @@ class JobListScreen(ReclaimScreen):
         if over is not None and self.app.screen is over:
             self._fresh = fresh
             self.reclaim.show_screen("jobs")
+
+
+SORT_WORDS = {"job": "job id", "attempt": "try", "reason": "last word"}
+"""How the info line names a sort key that is not the column's label."""
+
+
+def order_words(sort: str, ascending: bool) -> str:
+    """The info line's words for the list's order: "oldest first" / "newest first" for age, else the column and the
+    direction ("by owner A→Z")."""
+    if sort == "age":
+        return "oldest first" if ascending else "newest first"
+    name = SORT_WORDS.get(sort, sort)
+    if sort == "attempt":
+        return f"by {name} " + ("1→9" if ascending else "9→1")
+    return f"by {name} " + ("A→Z" if ascending else "Z→A")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.message import Message
 from textual.widgets import DataTable
@@ -43,9 +45,20 @@ class JobTable(DataTable[Text]):
             super().__init__()
 
     class SortRequested(Message):
-        """The age column header was clicked."""
+        """A column header was clicked: `sort` is its sort key (`ledger.SORTS`), None for a column the ledger cannot
+        sort by (the stage, computed from a job's events); `label` is the column's."""
+
+        def __init__(self, sort: str | None, label: str) -> None:
+            self.sort = sort
+            self.label = label
+            super().__init__()
 
     LABELS = ("age", "job", "operation", "state", "stage", "target", "owner", "try", "last word")
+    SORT_OF: ClassVar[dict[str, str]] = {"age": "age", "job": "job", "operation": "operation", "state": "state", "target": "target",
+               "owner": "owner", "try": "attempt", "last word": "reason"}
+    """Each column's sort key (`ledger.SORTS`); the stage has none (it is not a column of the ledger's jobs)."""
+    ARROWS = ("▲", "▼")
+    """After the sorted column's label: ascending, descending."""
     FLEX = (8, 5, 4, 2, 1)
     """The last word takes the free room; when room is short it, the target, the stage, the operation, then the job
     id give way (each cut with an ellipsis, never silently)."""
@@ -66,6 +79,8 @@ class JobTable(DataTable[Text]):
         self._room = 0
         self.marks: set[JobKey] = set()
         """The jobs shown marked (for a batch decision)."""
+        self.sorted_by: tuple[str, bool] = ("age", True)
+        """The sort key of the rows shown and whether ascending (the sorted column's label has an arrow)."""
 
     def on_mount(self) -> None:
         self._draw()
@@ -88,14 +103,17 @@ class JobTable(DataTable[Text]):
         if 0 < self._room < self.NARROW:
             use = [i for i in use if self.LABELS[i] not in self.NARROW_HIDDEN]
         labels = [self.LABELS[i] for i in use]
+        sort, ascending = self.sorted_by
+        heads = [f"{label}{self.ARROWS[0 if ascending else 1]}" if self.SORT_OF.get(label) == sort else label
+                 for label in labels]
         rows = [tuple(row[i] for i in use) for row in self._rows]
         if 0 < self._room < self.NARROW:
             rows = narrow_rows(labels, rows)
         flex = [use.index(i) for i in self.FLEX if i in use]
-        widths = fit_widths(labels, rows, self._room or 120, flex=flex, minimum=[self.MINIMUM[i] for i in use])
+        widths = fit_widths(heads, rows, self._room or 120, flex=flex, minimum=[self.MINIMUM[i] for i in use])
         self.clear(columns=True)
-        for label, width in zip(labels, widths, strict=True):
-            self.add_column(ellipsised(Text(label)), width=width, key=label)
+        for label, head, width in zip(labels, heads, widths, strict=True):
+            self.add_column(ellipsised(Text(head)), width=width, key=label)
         self.add_rows(rows)
 
     def show_page(self, page: JobPage, now: float, *, follow: bool = False) -> None:
@@ -105,9 +123,10 @@ class JobTable(DataTable[Text]):
         """
         shown = [(job, age(now - job.created_at), page.stages[job.key].words if job.key in page.stages else "")
                  for job in page.jobs]
-        if shown == self._shown:
+        if shown == self._shown and (page.sort, page.oldest_first) == self.sorted_by:
             return
         self._shown = shown
+        self.sorted_by = (page.sort, page.oldest_first)
         row = self.cursor_row
         was_on = self.key_at_cursor() if follow else None
         self._keys = [job.key for job in page.jobs]
@@ -171,5 +190,9 @@ class JobTable(DataTable[Text]):
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()
-        if event.column_key.value == "age":
-            self.post_message(self.SortRequested())
+        label = str(event.column_key.value)
+        self.post_message(self.SortRequested(self.SORT_OF.get(label), label))
+
+    def visible_keys(self) -> list[JobKey]:
+        """The keys of the jobs shown, top to bottom (tests read them)."""
+        return list(self._keys)

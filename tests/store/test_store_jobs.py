@@ -283,7 +283,7 @@ def test_a_group_is_sorted_by_each_key_both_ways_and_paged_without_repeats_or_ga
         assert len(everything) == len(rows)
         for sort in SORTS:
             for ascending in (True, False):
-                def order(j: Job, key=SORT_VALUES[sort]) -> tuple[object, ...]:  # noqa: B023
+                def order(j: Job, key=SORT_VALUES[sort]) -> tuple[object, ...]:
                     return (key(j), j.created_at, j.job_id.encode(), j.operation.encode())
 
                 want = [j.key for j in sorted(everything, key=order, reverse=not ascending)]
