@@ -32,7 +32,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from console import bindings
 from console.bindings import Keymap, config_file_for, load_keymap
-from console.commands import CommandError, job_candidates, parse_command
+from console.commands import MATCHES, CommandError, job_candidates, parse_command
 from console.live import FEED_SIZE, Abandoned, Follower, LedgerSource, Pulse, clock_time, detached
 from console.message_log import MessageLog
 from console.sanitize import clean, use_redactor
@@ -559,9 +559,13 @@ class ReclaimApp(App[int]):
                 if jobs:
                     self.post_message(self.JobsFound(job_id, jobs))
                     return
+            matches = ledger.jobs_matching(rest, MATCHES + 1)  # a part of an id, in every group
+        if matches:
+            self.post_message(self.JobsFound(rest, matches))
+            return
         self.post_message(self.CommandFailed(
-            f"no job with id {clean(rest, 120)!r} (ids match exactly; :job <id> <operation>, or / in the job list "
-            "to search)"))
+            f"no job id begins with or holds {clean(rest, 120)!r} (:job <id> <operation>, or / in the job list "
+            "to search the other fields)"))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="linked-job")
     def open_linked_job(self, job_id: str, operation: str | None) -> None:
@@ -603,8 +607,12 @@ class ReclaimApp(App[int]):
             if key is not None:
                 self.open_job(key)
 
-        from console.screens.pick import PickJobScreen
+        from console.screens.pick import PickJobScreen, PickMatchScreen
 
+        if any(job.job_id != message.job_id for job in message.jobs):  # a part of an id: the jobs it matched
+            jobs = message.jobs[:MATCHES]
+            self.push_screen(PickMatchScreen(message.job_id, jobs, len(message.jobs) > MATCHES), picked)
+            return
         self.push_screen(PickJobScreen(message.job_id, message.jobs), picked)
 
     @on(ViewFound)

@@ -53,6 +53,7 @@ JOBS: list[Binding] = [
     Binding("B", "batch", "Batch decide", id="jobs.batch"),
     Binding("right_square_bracket", "next_page", "Next page", id="jobs.next_page"),
     Binding("left_square_bracket", "prev_page", "Prev page", id="jobs.prev_page"),
+    Binding("g", "go_matches", "Go to the matches", id="jobs.go_matches", show=False),
     Binding("escape", "back", "Back", id="jobs.back"),
 ]
 
@@ -112,6 +113,7 @@ CONFIRM: list[Binding] = [
 
 COMMAND: list[Binding] = [
     Binding("escape", "cancel", "Close", id="command.cancel"),
+    Binding("tab", "complete", "Complete", id="command.complete", priority=True),
 ]
 
 PICK: list[Binding] = [

@@ -1,7 +1,8 @@
 """The console's command mode (`:`): what an operator may type there, parsed without Textual or the ledger.
 
     :held                    the held jobs
-    :job <id> [operation]    open any job by id (when several operations share the id, pick one)
+    :job <id> [operation]    open any job by id (when several operations share the id, pick one); a part of an id
+                             finds the jobs of any group whose id begins with it, then those that hold it
     :view <name>             a saved view (`reclaim views --save NAME ...`); `:view` alone lists yours
     :owner me | <name>       the job list filtered to one owner
 
@@ -18,11 +19,14 @@ from dataclasses import dataclass
 
 COMMANDS: dict[str, str] = {
     "held": ":held — the held jobs",
-    "job": ":job <id> [operation] — open any job by id",
+    "job": ":job <id> [operation] — open any job by id or a part of it (Tab completes)",
     "view": ":view <name> — one of your saved views (:view alone lists them)",
     "owner": ":owner me|<name> — jobs owned by you or by someone",
 }
 """Every command, with its one-line help (the command line's hint and suggestions use these)."""
+
+MATCHES = 20
+"""At most this many jobs are offered for a part of an id typed after `:job` (a picker, Tab's completions)."""
 
 USAGE = "commands: :held, :job <id> [operation], :view <name>, :owner me"
 
@@ -81,3 +85,30 @@ def job_candidates(rest: str, operations: Iterable[str]) -> list[tuple[str, str 
     if head.strip() and last in known:
         out.append((head.strip(), last))
     return out
+
+
+def common_prefix(ids: Iterable[str]) -> str:
+    """The longest text every one of `ids` begins with ('' for none)."""
+    ids = list(ids)
+    if not ids:
+        return ""
+    first, last = min(ids), max(ids)
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    return first[:n]
+
+
+def completion(typed: str, ids: list[str]) -> str:
+    """What Tab turns `typed` (a part of a job id) into, given the ids that match it (those that begin with it
+    first): the longest common beginning of those that begin with it, when that is longer than `typed`; else the
+    next id after `typed` among `ids` (cycling; the first when `typed` is none of them); `typed` when none match."""
+    if not ids:
+        return typed
+    starting = [i for i in ids if i.startswith(typed)]
+    common = common_prefix(starting)
+    if len(common) > len(typed):
+        return common
+    if typed in ids:
+        return ids[(ids.index(typed) + 1) % len(ids)]
+    return ids[0]

@@ -11,7 +11,7 @@ from ledger.clock import clock_time
 from ledger.config import Config
 from ledger.coping import Coping, read_coping
 from ledger.errors import BadInput
-from ledger.model import Job, JobFilter, JobKey
+from ledger.model import GROUPS, Job, JobFilter, JobKey
 from ledger.queries import QuotaDay, quota_history, quota_today
 from ledger.stages import Stage, job_stage
 from ledger.store import Connection
@@ -80,6 +80,22 @@ def read_page(
     page = rows[:page_size]
     return JobPage(group, page, offset, len(rows) > page_size, oldest_first, filter_text, sort,
                    stages=stages_of(conn, page, tz))
+
+
+def match_counts(
+    conn: Connection, filter_text: str, *, me: str, four_eyes: bool = True, cap: int = 100,
+) -> dict[str, int]:
+    """How many jobs of each console group (`ledger.model.GROUPS`, in its order) the typed filter matches, each
+    counted up to `cap` + 1 (more reads as cap + 1: "over cap"); only the groups with a match. A filter that cannot
+    be parsed, or an empty one, matches nothing here ({})."""
+    try:
+        flt = JobFilter.parse(filter_text, me=me, four_eyes=four_eyes) if filter_text.strip() else None
+    except BadInput:
+        return {}
+    if flt is None:
+        return {}
+    counts = {group: len(list_jobs(conn, group, limit=cap + 1, flt=flt)) for group in GROUPS}
+    return {group: n for group, n in counts.items() if n}
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from ledger.store import Connection, ledger_clock, wait_for_change
 from ledger.store.events import job_events, last_event_id
 from ledger.store.evidence import for_job as evidence_for_job
 from ledger.store.evidence import orphans as orphan_evidence
-from ledger.store.jobs import find_job, list_jobs, operations_of
+from ledger.store.jobs import find_job, jobs_matching_id, list_jobs, operations_of
 
 if TYPE_CHECKING:  # the rest loads with the method that needs it: a status or a show starts without them
     from ledger.audit import Verdict
@@ -129,6 +129,11 @@ class Ledger:
         operations = [operation] if operation is not None else operations_of(self.conn, job_id)
         return [job for op in operations if (job := find_job(self.conn, JobKey(job_id, op))) is not None]
 
+    def jobs_matching(self, text: str, limit: int = 20) -> list[Job]:
+        """At most `limit` jobs of any group whose id begins with `text` (as typed), then those whose id holds it
+        elsewhere (ignoring ASCII case), each kind by id (`ledger.store.jobs.jobs_matching_id`); [] for no text."""
+        return jobs_matching_id(self.conn, text.strip(), limit)
+
     def jobs(
         self, group: str, *, limit: int = 100, offset: int = 0, oldest_first: bool = True, flt: JobFilter | None = None,
         sort: str = "age",
@@ -200,6 +205,13 @@ class Ledger:
         return read_page(self.conn, group, offset=offset, oldest_first=oldest_first, filter_text=filter_text, me=me,
                          page_size=page_size, four_eyes=self.config.policy.four_eyes, tz=self.config.timezone,
                          sort=sort)
+
+    def match_counts(self, filter_text: str, *, me: str, cap: int = 100) -> dict[str, int]:
+        """How many jobs of each group the typed filter matches (each up to `cap` + 1; only the groups with a
+        match), as `me` writes it under the policy's four-eyes rule (`ledger.job_lists.match_counts`)."""
+        from ledger.job_lists import match_counts
+
+        return match_counts(self.conn, filter_text, me=me, four_eyes=self.config.policy.four_eyes, cap=cap)
 
     def quotas(self, days: int = 14) -> QuotaData:
         """Each operation's quota use over the last `days` days and its held jobs (`ledger.job_lists`)."""

@@ -8,7 +8,8 @@ from a job's events, not a column of the ledger, so it is not a sort.
 the filter matches (count first, then a confirmation). Space marks a held job; `B` decides the marked jobs (else the
 held jobs the filter matches) at once: one finding, or one release, reject or remediate, planned and confirmed once,
 each job its own event (console.screens.batch). A filter the ledger refuses (an unknown key) is said on the
-feedback line and leaves the list as it was.
+feedback line and leaves the list as it was; a filter that matches no job of the group says how many it matches in
+the other groups, and `g` lists the group it matches in (held or failed first, else the one with most).
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ from ledger import BATCH_ACTIONS, SORTS, Job, JobKey, JobPage, SavedView, get_ac
 
 JOBS_BY_ID = {b.id: b for b in JOBS}
 HELD_KEY = next(b for b in APP if b.id == "app.group.held")
+ELSEWHERE_CAP = 100
+"""A filter that matches no job in the group listed counts the other groups' matches up to this (more reads "100+")."""
+TRIAGE_GROUPS = ("held", "failed")
+"""The groups `g` prefers when the filter matches jobs in several: where a person acts."""
 SHOW_WAIT_S = 0.25
 """How long a switch from another screen waits for the page before showing the job list without it."""
 
@@ -70,6 +75,15 @@ class JobListScreen(ReclaimScreen):
             self.page = page
             super().__init__()
 
+    class Elsewhere(Message):
+        """How many jobs of each group the filter matches (read because it matched none in `group`)."""
+
+        def __init__(self, group: str, filter_text: str, counts: dict[str, int]) -> None:
+            self.group = group
+            self.filter_text = filter_text
+            self.counts = counts
+            super().__init__()
+
     class ViewsRead(Message):
         """The operator's saved views, for the picker."""
 
@@ -88,6 +102,7 @@ class JobListScreen(ReclaimScreen):
         self._fresh = False
         self._refused = False  # the feedback line says the filter was refused
         self._acted: set[JobKey] = set()  # the jobs this console's last batch acted on
+        self._elsewhere: str | None = None  # the group `g` goes to: the filter matches none here, some there
         self.marked: dict[JobKey, None] = {}
         """The held jobs marked for a batch decision, in the order they were marked."""
 
@@ -204,6 +219,9 @@ class JobListScreen(ReclaimScreen):
         if page.filter_text:
             info.append(" · filtered", style="bold")
         self._show_info(info)
+        self._elsewhere = None
+        if page.filter_text.strip() and not page.jobs and page.offset == 0:
+            self.look_elsewhere(page.group, page.filter_text)
         self.loaded = True
         self.refresh_bindings()  # `t` depends on the job at the cursor
         if self._show_over is not None:
@@ -388,6 +406,40 @@ class JobListScreen(ReclaimScreen):
             self.reload()
         else:
             self.sort = sort
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="jobs-elsewhere")
+    def look_elsewhere(self, group: str, filter_text: str) -> None:
+        """Count, off the UI thread, the jobs of every group the filter matches (it matched none in `group`)."""
+        app = self.reclaim
+        with app.ledger() as ledger:
+            counts = ledger.match_counts(filter_text, me=app.operator, cap=ELSEWHERE_CAP)
+        if not get_current_worker().is_cancelled:
+            self.post_message(self.Elsewhere(group, filter_text, counts))
+
+    def on_job_list_screen_elsewhere(self, message: Elsewhere) -> None:
+        page = self.page
+        if (message.group, message.filter_text) != (self.group, self.filter_text) or page is None or page.jobs:
+            return  # the list moved on meanwhile
+        there = {g: n for g, n in message.counts.items() if g != message.group}
+        shown = clean(message.filter_text, 60)
+        if not there:
+            self.feedback(f"no job in any group matches {shown!r}")
+            return
+        self._elsewhere = max(there, key=lambda g: (g in TRIAGE_GROUPS, there[g]))
+        counts = ", ".join(f"{ELSEWHERE_CAP}+ in {g}" if n > ELSEWHERE_CAP else f"{n} in {g}"
+                           for g, n in there.items())
+        key = self.reclaim.key_label(JOBS_BY_ID["jobs.go_matches"])
+        self.feedback(Text.assemble(f"no {message.group} job matches {shown!r}: {counts} — ",
+                                    (key, "bold"), f" lists those in {self._elsewhere}"), prompt=True)
+
+    def action_go_matches(self) -> None:
+        """List the group where the filter matches jobs (it matched none in this one); the filter stays."""
+        if self._elsewhere is None:
+            self.feedback("the filter matches jobs in this group, or in none: nothing to go to")
+            return
+        group, self._elsewhere = self._elsewhere, None
+        self.feedback("")
+        self.group = group
 
     def action_next_page(self) -> None:
         """Show the next page, when there is one."""

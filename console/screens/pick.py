@@ -1,4 +1,5 @@
-"""Choose one from a short list: the job to open when several share an id, or a saved view to show."""
+"""Choose one from a short list: the job to open when several share an id or match a typed part of an id, or a saved
+view to show."""
 
 from __future__ import annotations
 
@@ -57,6 +58,23 @@ class PickJobScreen(PickScreen[JobKey]):
             Text.assemble(("Jobs with id ", "bold"), safe_text(job_id, 80, style="bold"),
                           f" — {len(jobs)} operations; Enter opens, Esc cancels"),
             [(Text.assemble(safe_text(job.operation, 60, style="bold"), "  ",
+                            (job.state, "bold red" if job.state in ("held", "failed") else "")), job.key)
+             for job in jobs],
+        )
+
+
+class PickMatchScreen(PickScreen[JobKey]):
+    """The jobs whose id begins with or holds the typed text, each with its operation and state; Enter opens the
+    highlighted one."""
+
+    def __init__(self, text: str, jobs: list[Job], more: bool = False) -> None:
+        self.jobs = jobs
+        count = f"{len(jobs)}+" if more else str(len(jobs))
+        super().__init__(
+            Text.assemble((f"{count} jobs match ", "bold"), safe_text(text, 80, style="bold"),
+                          " (id begins with it, then holds it); Enter opens, Esc cancels"
+                          + ("; type more of the id to see the rest" if more else "")),
+            [(Text.assemble(safe_text(job.job_id, 80, style="bold"), "  ", safe_text(job.operation, 60), "  ",
                             (job.state, "bold red" if job.state in ("held", "failed") else "")), job.key)
              for job in jobs],
         )

@@ -241,6 +241,25 @@ def list_jobs(
     return [Job.from_row(r) for r in conn.execute(sql, (*params, limit, offset))]
 
 
+def jobs_matching_id(conn: Connection, text: str, limit: int) -> list[Job]:
+    """At most `limit` jobs of any state whose id begins with `text` (as typed, byte by byte: a range of the primary
+    key on SQLite), then, for the room left, those whose id holds `text` elsewhere, ignoring ASCII case (a scan that
+    stops at `limit` matches); each kind by id then operation, texts by their bytes. [] for an empty `text`."""
+    if not text or limit <= 0:
+        return []
+    p, c = conn.PARAM, conn.TEXT_ORDER
+    order = f"ORDER BY job_id{c}, operation{c} LIMIT {p}"
+    prefix = f"job_id{c} >= {p} AND job_id{c} < {p}"
+    rows = conn.execute(f"SELECT * FROM jobs WHERE {prefix} {order}", (text, text + "\U0010ffff", limit)).fetchall()
+    found = [Job.from_row(r) for r in rows]
+    if len(found) < limit:
+        more = conn.execute(
+            f"SELECT * FROM jobs WHERE job_id {conn.LIKE} {p} ESCAPE '\\' AND NOT ({prefix}) {order}",
+            (f"%{_like(text)}%", text, text + "\U0010ffff", limit - len(found))).fetchall()
+        found += [Job.from_row(r) for r in more]
+    return found
+
+
 def held_jobs(conn: Connection, limit: int = 50) -> list[Job]:
     """At most `limit` held jobs, oldest hold first (then creation, then key)."""
     rows = conn.run("jobs.held_jobs", (limit,))

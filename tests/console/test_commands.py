@@ -39,3 +39,17 @@ def test_job_candidates_read_the_whole_text_first() -> None:
     assert job_candidates('"a b" article.generate', OPS) == [("a b", "article.generate")]
     assert job_candidates("'a b'", OPS) == [("a b", None)]
     assert job_candidates("plain", OPS) == [("plain", None)]
+
+
+def test_tab_completes_the_common_beginning_then_cycles_through_the_matches() -> None:
+    from console.commands import common_prefix, completion
+
+    ids = ["summary d-03", "summary d-06", "old summary"]
+    assert common_prefix(["summary d-03", "summary d-06"]) == "summary d-0" and common_prefix([]) == ""
+    assert completion("summ", ids) == "summary d-0"
+    assert completion("summary d-0", ids) == "summary d-03"
+    assert completion("summary d-03", ids) == "summary d-06"
+    assert completion("summary d-06", ids) == "old summary"
+    assert completion("old summary", ids) == "summary d-03"
+    assert completion("d-0", ids) == "summary d-03"  # held, not at the beginning: the first match
+    assert completion("nothing", []) == "nothing"

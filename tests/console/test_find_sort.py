@@ -10,10 +10,15 @@ import pytest
 from console_demo import Demo
 from console_helpers import wait_loaded, wait_until
 from textual.pilot import Pilot
+from textual.widgets import Input, Static
 
 from console.app import ReclaimApp, make_app
+from console.screens.command import CommandScreen
+from console.screens.job import JobScreen
 from console.screens.jobs import JobListScreen
 from console.screens.overview import OverviewScreen
+from console.screens.pick import PickMatchScreen
+from console.widgets.filter_bar import FilterBar
 from console.widgets.job_table import JobTable
 from ledger import JobKey
 from ledger.db import connect
@@ -86,3 +91,89 @@ async def test_a_header_click_sorts_by_its_column_both_ways_in_the_ledgers_order
         await click_header(pilot, table, "stage")  # computed, not a column of the ledger: said, not sorted
         await wait_until(pilot, lambda: "cannot be sorted" in screen.feedback_text, what="stage refused")
         assert screen.page is not None and screen.page.sort == "job"
+
+
+DONE = JobKey("article today #16", "article.generate")
+"""The demo's one done job."""
+
+
+async def held_list(pilot: Pilot[Any]) -> JobListScreen:
+    await wait_loaded(pilot, OverviewScreen)
+    await pilot.press("5")  # the held jobs
+    await wait_loaded(pilot, JobListScreen)
+    screen = pilot.app.screen
+    assert isinstance(screen, JobListScreen) and screen.group == "held"
+    return screen
+
+
+async def command_line(pilot: Pilot[Any], text: str) -> Input:
+    """Open `:` and type `text` into it."""
+    await pilot.press("colon")
+    await wait_until(pilot, lambda: isinstance(pilot.app.screen, CommandScreen), what="the command line")
+    line = pilot.app.screen.query_one("#command-input", Input)
+    line.value = text
+    return line
+
+
+async def test_job_by_a_part_of_its_id_opens_a_job_of_another_group(demo: Demo) -> None:
+    app = app_for(demo)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await held_list(pilot)
+        await command_line(pilot, "job #16")  # held in no group but done: a substring, matched in every group
+        await pilot.press("enter")
+        await wait_loaded(pilot, JobScreen)
+        assert app.screen.key == DONE
+
+        await pilot.press("escape")
+        await wait_loaded(pilot, JobListScreen)
+        await command_line(pilot, "job article today #1")  # a prefix of six jobs of five groups: a choice
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, PickMatchScreen), what="the matches")
+        picker = app.screen
+        assert isinstance(picker, PickMatchScreen)
+        assert [job.job_id for job in picker.jobs] == [f"article today #{n}" for n in (12, 14, 15, 16, 17, 18)]
+        assert {job.state for job in picker.jobs} == {"held", "failed", "rejected", "done", "submitted", "reserving"}
+        for _ in range(3):
+            await pilot.press("down")
+        await pilot.press("enter")
+        await wait_loaded(pilot, JobScreen)
+        assert app.screen.key == DONE
+
+
+async def test_tab_completes_a_job_id_from_the_ledger(demo: Demo) -> None:
+    app = app_for(demo)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await held_list(pilot)
+        line = await command_line(pilot, "job summ")
+        hint = app.screen.query_one("#command-hint", Static)
+        await wait_until(pilot, lambda: "6 match" in str(hint.render()), what="the matches in the hint")
+        await wait_until(pilot, lambda: line._suggestion == "job summary d-03", what="the suggestion")
+        await pilot.press("tab")  # the longest beginning the six ids share
+        assert line.value == "job summary "
+        await pilot.press("tab")  # then each match in turn
+        assert line.value == "job summary d-03"
+        await pilot.press("tab")
+        assert line.value == "job summary d-06"
+
+        line.value = "job (retr"  # held by one id only, not at its beginning
+        await wait_until(pilot, lambda: "1 match" in str(hint.render()), what="the one match")
+        await pilot.press("tab")
+        assert line.value == "job summary today (retry)"
+        await pilot.press("enter")
+        await wait_loaded(pilot, JobScreen)
+        assert app.screen.key == JobKey("summary today (retry)", "summary.generate")
+
+
+async def test_a_filter_matching_no_held_job_says_where_it_matches_and_g_goes_there(demo: Demo) -> None:
+    app = app_for(demo)
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = await held_list(pilot)
+        await pilot.press("slash")
+        screen.query_one(FilterBar).value = "#16"
+        await wait_until(pilot, lambda: "1 in done" in screen.feedback_text, what="where the filter matches")
+        assert "no held job matches '#16'" in screen.feedback_text
+        await pilot.press("enter")  # back to the list
+        await pilot.press("g")
+        await wait_until(pilot, lambda: screen.page is not None and screen.page.group == "done"
+                         and screen.page.filter_text == "#16", what="the done jobs, filtered")
+        assert screen.query_one(JobTable).visible_keys() == [DONE]

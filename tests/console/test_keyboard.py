@@ -428,7 +428,7 @@ async def test_command_mode(demo: Demo) -> None:
         job_screen = app.screen
 
         await command(pilot, "job no such job")
-        await wait_until(pilot, lambda: "no job with id 'no such job'" in job_screen.feedback_text)
+        await wait_until(pilot, lambda: "no job id begins with or holds 'no such job'" in job_screen.feedback_text)
 
         await command(pilot, "held")
         await wait_loaded(pilot, JobListScreen)

@@ -296,3 +296,21 @@ def test_a_group_is_sorted_by_each_key_both_ways_and_paged_without_repeats_or_ga
         assert [j.job_id for j in jobs_store.list_jobs(c, "held", sort="owner", flt=JobFilter(owner="alice"))] == [
             "c-3", "b-7"]
         assert [j.key for j in jobs_store.list_jobs(c, "resolved", sort="state")] == [JobKey("c-3", "other.op")]
+
+
+def test_jobs_are_found_by_id_prefix_then_substring_in_any_state(
+    conn: Connection, clock: ManualClock, ledger_path: Path,
+) -> None:
+    now = clock.now()
+    with write_tx(conn):
+        for job_id, state in (("report-2", "done"), ("report-1", "held"), ("old report-9", "rejected"),
+                              ("REPORT-3", "submitted"), ("rep_x", "failed"), ("other", "held")):
+            jobs_store.insert(conn, _columns(job_id, now, state=state))
+    with fresh(ledger_path) as c:
+        ids = lambda text, limit=10: [j.job_id for j in jobs_store.jobs_matching_id(c, text, limit)]  # noqa: E731
+        assert ids("report-") == ["report-1", "report-2", "REPORT-3", "old report-9"]  # prefix first, as typed
+        assert ids("report-", 3) == ["report-1", "report-2", "REPORT-3"]
+        assert ids("report-", 1) == ["report-1"]
+        assert ids("ort-9") == ["old report-9"]
+        assert ids("p_") == ["rep_x"]  # a LIKE wildcard is matched as itself
+        assert ids("nothing") == [] and ids("") == []
