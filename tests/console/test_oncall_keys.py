@@ -219,7 +219,8 @@ async def test_stage_and_awaiting_my_approval_across_two_seats(tmp_path: Path, c
         def stages() -> list[str]:
             return [str(held.get_row_at(i)[2].plain) for i in range(held.row_count)]
 
-        await wait_until(b, lambda: stages() == ["needs a finding", "needs a finding"], what="both need a finding")
+        # at 80 columns the stage is said in its short words (short_stage)
+        await wait_until(b, lambda: stages() == ["needs finding", "needs finding"], what="both need a finding")
         assert bob.awaiting_me == 0 and alice.awaiting_me is None
         conn = connect(ledger)
         try:  # written by each seat's own operator through the ledger, as the triage screen does
@@ -229,8 +230,7 @@ async def test_stage_and_awaiting_my_approval_across_two_seats(tmp_path: Path, c
                                   clock=clock)
         finally:
             conn.close()
-        await wait_until(b, lambda: stages() == ["awaiting approval (finding by alice)",
-                                                 "awaiting approval (finding by bob)"], what="the stages, live")
+        await wait_until(b, lambda: stages() == ["approve (alice)", "approve (bob)"], what="the stages, live")
         await wait_until(b, lambda: bob.awaiting_me == 1, what="bob's count")
         from console.widgets.ledger_header import LedgerHeader
         header = bob.screen.query_one(LedgerHeader)
