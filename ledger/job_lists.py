@@ -68,12 +68,12 @@ class JobPage:
 
 def read_page(
     conn: Connection, group: str, *, offset: int, oldest_first: bool, filter_text: str, me: str,
-    page_size: int, four_eyes: bool = True, tz: str = "UTC", sort: str = "age",
+    page_size: int, now: float, four_eyes: bool = True, tz: str = "UTC", sort: str = "age",
 ) -> JobPage:
     """Read one page (plus one row to know if another page follows), with the stage of its held and failed jobs;
-    never the whole group; ordered by `sort` (`ledger.model.SORTS`), ascending when `oldest_first`. A filter that cannot be parsed reads nothing: the page is empty and says why."""
+    never the whole group (a span in the filter counts back from `now`); ordered by `sort` (`ledger.model.SORTS`), ascending when `oldest_first`. A filter that cannot be parsed reads nothing: the page is empty and says why."""
     try:
-        flt = JobFilter.parse(filter_text, me=me, four_eyes=four_eyes) if filter_text.strip() else None
+        flt = JobFilter.parse(filter_text, me=me, now=now, four_eyes=four_eyes) if filter_text.strip() else None
     except BadInput as e:
         return JobPage(group, [], offset, False, oldest_first, filter_text, sort, error=str(e))
     rows = list_jobs(conn, group, limit=page_size + 1, offset=offset, oldest_first=oldest_first, flt=flt, sort=sort)
@@ -83,13 +83,13 @@ def read_page(
 
 
 def match_counts(
-    conn: Connection, filter_text: str, *, me: str, four_eyes: bool = True, cap: int = 100,
+    conn: Connection, filter_text: str, *, me: str, now: float, four_eyes: bool = True, cap: int = 100,
 ) -> dict[str, int]:
     """How many jobs of each console group (`ledger.model.GROUPS`, in its order) the typed filter matches, each
     counted up to `cap` + 1 (more reads as cap + 1: "over cap"); only the groups with a match. A filter that cannot
     be parsed, or an empty one, matches nothing here ({})."""
     try:
-        flt = JobFilter.parse(filter_text, me=me, four_eyes=four_eyes) if filter_text.strip() else None
+        flt = JobFilter.parse(filter_text, me=me, now=now, four_eyes=four_eyes) if filter_text.strip() else None
     except BadInput:
         return {}
     if flt is None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
@@ -264,10 +263,9 @@ class JobFilter:
     four_eyes: bool = field(default=True, compare=False)
 
     @classmethod
-    def parse(cls, query: str, me: str | None = None, *, four_eyes: bool = True, now: float | None = None
-              ) -> JobFilter:
+    def parse(cls, query: str, me: str | None = None, *, now: float, four_eyes: bool = True) -> JobFilter:
         """Parse "owner:me op:article.* reason:timeout since:1h bucket" into a filter (`*` is a wildcard in op: and
-        target:; `me` is the operator; a span in since:/until: counts back from `now`, the wall clock when None). A
+        target:; `me` is the operator; a span in since:/until: counts back from `now`, the caller's clock). A
         key it does not know, a stage it does not know, or a time it cannot read is refused (BadInput naming it)."""
         words: list[str] = []
         terms: dict[str, str] = {}
@@ -293,8 +291,7 @@ class JobFilter:
         stage = check_stage(terms["stage"]) if "stage" in terms else None
         from ledger.clock import parse_when
 
-        at = time.time() if now is None else now
-        since, until = (parse_when(terms[k], at, name=f"filter {k}:") if k in terms else None
+        since, until = (parse_when(terms[k], now, name=f"filter {k}:") if k in terms else None
                         for k in ("since", "until"))
         return cls(text=" ".join(w for w in words if w), owner=owner, operation=terms.get("op"),
                    target=terms.get("target"), reason=terms.get("reason"), stage=stage, held_since=since,

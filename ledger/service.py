@@ -203,15 +203,16 @@ class Ledger:
 
         check_sort(sort)
         return read_page(self.conn, group, offset=offset, oldest_first=oldest_first, filter_text=filter_text, me=me,
-                         page_size=page_size, four_eyes=self.config.policy.four_eyes, tz=self.config.timezone,
-                         sort=sort)
+                         page_size=page_size, now=self.clock.now(), four_eyes=self.config.policy.four_eyes,
+                         tz=self.config.timezone, sort=sort)
 
     def match_counts(self, filter_text: str, *, me: str, cap: int = 100) -> dict[str, int]:
         """How many jobs of each group the typed filter matches (each up to `cap` + 1; only the groups with a
         match), as `me` writes it under the policy's four-eyes rule (`ledger.job_lists.match_counts`)."""
         from ledger.job_lists import match_counts
 
-        return match_counts(self.conn, filter_text, me=me, four_eyes=self.config.policy.four_eyes, cap=cap)
+        return match_counts(self.conn, filter_text, me=me, now=self.clock.now(), four_eyes=self.config.policy.four_eyes,
+                            cap=cap)
 
     def quotas(self, days: int = 14) -> QuotaData:
         """Each operation's quota use over the last `days` days and its held jobs (`ledger.job_lists`)."""

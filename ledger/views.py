@@ -20,7 +20,7 @@ def save_view(conn: Connection, operator: str, name: str, group: str, flt: str, 
     check_group(group)
     if len(flt) > 500:
         raise BadInput("filter: at most 500 characters")
-    JobFilter.parse(flt, me=operator)
+    JobFilter.parse(flt, me=operator, now=clock.now())
     view = SavedView(operator, name, group, flt, clock.now())
     with write_tx(conn):
         views_store.save(conn, view)

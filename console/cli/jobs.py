@@ -148,7 +148,7 @@ def jobs(
         raise BadInput(f"--sort {sort!r}: the direction is asc or desc (e.g. --sort owner:desc)")
     rows = opened.jobs(group, limit=limit, offset=(page - 1) * limit,
                        oldest_first=(direction != "desc") != newest_first, sort=column or "age",
-                       flt=JobFilter.parse(filter_text, me=me))
+                       flt=JobFilter.parse(filter_text, me=me, now=opened.clock.now()))
     now = process_clock().now()
     if s.as_json:
         output.emit_json({"group": group, "page": page, "jobs": [j.to_dict() for j in rows]})
@@ -296,7 +296,7 @@ def export_cmd(
         states=parse_export_states(state or []), operation=operation, target=target, job_id=job,
         since=parse_when(since, now, name="--since") if since is not None else None,
         until=parse_when(until, now, name="--until") if until is not None else None,
-        after_id=after, typed=JobFilter.parse(filter_text, me=me) if filter_text.strip() else None,
+        after_id=after, typed=JobFilter.parse(filter_text, me=me, now=now) if filter_text.strip() else None,
     )
     check_export_filter(what, flt)
     dest = check_target(output_to, force=force, ledger=s.ledger)

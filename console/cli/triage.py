@@ -173,7 +173,7 @@ def bulk_assign(
     opened = s.open_ledger(readonly=not yes)
     due_at = parse_due(due, opened.clock.now(), opened.config.timezone, name="--due")
     me = s.actor(opened.config)
-    flt = JobFilter.parse(filter_text, me=me)
+    flt = JobFilter.parse(filter_text, me=me, now=opened.clock.now())
     done = opened.bulk_assign(flt, owner, due_at, actor=me, reason=reason, apply=yes)
     doc = {"matched": len(done.matched), "assigned": done.assigned, "owner": owner, "due": iso(due_at)}
     if s.as_json:

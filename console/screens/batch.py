@@ -26,15 +26,12 @@ from console.screens.confirm import ConfirmScreen, Shown
 from console.screens.form import FormScreen
 from console.screens.triage import CATEGORY_HELP
 from console.words import BATCH_VERBS, batch_doc, batch_done_line, quota_words
-from ledger import ACTION_TABLE, BATCH_ACTIONS, FINDING_CATEGORIES, BatchPlan, JobFilter, JobKey, LedgerError
+from ledger import ACTION_TABLE, BATCH_ACTIONS, FINDING_CATEGORIES, BatchPlan, JobFilter, JobKey
 
 ACTION_WORDS = {"finding": "record one finding", "release": "release", "reject": "reject", "remediate": "remediate"}
 TEXT_FIELD = {name: next(f for f in ACTION_TABLE[name].fields if f.name in ("reason", "note")) for name in BATCH_ACTIONS}
 """The one text each batch action records: a release's or reject's reason, a finding's or remediate's note."""
 
-
-def _why(error: Exception) -> str:
-    return str(error) if isinstance(error, LedgerError) else f"{type(error).__name__}: {error}"
 
 
 def plan_shown(plan: BatchPlan, actor: str, read_only: bool) -> Shown:
@@ -68,6 +65,8 @@ def plan_shown(plan: BatchPlan, actor: str, read_only: bool) -> Shown:
 class BatchScreen(FormScreen):
     """What to do with the selected held jobs and the one reason or note; a plan, then one confirmation."""
 
+    REFUSED = "batch refused"
+
     class Planned(Message):
         """The plan for the typed input (nothing written)."""
 
@@ -83,12 +82,6 @@ class BatchScreen(FormScreen):
             self.doc = doc
             super().__init__()
 
-    class Failed(Message):
-        """The ledger refused the input or the selection; nothing was written."""
-
-        def __init__(self, reason: str) -> None:
-            self.reason = reason
-            super().__init__()
 
     def __init__(self, filter_text: str, marked: list[JobKey]) -> None:
         self.filter_text = filter_text
@@ -190,7 +183,7 @@ class BatchScreen(FormScreen):
         try:
             planned = self._read_plan(action, given)
         except Exception as e:  # refused or bad input: said in the form; nothing was written
-            self.post_message(self.Failed(_why(e)))
+            self.refused(e)
             return
         self.post_message(self.Planned(planned, given))
 
@@ -233,7 +226,7 @@ class BatchScreen(FormScreen):
             with app.ledger(write=True) as ledger:
                 result = ledger.batch_apply(plan.action, plan, given, actor=app.operator)
         except Exception as e:  # nothing of a refused job was written
-            self.post_message(self.Failed(_why(e)))
+            self.refused(e)
             return
         self.post_message(self.Applied(batch_doc(plan.action, app.operator, plan, result)))
 
@@ -247,7 +240,3 @@ class BatchScreen(FormScreen):
             said += f"; first refused: {first['job_id']}: {first['refusal']}"
         self.dismiss(clean(said, 600))
 
-    def on_batch_screen_failed(self, message: Failed) -> None:
-        self.busy = False
-        self.say(Text.assemble(("batch refused: ", "bold"), safe_text(message.reason, 300),
-                               " — nothing was changed"), error=True)

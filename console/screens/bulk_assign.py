@@ -18,16 +18,13 @@ from console.sanitize import clean, safe_text
 from console.screens.confirm import ConfirmScreen
 from console.screens.form import FormScreen, field
 from ledger import ACTION_TABLE as ACTIONS
-from ledger import JobFilter, JobKey, LedgerError, iso, parse_due
+from ledger import JobFilter, JobKey, iso, parse_due
 
 ACTION = ACTIONS["bulk-assign"]
 FIELDS = {f.name: f for f in ACTION.fields}
 ORDER = ("owner", "due", "reason")
 """The order the form shows its fields in (the action table's order is reason first)."""
 
-
-def _why(error: Exception) -> str:
-    return str(error) if isinstance(error, LedgerError) else f"{type(error).__name__}: {error}"
 
 
 def preview_words(count: int, filter_text: str, owner: str, due: str, due_at: float) -> str:
@@ -39,6 +36,8 @@ def preview_words(count: int, filter_text: str, owner: str, due: str, due_at: fl
 
 class BulkAssignScreen(FormScreen):
     """Owner, due and reason for every held job the list's filter matches; a count preview, then a confirmation."""
+
+    REFUSED = "bulk assign refused"
 
     class Counted(Message):
         """The count preview: which jobs would be assigned, for the given input (nothing written)."""
@@ -59,12 +58,6 @@ class BulkAssignScreen(FormScreen):
             self.given = given
             super().__init__()
 
-    class Failed(Message):
-        """The ledger refused (role, input, read-only console); nothing was written."""
-
-        def __init__(self, reason: str) -> None:
-            self.reason = reason
-            super().__init__()
 
     def __init__(self, filter_text: str) -> None:
         self.filter_text = filter_text
@@ -108,12 +101,13 @@ class BulkAssignScreen(FormScreen):
         app = self.reclaim
         try:
             due_at = parse_due(given["due"], app.clock.now(), app.config.timezone, name="due")
-            flt = JobFilter.parse(self.filter_text, me=app.operator) if self.filter_text.strip() else None
+            flt = JobFilter.parse(self.filter_text, me=app.operator, now=app.clock.now()) if self.filter_text.strip() \
+                else None
             with app.ledger() as ledger:
                 done = ledger.bulk_assign(flt, given["owner"], due_at, actor=app.operator, reason=given["reason"],
                                           apply=False)
         except Exception as e:  # refused or bad input: said in the form; nothing was written
-            self.post_message(self.Failed(_why(e)))
+            self.refused(e)
             return
         self.post_message(self.Counted(done.matched, due_at, given))
 
@@ -148,12 +142,13 @@ class BulkAssignScreen(FormScreen):
         a job that started to match after the preview is not touched."""
         app = self.reclaim
         try:
-            flt = JobFilter.parse(self.filter_text, me=app.operator) if self.filter_text.strip() else None
+            flt = JobFilter.parse(self.filter_text, me=app.operator, now=app.clock.now()) if self.filter_text.strip() \
+                else None
             with app.ledger(write=True) as ledger:
                 done = ledger.bulk_assign(flt, given["owner"], due_at, actor=app.operator, reason=given["reason"],
                                           apply=True, only=previewed)
         except Exception as e:  # each assign is its own transaction: what was refused wrote nothing
-            self.post_message(self.Failed(_why(e)))
+            self.refused(e)
             return
         self.post_message(self.Assigned(done.assigned, len(previewed), given))
 
@@ -164,7 +159,3 @@ class BulkAssignScreen(FormScreen):
                      "jobs held since the preview were not touched)")
         self.dismiss(said)
 
-    def on_bulk_assign_screen_failed(self, message: Failed) -> None:
-        self.busy = False
-        self.say(Text.assemble(("bulk assign refused: ", "bold"), safe_text(message.reason, 300),
-                               " — nothing was changed"), error=True)

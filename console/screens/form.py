@@ -10,12 +10,15 @@ from typing import TYPE_CHECKING, cast
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
 from console.bindings import FORM
+from console.sanitize import safe_text
 from console.screens.confirm import ConfirmScreen
+from ledger import LedgerError
 
 if TYPE_CHECKING:
     from console.app import ReclaimApp
@@ -30,6 +33,15 @@ class FormScreen(ModalScreen[str | None]):
     """A titled form; dismissed with what was done (said on the screen below), or None when nothing was."""
 
     BINDINGS = FORM
+    REFUSED = "refused"
+    """How the form begins a refusal: '<REFUSED>: <why> — nothing was changed'."""
+
+    class Failed(Message):
+        """The ledger refused the form's read or write (input, role, a read-only console); nothing was written."""
+
+        def __init__(self, reason: str) -> None:
+            self.reason = reason
+            super().__init__()
 
     def __init__(self, title: Text, about: Text) -> None:
         super().__init__()
@@ -64,6 +76,17 @@ class FormScreen(ModalScreen[str | None]):
     def first_field(self) -> Widget:
         """The field focused when the form opens (the first input; override)."""
         return self.query(Input).first()
+
+    def refused(self, error: Exception) -> None:
+        """From a worker: have the form say why the ledger refused (its own words; anything unexpected named by its
+        type). Nothing was written."""
+        why = str(error) if isinstance(error, LedgerError) else f"{type(error).__name__}: {error}"
+        self.post_message(self.Failed(why))
+
+    def on_form_screen_failed(self, message: Failed) -> None:
+        self.busy = False
+        self.say(Text.assemble((f"{self.REFUSED}: ", "bold"), safe_text(message.reason, 300),
+                               " — nothing was changed"), error=True)
 
     def say(self, text: Text | str, *, error: bool = False) -> None:
         """Show `text` in the form (an error in red)."""

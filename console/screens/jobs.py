@@ -305,8 +305,8 @@ class JobListScreen(ReclaimScreen):
         return super().disabled_reason(action, params)
 
     def _batch_refusal(self) -> str | None:
-        """Why `B` may not open the batch decision now (read-only, the group, a refused filter), or None. The roles
-        are each job's own question: the plan says, job by job, who may do what."""
+        """Why `B` may not open the batch decision now (read-only, neither role a batch needs, the group, a refused
+        filter), or None. What each job allows this operator is the plan's own question, job by job."""
         app = self.reclaim
         if app.source.read_only:
             return "the console is read-only (--read-only)"

@@ -10,7 +10,7 @@ from textual.widgets import Input
 
 from console.sanitize import safe_text
 from console.screens.form import FormScreen, field
-from ledger import LedgerError, SavedView
+from ledger import SavedView
 
 
 def view_words(group: str, filter_text: str) -> Text:
@@ -21,6 +21,8 @@ def view_words(group: str, filter_text: str) -> Text:
 class SaveViewScreen(FormScreen):
     """A name for the list's group + filter; Enter saves it for this operator (the same name replaces it)."""
 
+    REFUSED = "not saved"
+
     class Saved(Message):
         """The view was written."""
 
@@ -28,12 +30,6 @@ class SaveViewScreen(FormScreen):
             self.view = view
             super().__init__()
 
-    class Failed(Message):
-        """The ledger refused the view (a blank or long name, an unknown filter key); nothing was written."""
-
-        def __init__(self, reason: str) -> None:
-            self.reason = reason
-            super().__init__()
 
     def __init__(self, group: str, filter_text: str) -> None:
         self.group = group
@@ -66,11 +62,8 @@ class SaveViewScreen(FormScreen):
         try:
             with app.ledger(write=True) as ledger:
                 view = ledger.save_view(app.operator, name, self.group, self.filter_text)
-        except LedgerError as e:
-            self.post_message(self.Failed(str(e)))
-            return
-        except Exception as e:  # anything else is said too; the write rolled back
-            self.post_message(self.Failed(f"{type(e).__name__}: {e}"))
+        except Exception as e:  # said in the form; the write rolled back
+            self.refused(e)
             return
         self.post_message(self.Saved(view))
 
@@ -78,6 +71,3 @@ class SaveViewScreen(FormScreen):
         v = message.view
         self.dismiss(f"saved view {v.name}: {v.group}" + (f" · {v.filter}" if v.filter else ""))
 
-    def on_save_view_screen_failed(self, message: Failed) -> None:
-        self.busy = False
-        self.say(Text.assemble(("not saved: ", "bold"), safe_text(message.reason, 300)), error=True)

@@ -33,6 +33,8 @@ from ledger.store import jobs as jobs_store
 from ledger.views import list_views, save_view
 from ledger.worker import record_send_outcome
 
+NOW = 1_796_115_600.0  # 2026-12-01T09:00:00Z: what a since:/until: span in a filter counts back from
+
 pytestmark = pytest.mark.anyio
 
 
@@ -48,7 +50,7 @@ def dump(path: Path) -> str:
 def held_matching(path: Path, filter_text: str, me: str) -> list[JobKey]:
     conn = connect(path, readonly=True)
     try:
-        return [j.key for j in jobs_store.list_jobs(conn, "held", flt=JobFilter.parse(filter_text, me=me))]
+        return [j.key for j in jobs_store.list_jobs(conn, "held", flt=JobFilter.parse(filter_text, me=me, now=NOW))]
     finally:
         conn.close()
 

@@ -17,6 +17,8 @@ from ledger.simulator import Simulator
 from ledger.store import jobs as jobs_store
 from ledger.worker import RemoteCache, submit_now
 
+NOW = 1_796_115_600.0  # 2026-12-01T09:00:00Z: what a since:/until: span in a filter counts back from
+
 OP = "article.generate"
 
 
@@ -29,13 +31,13 @@ def _two_holds(sim: Simulator, conn: Any, cfg: Config, clock: ManualClock) -> No
 
 
 def _ids(conn: Any, text: str) -> list[str]:
-    return [j.job_id for j in jobs_store.list_jobs(conn, "held", flt=JobFilter.parse(text, me="bob"))]
+    return [j.job_id for j in jobs_store.list_jobs(conn, "held", flt=JobFilter.parse(text, me="bob", now=NOW))]
 
 
 @pytest.mark.parametrize("text", ["foo:bar", "owner:me Op:x", "https://example.org", "state:held"])
 def test_an_unknown_key_is_refused_naming_it_and_the_known_keys(text: str) -> None:
     with pytest.raises(BadInput) as refused:
-        JobFilter.parse(text, me="bob")
+        JobFilter.parse(text, me="bob", now=NOW)
     message = str(refused.value)
     key = next(t for t in text.split() if ":" in t and t.split(":")[0] not in FILTER_KEYS).split(":")[0]
     assert f"filter key '{key}:': unknown" in message
@@ -45,10 +47,10 @@ def test_an_unknown_key_is_refused_naming_it_and_the_known_keys(text: str) -> No
 
 
 def test_known_keys_and_words_with_a_colon() -> None:
-    flt = JobFilter.parse("owner:me op:article.* target:bucket-* reason:timeout text:a:b words", me="bob")
+    flt = JobFilter.parse("owner:me op:article.* target:bucket-* reason:timeout text:a:b words", me="bob", now=NOW)
     assert flt == JobFilter(text="a:b words", owner="bob", operation="article.*", target="bucket-*",
                             reason="timeout")
-    assert JobFilter.parse("09:00").text == "09:00"  # not a key: keys start with a letter
+    assert JobFilter.parse("09:00", now=NOW).text == "09:00"  # not a key: keys start with a letter
 
 
 def test_reason_and_plain_words_match_why_a_job_is_held(
@@ -82,3 +84,9 @@ def test_cli_refuses_an_unknown_key_and_filters_by_reason(
     r = run_cli("bulk-assign", "--owner", "alice", "--due", "2h", "--reason", "the resets are alice's",
                 "--filter", "reason:reset", "--json", operator="bob", now=clock.now())
     assert r.rc == 0 and '"matched": 1' in r.stdout, r
+
+
+def test_a_window_counts_back_from_the_clock_it_is_given() -> None:
+    flt = JobFilter.parse("since:1h until:10m", me="bob", now=NOW)
+    assert (flt.held_since, flt.held_until) == (NOW - 3600, NOW - 600)
+    assert JobFilter.parse("since:2026-12-01T08:00Z", me="bob", now=NOW).held_since == NOW - 3600

@@ -17,6 +17,8 @@ from ledger.store import jobs as jobs_store
 from ledger.views import builtin_views
 from ledger.worker import RemoteCache, submit_now
 
+NOW = 1_796_115_600.0  # 2026-12-01T09:00:00Z: what a since:/until: span in a filter counts back from
+
 BACKENDS = ("sqlite", "postgresql")  # each test that takes a ledger runs on each (tests/conftest.py)
 OP = "article.generate"
 
@@ -29,7 +31,7 @@ def _held(sim: Simulator, conn: Any, cfg: Config, clock: ManualClock, job_id: st
 
 
 def _ids(conn: Any, text: str, me: str, four_eyes: bool = True) -> list[str]:
-    flt = JobFilter.parse(text, me=me, four_eyes=four_eyes)
+    flt = JobFilter.parse(text, me=me, four_eyes=four_eyes, now=NOW)
     return sorted(j.job_id for j in jobs_store.list_jobs(conn, "held", flt=flt))
 
 
@@ -67,7 +69,7 @@ def test_stages_filter_and_count(sim: Simulator, conn: Any, cfg: Config, clock: 
 
 def test_an_unknown_stage_is_refused_naming_the_stages() -> None:
     with pytest.raises(BadInput) as refused:
-        JobFilter.parse("stage:waiting", me="bob")
+        JobFilter.parse("stage:waiting", me="bob", now=NOW)
     message = str(refused.value)
     assert "stage:waiting: unknown stage" in message
     for name in stages.STAGES:
