@@ -59,7 +59,7 @@ def plan_shown(plan: BatchPlan, actor: str, read_only: bool) -> Shown:
         refusal = "the console is read-only (--read-only)"
     elif not allowed:
         refusal = "no selected job may be acted on now (each says why below)"
-    return Shown(summary, lines, refusal, detail)
+    return Shown(summary, lines, refusal, detail, basis=plan)
 
 
 class BatchScreen(FormScreen):
@@ -169,12 +169,15 @@ class BatchScreen(FormScreen):
         self.say("reading the plan: each job's verdict and the quota…")
         self.plan(action, given)
 
-    def _read_plan(self, action: str, given: dict[str, str]) -> BatchPlan:
+    def _read_plan(self, action: str, given: dict[str, str], keys: list[JobKey] | None = None) -> BatchPlan:
+        """The plan for `keys` (the jobs a confirmation already shows), else for the marked jobs, else for the held
+        jobs the filter matches."""
         app = self.reclaim
+        keys = keys if keys is not None else self.marked
         flt = JobFilter.parse(self.filter_text, me=app.operator, now=app.clock.now()) \
-            if self.filter_text.strip() and not self.marked else None
+            if self.filter_text.strip() and not keys else None
         with app.ledger() as ledger:
-            jobs = ledger.batch_select(flt, self.marked)
+            jobs = ledger.batch_select(flt, keys)
             return ledger.batch_plan(action, jobs, given, actor=app.operator)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="batch")
@@ -195,23 +198,24 @@ class BatchScreen(FormScreen):
             self.say(Text.assemble(("batch: ", "bold"), "no held job is selected (the filter matches none); nothing "
                                    "was changed"), error=True)
             return
-        latest = {"plan": plan}
-
         def recheck() -> Shown:
-            latest["plan"] = self._read_plan(plan.action, given)
-            return plan_shown(latest["plan"], app.operator, app.source.read_only)
+            """The same jobs planned again: one that changed meanwhile says why it is now refused; a job that
+            started to match since is not added to what was reviewed."""
+            again = self._read_plan(plan.action, given, [i.job.key for i in plan.items])
+            return plan_shown(again, app.operator, app.source.read_only)
 
         shown = plan_shown(plan, app.operator, app.source.read_only)
         label = ACTION_WORDS[plan.action].capitalize()
         confirm = ConfirmScreen(
             Text.assemble((f"{label}? ", "bold"), f"{len(plan.items)} held jobs"), shown.summary, shown.lines,
             shown.refusal, f"{label} {len(plan.allowed)} — confirm", dangerous=plan.action == "release",
-            detail=shown.detail, recheck=recheck)
+            detail=shown.detail, recheck=recheck, basis=plan)
 
         def decided(confirmed: bool | None) -> None:
-            if confirmed and confirm.refusal is None:
-                self.say(Text.assemble(("batch: ", "bold"), f"{plan.action} of {len(latest['plan'].allowed)} jobs…"))
-                self.apply(latest["plan"], given)
+            confirmed_plan = confirm.shown.basis  # the plan the confirmation showed when `y` was pressed
+            if confirmed and confirm.refusal is None and isinstance(confirmed_plan, BatchPlan):
+                self.say(Text.assemble(("batch: ", "bold"), f"{plan.action} of {len(confirmed_plan.allowed)} jobs…"))
+                self.apply(confirmed_plan, given)
             else:
                 self.busy = False
                 self.say(Text.assemble(("batch: ", "bold"), "cancelled — nothing was changed"))

@@ -33,6 +33,8 @@ class Shown:
     lines: list[str]
     refusal: str | None
     detail: Text | None = None
+    basis: object = None
+    """What this was drawn from (a batch's plan): the caller acts on the basis of what `y` confirmed."""
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -43,11 +45,11 @@ class ConfirmScreen(ModalScreen[bool]):
     def __init__(
         self, title: Text, summary: str, lines: list[str], refusal: str | None, confirm_label: str,
         *, dangerous: bool = False, cancel_label: str = "Cancel", detail: Text | None = None,
-        recheck: Callable[[], Shown] | None = None,
+        recheck: Callable[[], Shown] | None = None, basis: object = None,
     ) -> None:
         super().__init__()
         self.title_text = title
-        self.shown = Shown(summary, lines, refusal, detail)
+        self.shown = Shown(summary, lines, refusal, detail, basis)
         self.confirm_label = confirm_label
         self.cancel_label = cancel_label
         self.dangerous = dangerous

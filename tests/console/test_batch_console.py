@@ -179,3 +179,23 @@ async def test_a_viewer_is_told_why_b_does_nothing(tmp_path: Path, console_sim: 
         await wait_until(pilot, lambda: "dave has neither the triage nor the approver role" in screen.feedback_text,
                          what="why B does nothing")
         assert not isinstance(app.screen, BatchScreen)
+
+
+async def test_y_takes_the_plan_the_confirmation_shows_after_a_change(tmp_path: Path, console_sim: Simulator) -> None:
+    """While the plan is open another seat rejects one of its jobs: the confirmation is read again and says 3 of 4,
+    and `y` rejects those 3 (each job ends with one reject: bob's, or carol's)."""
+    ledger, config, clock, keys = storm(tmp_path, console_sim, 4)
+    app: ReclaimApp = make_app(ledger, config, "carol", clock=clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        confirm = await open_batch(pilot, "reject", "duplicates of a manual run")
+        assert "reject 4 of 4 held jobs" in confirm.summary
+        conn = connect(ledger)
+        try:
+            triage.reject(conn, config, keys[0], actor="bob", clock=clock, reason="closed by bob first")
+        finally:
+            conn.close()
+        app.wake_follower()
+        await wait_until(pilot, lambda: "reject 3 of 4 held jobs" in confirm.summary, what="the plan read again")
+        said = await confirm_and_wait(pilot, confirm)
+        assert "rejected 3 of 4 jobs as carol" in said
+    assert kinds(ledger, keys, "reject") == [(1, {"bob"}), (1, {"carol"}), (1, {"carol"}), (1, {"carol"})]
