@@ -63,8 +63,11 @@ class FeedbackLine(Static):
         self.update(shown)
 
     def _check(self) -> None:
-        """Take the message back when what it said stopped being true."""
+        """Take the message back when what it said stopped being true (no message to check: the timer stops)."""
         if self._while is None:
+            if self._checker is not None:
+                self._checker.stop()
+                self._checker = None
             return
         if not self._while():
             gone = self.message
